@@ -1,0 +1,12 @@
+/** @type {import('jest').Config} */
+module.exports = {
+  rootDir: '.',
+  testEnvironment: 'node',
+  transform: { '^.+\\.ts$': ['ts-jest', { tsconfig: 'tsconfig.json' }] },
+  moduleFileExtensions: ['ts', 'js', 'json'],
+  testMatch: ['<rootDir>/test/**/*.spec.ts', '<rootDir>/test/**/*.e2e-spec.ts'],
+  globalSetup: '<rootDir>/test/fixtures/global-setup.ts',
+  globalTeardown: '<rootDir>/test/fixtures/global-teardown.ts',
+  testTimeout: 30000,
+  reporters: ['default', ['<rootDir>/test/fixtures/summary-reporter.js', {}]],
+};

@@ -1,0 +1,76 @@
+import { createHash } from 'node:crypto';
+import { Injectable } from '@nestjs/common';
+import type { EntityManager } from 'typeorm';
+import { IdempotencyError } from '../errors/idempotency-configuration.error';
+import { idempotencyRequestStorage } from './idempotency-request-state';
+
+/** The identity of the idempotent request being handled. */
+export interface IdempotencyRequestIdentity {
+  /** Caller identity the key belongs to (`''` when none). */
+  scope: string;
+  /** The Idempotency-Key, unquoted. */
+  key: string;
+  /** Stable id of the record, kept across releases, takeovers and restarts. */
+  recordId: string;
+  /** 1 on the first run of the key; more when it runs again after a release or takeover. */
+  attempt: number;
+}
+
+/**
+ * What a handler (or any service it calls) can learn about the current idempotent request,
+ * without threading parameters through every call. Backed by AsyncLocalStorage.
+ *
+ * @example
+ * constructor(private readonly idempotency: IdempotencyContext) {}
+ * async charge(amount: number) {
+ *   const em = this.idempotency.entityManager; // same transaction that completes the record
+ *   await provider.charge({ amount, idempotencyKey: this.idempotency.derivedKey('charge') });
+ * }
+ */
+@Injectable()
+export class IdempotencyContext {
+  /**
+   * The identity of the current request, or `undefined` outside an idempotent handler.
+   */
+  get identity(): IdempotencyRequestIdentity | undefined {
+    const state = idempotencyRequestStorage.getStore();
+    if (!state) return undefined;
+    const { scope, key, recordId, attempt } = state;
+    return { scope, key, recordId, attempt };
+  }
+
+  /**
+   * The `EntityManager` of the transaction that will also complete the record.
+   * @throws IdempotencyError outside a `@Idempotent({ transactional: true })` handler
+   */
+  get entityManager(): EntityManager {
+    const manager = idempotencyRequestStorage.getStore()?.manager;
+    if (!manager) {
+      throw new IdempotencyError(
+        'nest-idempotency: no transaction here. IdempotencyContext.entityManager is only ' +
+          'available inside a handler decorated with @Idempotent({ transactional: true }) on the ' +
+          'TypeORM store.',
+      );
+    }
+    return manager as EntityManager;
+  }
+
+  /**
+   * A key for a call to a foreign API (a payment provider), derived from the record: the same
+   * on every retry of this (scope, key) — after a release, a takeover or a restart — and
+   * different for every other (scope, key) and every other label.
+   *
+   * @param label - names the foreign call, e.g. `'charge'`
+   * @returns 64 hex characters
+   * @throws IdempotencyError outside an idempotent handler
+   */
+  derivedKey(label: string): string {
+    const state = idempotencyRequestStorage.getStore();
+    if (!state) {
+      throw new IdempotencyError(
+        'nest-idempotency: derivedKey() was called outside an @Idempotent() handler.',
+      );
+    }
+    return createHash('sha256').update(`${state.recordId}\u0000${label}`).digest('hex');
+  }
+}

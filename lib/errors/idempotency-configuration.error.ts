@@ -1,0 +1,64 @@
+/** Base class of every error the library throws outside an HTTP request. */
+export class IdempotencyError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = new.target.name;
+  }
+}
+
+/**
+ * Thrown at bootstrap when an option is wrong. The message names the option, the value and how
+ * to fix it.
+ */
+export class IdempotencyConfigurationError extends IdempotencyError {
+  /**
+   * @param option - the option's name, as written in the options object
+   * @param value - the value that was given
+   * @param fix - what the value should be instead
+   */
+  static invalidOption(option: string, value: unknown, fix: string): IdempotencyConfigurationError {
+    let shown: string;
+    try {
+      shown = typeof value === 'function' ? 'a function' : JSON.stringify(value);
+    } catch {
+      shown = String(value);
+    }
+    return new IdempotencyConfigurationError(
+      `nest-idempotency: option "${option}" is invalid (got ${shown}). ${fix}`,
+    );
+  }
+
+  /** The memory store was selected in production. */
+  static memoryStoreInProduction(): IdempotencyConfigurationError {
+    return new IdempotencyConfigurationError(
+      'nest-idempotency: the in-memory store is for unit tests only and refuses to start when ' +
+        'NODE_ENV=production. Use `store: "typeorm"` (the default) with a PostgreSQL DataSource.',
+    );
+  }
+
+  /** No TypeORM DataSource could be found for the TypeORM store. */
+  static dataSourceMissing(name: string | undefined): IdempotencyConfigurationError {
+    const which = name ? `named "${name}"` : '(the default one)';
+    return new IdempotencyConfigurationError(
+      `nest-idempotency: no TypeORM DataSource ${which} is registered. Import ` +
+        `TypeOrmModule.forRoot(${name ? `{ name: '${name}', ... }` : '{ ... }'}) in your application ` +
+        'before IdempotencyModule, or set the `dataSource` option to the name you gave it.',
+    );
+  }
+
+  /** The TypeORM DataSource is not PostgreSQL. */
+  static unsupportedDatabase(type: string): IdempotencyConfigurationError {
+    return new IdempotencyConfigurationError(
+      `nest-idempotency: the TypeORM store needs a PostgreSQL DataSource (type "postgres"); ` +
+        `got "${type}".`,
+    );
+  }
+
+  /** The record table does not exist. */
+  static tableMissing(table: string): IdempotencyConfigurationError {
+    return new IdempotencyConfigurationError(
+      `nest-idempotency: the table ${table} does not exist. Add CreateIdempotencyRecords1732233600000 ` +
+        '(or createIdempotencyRecordsMigration(tableName)) to your DataSource migrations and run them.',
+    );
+  }
+}

@@ -1,0 +1,48 @@
+import { Injectable, Logger } from '@nestjs/common';
+import type { IdempotencyErrorCode } from '../errors/idempotency-problem.exception';
+
+/** Something the library did, for logs and metrics. */
+export type IdempotencyEvent =
+  | { type: 'executed'; scope: string; key: string; status: number; stored: boolean; attempt: number }
+  | { type: 'replayed'; scope: string; key: string; status: number }
+  | { type: 'rejected'; scope?: string; key?: string; code: IdempotencyErrorCode; status: number }
+  | { type: 'released'; scope: string; key: string; reason: 'not_final' | 'rejected_before_handler' | 'unstorable' | 'abandoned' }
+  | { type: 'lock_lost'; scope: string; key: string; during: 'renew' | 'complete' | 'release' }
+  | { type: 'purged'; count: number; durationMs: number }
+  | { type: 'store_error'; operation: string; error: unknown };
+
+/** Listener of `IdempotencyEvents`. */
+export type IdempotencyEventListener = (event: IdempotencyEvent) => void;
+
+/**
+ * Publishes what the library did. Listeners run synchronously and must not throw (a throwing
+ * listener is logged and ignored; it never changes the response).
+ *
+ * @example
+ * app.get(IdempotencyEvents).subscribe((e) => e.type === 'replayed' && metrics.inc('replays'));
+ */
+@Injectable()
+export class IdempotencyEvents {
+  private readonly listeners = new Set<IdempotencyEventListener>();
+  private readonly logger = new Logger('Idempotency');
+
+  /**
+   * @param listener - called with every event
+   * @returns a function that unsubscribes
+   */
+  subscribe(listener: IdempotencyEventListener): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+
+  /** Delivers one event to every listener. */
+  emit(event: IdempotencyEvent): void {
+    for (const listener of this.listeners) {
+      try {
+        listener(event);
+      } catch (err) {
+        this.logger.error(`An IdempotencyEvents listener threw on "${event.type}"`, err as Error);
+      }
+    }
+  }
+}

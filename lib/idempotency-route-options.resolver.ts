@@ -1,0 +1,43 @@
+import { Inject, Injectable } from '@nestjs/common';
+import type { ExecutionContext } from '@nestjs/common';
+import { IDEMPOTENCY_OPTIONS } from './idempotency.tokens';
+import { IDEMPOTENT_CLASS_METADATA, IDEMPOTENT_METADATA, SAFE_METHODS } from './idempotency.constants';
+import { mergeRouteOptions } from './idempotency.defaults';
+import type {
+  IdempotencyRouteOptions,
+  IdempotentOptions,
+  ResolvedIdempotencyOptions,
+} from './interfaces/idempotency-module-options.interface';
+
+/**
+ * Works out the options in force for a route: handler options over class options over module
+ * options. A class-level `@Idempotent()` covers unsafe methods only; safe methods (GET, HEAD,
+ * OPTIONS) are never covered. Results are cached per handler.
+ */
+@Injectable()
+export class IdempotencyRouteOptionsResolver {
+  private readonly cache = new WeakMap<object, IdempotencyRouteOptions | null>();
+
+  constructor(@Inject(IDEMPOTENCY_OPTIONS) private readonly options: ResolvedIdempotencyOptions) {}
+
+  /**
+   * @param context - the execution context of an HTTP request
+   * @param method - the request method
+   * @returns the route's options, or `undefined` when the request is not covered
+   */
+  resolve(context: ExecutionContext, method: string): IdempotencyRouteOptions | undefined {
+    if (context.getType() !== 'http' || SAFE_METHODS.has(method.toUpperCase())) return undefined;
+    const handler = context.getHandler();
+    let resolved = this.cache.get(handler);
+    if (resolved === undefined) {
+      const onHandler: IdempotentOptions | undefined = Reflect.getMetadata(IDEMPOTENT_METADATA, handler);
+      const onClass: IdempotentOptions | undefined = Reflect.getMetadata(
+        IDEMPOTENT_CLASS_METADATA,
+        context.getClass(),
+      );
+      resolved = onHandler || onClass ? mergeRouteOptions(this.options, onClass, onHandler) : null;
+      this.cache.set(handler, resolved);
+    }
+    return resolved ?? undefined;
+  }
+}

@@ -1,0 +1,25 @@
+/** Metadata key under which `@Idempotent()` stores its route options. */
+export const IDEMPOTENT_METADATA = 'nest-idempotency:route-options';
+
+/** Metadata key marking options that came from a controller-level `@Idempotent()`. */
+export const IDEMPOTENT_CLASS_METADATA = 'nest-idempotency:class-options';
+
+/** Response header added to every replayed response (value `true`). */
+export const IDEMPOTENT_REPLAYED_HEADER = 'Idempotent-Replayed';
+
+/** HTTP methods that are never claimed or stored, even when they carry a key. */
+export const SAFE_METHODS: ReadonlySet<string> = new Set(['GET', 'HEAD', 'OPTIONS']);
+
+/** Media type of every error the library produces (RFC 9457). */
+export const PROBLEM_CONTENT_TYPE = 'application/problem+json';
+
+/** Headers that can never be stored and replayed, whatever `replayHeaders` says. */
+export const FORBIDDEN_REPLAY_HEADERS: ReadonlySet<string> = new Set([
+  'set-cookie',
+  'date',
+  'content-length',
+  'transfer-encoding',
+  'connection',
+  'keep-alive',
+  IDEMPOTENT_REPLAYED_HEADER.toLowerCase(),
+]);

@@ -1,0 +1,237 @@
+import { FORBIDDEN_REPLAY_HEADERS } from './idempotency.constants';
+import { IdempotencyConfigurationError } from './errors/idempotency-configuration.error';
+import type {
+  IdempotencyModuleOptions,
+  IdempotencyRouteOptions,
+  IdempotentOptions,
+  ResolvedIdempotencyOptions,
+} from './interfaces/idempotency-module-options.interface';
+
+const DEFAULT_STORE_STATUSES: number[] = [];
+for (let status = 200; status < 500; status++) {
+  if (![408, 409, 425, 429].includes(status)) DEFAULT_STORE_STATUSES.push(status);
+}
+
+/** Scope of a request by default: the authenticated user's id when there is one. */
+function defaultScope(request: any): string {
+  const id = request?.user?.id;
+  return id === undefined || id === null ? '' : String(id);
+}
+
+/**
+ * The one place every default lives. The README's options table is tested against it.
+ */
+export const DEFAULT_IDEMPOTENCY_OPTIONS: Readonly<ResolvedIdempotencyOptions> = Object.freeze({
+  header: 'Idempotency-Key',
+  required: true,
+  ttlSeconds: 86_400,
+  lockTimeoutSeconds: 60,
+  maxLockHoldSeconds: 3_600,
+  scope: defaultScope,
+  fingerprintHeaders: [],
+  storeStatuses: DEFAULT_STORE_STATUSES,
+  replayHeaders: [
+    'content-type',
+    'location',
+    'content-language',
+    'content-location',
+    'etag',
+    'last-modified',
+  ],
+  retryAfterSeconds: 1,
+  transactional: false,
+  purge: { enabled: true, intervalSeconds: 60, batchSize: 1_000 },
+  tableName: 'idempotency_records',
+  store: 'typeorm',
+  dataSource: undefined,
+  problemTypeBaseUri: 'urn:nest-idempotency:problem:',
+});
+
+const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
+const TABLE_NAME = /^([a-z_][a-z0-9_]{0,62}\.)?[a-z_][a-z0-9_]{0,62}$/;
+
+function check(ok: boolean, option: string, value: unknown, fix: string): void {
+  if (!ok) throw IdempotencyConfigurationError.invalidOption(option, value, fix);
+}
+
+function positive(value: unknown): boolean {
+  return typeof value === 'number' && Number.isFinite(value) && value > 0;
+}
+
+function headerList(value: unknown): boolean {
+  return Array.isArray(value) && value.every((h) => typeof h === 'string' && TOKEN.test(h));
+}
+
+/**
+ * Checks the route-level options that are present and normalises header names to lower case.
+ *
+ * @param options - a full or partial set of route options
+ * @returns a copy with header lists lower-cased
+ * @throws IdempotencyConfigurationError naming the first wrong option and how to fix it
+ */
+export function validateRouteOptions<T extends IdempotentOptions>(options: T): T {
+  const o: any = { ...options };
+  if ('header' in o) {
+    check(
+      typeof o.header === 'string' && TOKEN.test(o.header),
+      'header',
+      o.header,
+      'Use an HTTP header name such as "Idempotency-Key".',
+    );
+  }
+  if ('required' in o) check(typeof o.required === 'boolean', 'required', o.required, 'Use true or false.');
+  if ('transactional' in o) {
+    check(typeof o.transactional === 'boolean', 'transactional', o.transactional, 'Use true or false.');
+  }
+  if ('ttlSeconds' in o) {
+    check(positive(o.ttlSeconds), 'ttlSeconds', o.ttlSeconds, 'Use a number of seconds greater than 0, e.g. 86400.');
+  }
+  if ('lockTimeoutSeconds' in o) {
+    check(
+      positive(o.lockTimeoutSeconds),
+      'lockTimeoutSeconds',
+      o.lockTimeoutSeconds,
+      'Use a number of seconds greater than 0, e.g. 60.',
+    );
+  }
+  if ('maxLockHoldSeconds' in o) {
+    check(
+      positive(o.maxLockHoldSeconds),
+      'maxLockHoldSeconds',
+      o.maxLockHoldSeconds,
+      'Use a number of seconds greater than 0, e.g. 3600.',
+    );
+  }
+  if ('scope' in o) {
+    check(typeof o.scope === 'function', 'scope', o.scope, 'Use a function (request) => string.');
+  }
+  if ('retryAfterSeconds' in o) {
+    check(
+      Number.isInteger(o.retryAfterSeconds) && o.retryAfterSeconds >= 0,
+      'retryAfterSeconds',
+      o.retryAfterSeconds,
+      'Use a whole number of seconds, 0 or more.',
+    );
+  }
+  if ('fingerprintHeaders' in o) {
+    check(
+      headerList(o.fingerprintHeaders),
+      'fingerprintHeaders',
+      o.fingerprintHeaders,
+      'Use an array of header names, e.g. ["x-account-id"].',
+    );
+    o.fingerprintHeaders = o.fingerprintHeaders.map((h: string) => h.toLowerCase());
+  }
+  if ('replayHeaders' in o) {
+    check(
+      headerList(o.replayHeaders),
+      'replayHeaders',
+      o.replayHeaders,
+      'Use an array of header names, e.g. ["content-type", "location"].',
+    );
+    o.replayHeaders = o.replayHeaders.map((h: string) => h.toLowerCase());
+    const refused = o.replayHeaders.find((h: string) => FORBIDDEN_REPLAY_HEADERS.has(h));
+    check(
+      refused === undefined,
+      'replayHeaders',
+      o.replayHeaders,
+      `"${refused}" cannot be replayed: it belongs to one connection or one response. Remove it.`,
+    );
+  }
+  if ('storeStatuses' in o) {
+    check(
+      Array.isArray(o.storeStatuses) &&
+        o.storeStatuses.every((s: unknown) => Number.isInteger(s) && (s as number) >= 100 && (s as number) <= 599),
+      'storeStatuses',
+      o.storeStatuses,
+      'Use an array of HTTP status codes (whole numbers from 100 to 599).',
+    );
+  }
+  return o as T;
+}
+
+/**
+ * Merges module options over `DEFAULT_IDEMPOTENCY_OPTIONS` and validates the result.
+ *
+ * @param options - what the application passed to `forRoot()` / `forRootAsync()`
+ * @returns every option, resolved
+ * @throws IdempotencyConfigurationError at bootstrap, with a message that says how to fix it
+ */
+export function resolveIdempotencyOptions(
+  options: IdempotencyModuleOptions = {},
+): ResolvedIdempotencyOptions {
+  const defined = Object.fromEntries(
+    Object.entries(options ?? {}).filter(([, v]) => v !== undefined),
+  ) as IdempotencyModuleOptions;
+  const { purge, ...rest } = defined;
+  const purgeOptions =
+    purge === false
+      ? { ...DEFAULT_IDEMPOTENCY_OPTIONS.purge, enabled: false }
+      : { ...DEFAULT_IDEMPOTENCY_OPTIONS.purge, ...(purge ?? {}) };
+  check(
+    typeof purgeOptions.enabled === 'boolean',
+    'purge.enabled',
+    purgeOptions.enabled,
+    'Use true or false.',
+  );
+  check(
+    positive(purgeOptions.intervalSeconds),
+    'purge.intervalSeconds',
+    purgeOptions.intervalSeconds,
+    'Use a number of seconds greater than 0, e.g. 60.',
+  );
+  check(
+    Number.isInteger(purgeOptions.batchSize) && purgeOptions.batchSize > 0,
+    'purge.batchSize',
+    purgeOptions.batchSize,
+    'Use a whole number greater than 0, e.g. 1000.',
+  );
+  const merged = validateRouteOptions({
+    ...DEFAULT_IDEMPOTENCY_OPTIONS,
+    ...rest,
+  } as ResolvedIdempotencyOptions);
+  check(
+    typeof merged.tableName === 'string' && TABLE_NAME.test(merged.tableName),
+    'tableName',
+    merged.tableName,
+    'Use a lower-case SQL identifier, optionally schema-qualified, e.g. "idempotency_records".',
+  );
+  check(
+    merged.store === 'typeorm' || merged.store === 'memory' || typeof merged.store === 'function',
+    'store',
+    merged.store,
+    'Use "typeorm", "memory" or a class that extends IdempotencyStore.',
+  );
+  check(
+    merged.dataSource === undefined || (typeof merged.dataSource === 'string' && merged.dataSource !== ''),
+    'dataSource',
+    merged.dataSource,
+    'Use the name given to TypeOrmModule.forRoot({ name }), or leave it out for the default DataSource.',
+  );
+  check(
+    typeof merged.problemTypeBaseUri === 'string' && /^[a-z][a-z0-9+.-]*:/i.test(merged.problemTypeBaseUri),
+    'problemTypeBaseUri',
+    merged.problemTypeBaseUri,
+    'Use an absolute URI such as "https://example.com/problems/".',
+  );
+  return { ...merged, purge: purgeOptions };
+}
+
+/**
+ * Merges route options over module options, field by field.
+ *
+ * @param base - the module's resolved options
+ * @param layers - class options, then handler options (later wins)
+ * @returns the options in force for one route
+ */
+export function mergeRouteOptions(
+  base: IdempotencyRouteOptions,
+  ...layers: (IdempotentOptions | undefined)[]
+): IdempotencyRouteOptions {
+  const merged: any = { ...base };
+  for (const layer of layers) {
+    if (!layer) continue;
+    for (const [k, v] of Object.entries(layer)) if (v !== undefined) merged[k] = v;
+  }
+  return merged;
+}

@@ -1,0 +1,214 @@
+import { randomUUID } from 'node:crypto';
+import { Inject, Injectable, Logger } from '@nestjs/common';
+import type { CallHandler, ExecutionContext, NestInterceptor } from '@nestjs/common';
+import { Observable, catchError, defer, from, mergeMap, of, tap, throwError } from 'rxjs';
+import type { IdempotencyRequestState } from './context/idempotency-request-state';
+import { idempotencyRequestStorage } from './context/idempotency-request-state';
+import { IdempotencyProblemException } from './errors/idempotency-problem.exception';
+import { IdempotencyEvents } from './events/idempotency.events';
+import { IdempotencyExecution } from './idempotency-execution';
+import { IdempotencyGuard, PARSED_KEY } from './idempotency.guard';
+import { IDEMPOTENCY_OPTIONS } from './idempotency.tokens';
+import { IDEMPOTENT_REPLAYED_HEADER } from './idempotency.constants';
+import { IdempotencyRouteOptionsResolver } from './idempotency-route-options.resolver';
+import type {
+  IdempotencyRouteOptions,
+  ResolvedIdempotencyOptions,
+} from './interfaces/idempotency-module-options.interface';
+import type { StoredResponse } from './interfaces/idempotency-record.interface';
+import { IdempotencyStore } from './storage/idempotency.store';
+import { fingerprintRequest } from './utils/fingerprint';
+import type { ParsedIdempotencyKey } from './utils/parse-idempotency-key';
+import { installSendHook } from './utils/response-send-hook';
+
+const HANDLED = Symbol('nest-idempotency:handled');
+
+/**
+ * Claims, fingerprints, runs, stores and replays (SPEC §5–§7). Bound to routes by
+ * `@Idempotent()`; runs after the guard and before pipes.
+ */
+@Injectable()
+export class IdempotencyInterceptor implements NestInterceptor {
+  private readonly logger = new Logger('Idempotency');
+  private readonly warned = new Set<string>();
+
+  constructor(
+    private readonly routes: IdempotencyRouteOptionsResolver,
+    private readonly guard: IdempotencyGuard,
+    private readonly store: IdempotencyStore,
+    private readonly events: IdempotencyEvents,
+    @Inject(IDEMPOTENCY_OPTIONS) private readonly options: ResolvedIdempotencyOptions,
+  ) {}
+
+  /** @inheritDoc */
+  intercept(context: ExecutionContext, next: CallHandler): Observable<unknown> {
+    const http = context.switchToHttp();
+    const request = http.getRequest();
+    const route = this.routes.resolve(context, request.method);
+    if (!route || request[HANDLED]) return next.handle();
+    request[HANDLED] = true;
+    // The guard normally parsed the key already; parse here too when it did not run.
+    if (!request[PARSED_KEY]) this.guard.canActivate(context);
+    const parsed: ParsedIdempotencyKey = request[PARSED_KEY];
+    if (parsed.kind !== 'valid') return next.handle();
+
+    return defer(() => this.claim(request, route, parsed.key)).pipe(
+      mergeMap((claim) => {
+        const response = http.getResponse();
+        if ('replay' in claim) return this.replay(response, claim.replay, claim.state);
+        return this.execute(context, response, next, route, claim.execution);
+      }),
+    );
+  }
+
+  private async claim(
+    request: any,
+    route: IdempotencyRouteOptions,
+    key: string,
+  ): Promise<{ replay: StoredResponse; state: IdempotencyRequestState } | { execution: IdempotencyExecution }> {
+    const scope = route.scope(request) ?? '';
+    const fingerprint = fingerprintRequest({
+      scope,
+      method: request.method,
+      url: request.originalUrl ?? request.url,
+      body: request.body,
+      rawBody: request.rawBody,
+      contentType: request.headers['content-type'],
+      headers: route.fingerprintHeaders.map((name) => {
+        const value = request.headers[name];
+        return [name, Array.isArray(value) ? value.join(', ') : value];
+      }),
+    });
+    const ownerToken = randomUUID();
+    let result;
+    try {
+      result = await this.store.claim({
+        scope,
+        key,
+        fingerprint,
+        method: request.method,
+        path: request.originalUrl ?? request.url,
+        ownerToken,
+        lockTimeoutSeconds: route.lockTimeoutSeconds,
+        ttlSeconds: route.ttlSeconds,
+      });
+    } catch (error) {
+      throw this.storeUnavailable(error, route, 'claim');
+    }
+    const state: IdempotencyRequestState = {
+      scope,
+      key,
+      fingerprint,
+      recordId: result.recordId,
+      attempt: result.outcome === 'claimed' ? result.attempt : 0,
+      handlerStarted: false,
+    };
+    switch (result.outcome) {
+      case 'mismatch':
+        throw this.reject(
+          new IdempotencyProblemException(
+            'idempotency_key_reused',
+            `This ${route.header} was already used with a different request. Use a new key for a new request.`,
+          ),
+          scope,
+          key,
+        );
+      case 'in_flight':
+        throw this.reject(
+          new IdempotencyProblemException(
+            'idempotency_key_in_use',
+            `A request with this ${route.header} is still being processed. Retry after it finishes.`,
+            route.retryAfterSeconds,
+          ),
+          scope,
+          key,
+        );
+      case 'completed':
+        return { replay: result.response, state };
+    }
+    const execution = new IdempotencyExecution({ scope, key, ownerToken }, state, route, {
+      store: this.store,
+      events: this.events,
+      logger: this.logger,
+      problemTypeBaseUri: this.options.problemTypeBaseUri,
+      warnUnstorable: (why) => this.warnOnce(request, why),
+    });
+    try {
+      await execution.start();
+    } catch (error) {
+      await execution.settle(undefined).catch(() => undefined);
+      throw this.storeUnavailable(error, route, 'begin');
+    }
+    return { execution };
+  }
+
+  private replay(response: any, stored: StoredResponse, state: IdempotencyRequestState): Observable<null> {
+    installSendHook(response, {
+      decide: async () => ({
+        status: stored.status,
+        headers: { ...stored.headers, [IDEMPOTENT_REPLAYED_HEADER]: 'true' },
+        body: stored.body,
+      }),
+      bypassed: () => undefined,
+    });
+    this.events.emit({ type: 'replayed', scope: state.scope, key: state.key, status: stored.status });
+    return of(null);
+  }
+
+  private execute(
+    context: ExecutionContext,
+    response: any,
+    next: CallHandler,
+    route: IdempotencyRouteOptions,
+    execution: IdempotencyExecution,
+  ): Observable<unknown> {
+    installSendHook(response, {
+      decide: (outgoing) => execution.settle(outgoing),
+      bypassed: () => void execution.abandon(),
+    });
+    return new Observable((subscriber) =>
+      idempotencyRequestStorage.run(execution.state, () =>
+        next
+          .handle()
+          .pipe(
+            tap({
+              next: () => (execution.handlerReturned = true),
+              complete: () => (execution.handlerReturned = true),
+            }),
+            catchError((error) =>
+              from(execution.onHandlerError()).pipe(mergeMap(() => throwError(() => error))),
+            ),
+          )
+          .subscribe(subscriber),
+      ),
+    );
+  }
+
+  private storeUnavailable(
+    error: unknown,
+    route: IdempotencyRouteOptions,
+    operation: string,
+  ): IdempotencyProblemException {
+    this.events.emit({ type: 'store_error', operation, error });
+    this.logger.error(`Idempotency store unavailable during ${operation}`, error as Error);
+    return this.reject(
+      new IdempotencyProblemException(
+        'idempotency_store_unavailable',
+        'The request was not processed because its idempotency record could not be written. Retry with the same key.',
+        route.retryAfterSeconds,
+      ),
+    );
+  }
+
+  private reject(error: IdempotencyProblemException, scope?: string, key?: string): IdempotencyProblemException {
+    this.events.emit({ type: 'rejected', scope, key, code: error.code, status: error.getStatus() });
+    return error;
+  }
+
+  private warnOnce(request: any, why: string): void {
+    const route = `${request.method} ${request.routeOptions?.url ?? request.route?.path ?? request.url}`;
+    if (this.warned.has(route)) return;
+    this.warned.add(route);
+    this.logger.warn(`${route}: response not stored because ${why}; the key was released`);
+  }
+}

@@ -1,0 +1,125 @@
+import { Module } from '@nestjs/common';
+import type { DynamicModule, OnModuleInit, Provider } from '@nestjs/common';
+import type { DataSource } from 'typeorm';
+import { ModuleRef } from '@nestjs/core';
+import { getDataSourceToken } from '@nestjs/typeorm';
+import { IdempotencyContext } from './context/idempotency.context';
+import { IdempotencyConfigurationError } from './errors/idempotency-configuration.error';
+import { IdempotencyExceptionFilter } from './errors/idempotency-exception.filter';
+import { IdempotencyEvents } from './events/idempotency.events';
+import { resolveIdempotencyOptions } from './idempotency.defaults';
+import { IdempotencyGuard } from './idempotency.guard';
+import { IdempotencyInterceptor } from './idempotency.interceptor';
+import {
+  IDEMPOTENCY_ASYNC_OPTIONS_TYPE,
+  IDEMPOTENCY_MODULE_OPTIONS,
+  IDEMPOTENCY_OPTIONS_TYPE,
+  IdempotencyConfigurableModule,
+} from './idempotency.module-definition';
+import { IdempotencyRouteOptionsResolver } from './idempotency-route-options.resolver';
+import { IDEMPOTENCY_OPTIONS } from './idempotency.tokens';
+import type {
+  IdempotencyModuleOptions,
+  ResolvedIdempotencyOptions,
+} from './interfaces/idempotency-module-options.interface';
+import { IdempotencyPurgeService } from './purge/idempotency-purge.service';
+import { IdempotencyStore } from './storage/idempotency.store';
+import { MemoryIdempotencyStore } from './storage/memory-idempotency.store';
+import { TypeOrmIdempotencyStore } from './storage/typeorm/typeorm-idempotency.store';
+
+function createStore(
+  options: ResolvedIdempotencyOptions,
+  moduleRef: ModuleRef,
+): IdempotencyStore | Promise<IdempotencyStore> {
+  if (options.store === 'memory') return new MemoryIdempotencyStore();
+  if (typeof options.store === 'function') return moduleRef.create(options.store);
+  // The DataSource is created by TypeOrmModule, possibly after this provider: look it up lazily.
+  return new TypeOrmIdempotencyStore(() => findDataSource(options, moduleRef), options.tableName);
+}
+
+function findDataSource(options: ResolvedIdempotencyOptions, moduleRef: ModuleRef): DataSource {
+  let dataSource: DataSource | undefined;
+  try {
+    dataSource = moduleRef.get(getDataSourceToken(options.dataSource), { strict: false });
+  } catch {
+    throw IdempotencyConfigurationError.dataSourceMissing(options.dataSource);
+  }
+  if (!dataSource) throw IdempotencyConfigurationError.dataSourceMissing(options.dataSource);
+  return dataSource;
+}
+
+const providers: Provider[] = [
+  {
+    provide: IDEMPOTENCY_OPTIONS,
+    useFactory: (options: IdempotencyModuleOptions) => resolveIdempotencyOptions(options),
+    inject: [IDEMPOTENCY_MODULE_OPTIONS],
+  },
+  {
+    provide: IdempotencyStore,
+    useFactory: createStore,
+    inject: [IDEMPOTENCY_OPTIONS, ModuleRef],
+  },
+  IdempotencyRouteOptionsResolver,
+  IdempotencyEvents,
+  IdempotencyGuard,
+  IdempotencyInterceptor,
+  IdempotencyExceptionFilter,
+  IdempotencyContext,
+  IdempotencyPurgeService,
+];
+
+/**
+ * Makes `@Idempotent()` routes safe to retry. Uses the application's TypeORM DataSource (it
+ * never calls `TypeOrmModule.forRoot` itself); global by default.
+ *
+ * @example
+ * \@Module({
+ *   imports: [
+ *     TypeOrmModule.forRoot({ type: 'postgres', url, migrations: [CreateIdempotencyRecords1732233600000], migrationsRun: true }),
+ *     IdempotencyModule.forRoot({ ttlSeconds: 86400 }),
+ *   ],
+ * })
+ * export class AppModule {}
+ */
+@Module({
+  providers,
+  exports: [
+    IDEMPOTENCY_OPTIONS,
+    IdempotencyStore,
+    IdempotencyRouteOptionsResolver,
+    IdempotencyEvents,
+    IdempotencyGuard,
+    IdempotencyInterceptor,
+    IdempotencyExceptionFilter,
+    IdempotencyContext,
+    IdempotencyPurgeService,
+  ],
+})
+export class IdempotencyModule extends IdempotencyConfigurableModule implements OnModuleInit {
+  constructor(private readonly store: IdempotencyStore) {
+    super();
+  }
+
+  /** Checks the store at bootstrap: DataSource found, PostgreSQL, table in place. */
+  async onModuleInit(): Promise<void> {
+    if (this.store instanceof TypeOrmIdempotencyStore) await this.store.verify();
+  }
+
+  /**
+   * Registers the module with options known up front.
+   * @param options - any subset of the options; the rest come from DEFAULT_IDEMPOTENCY_OPTIONS
+   * @throws IdempotencyConfigurationError at bootstrap when an option is invalid
+   */
+  static override forRoot(options: typeof IDEMPOTENCY_OPTIONS_TYPE = {}): DynamicModule {
+    return super.forRoot(options);
+  }
+
+  /**
+   * Registers the module with options from a factory, a class or an existing provider.
+   * @param options - `useFactory` + `inject`, `useClass` or `useExisting`, plus `imports`,
+   *   `isGlobal` and `extraProviders`
+   */
+  static override forRootAsync(options: typeof IDEMPOTENCY_ASYNC_OPTIONS_TYPE): DynamicModule {
+    return super.forRootAsync(options);
+  }
+}

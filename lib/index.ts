@@ -1,0 +1,44 @@
+export { IdempotencyModule } from './idempotency.module';
+export type { IdempotencyModuleExtras } from './idempotency.module-definition';
+export { Idempotent } from './decorators/idempotent.decorator';
+export { IdempotencyGuard } from './idempotency.guard';
+export { IdempotencyInterceptor } from './idempotency.interceptor';
+export { IdempotencyContext } from './context/idempotency.context';
+export type { IdempotencyRequestIdentity } from './context/idempotency.context';
+export { IdempotencyEvents } from './events/idempotency.events';
+export type { IdempotencyEvent, IdempotencyEventListener } from './events/idempotency.events';
+export { IdempotencyPurgeService, IDEMPOTENCY_PURGE_INTERVAL } from './purge/idempotency-purge.service';
+export { DEFAULT_IDEMPOTENCY_OPTIONS, resolveIdempotencyOptions } from './idempotency.defaults';
+export { IDEMPOTENCY_OPTIONS } from './idempotency.tokens';
+export {
+  IDEMPOTENT_REPLAYED_HEADER,
+  PROBLEM_CONTENT_TYPE,
+} from './idempotency.constants';
+export type {
+  IdempotencyModuleOptions,
+  IdempotencyPurgeOptions,
+  IdempotencyRouteOptions,
+  IdempotencyScopeResolver,
+  IdempotentOptions,
+  ResolvedIdempotencyOptions,
+} from './interfaces/idempotency-module-options.interface';
+export type {
+  ClaimRequest,
+  ClaimResult,
+  IdempotencyRecordRef,
+  IdempotencyRecordStatus,
+  IdempotencyStoreTransaction,
+  StoredResponse,
+} from './interfaces/idempotency-record.interface';
+export { IdempotencyStore } from './storage/idempotency.store';
+export { MemoryIdempotencyStore } from './storage/memory-idempotency.store';
+export { TypeOrmIdempotencyStore } from './storage/typeorm/typeorm-idempotency.store';
+export { IdempotencyRecordEntity } from './storage/typeorm/idempotency-record.entity';
+export {
+  CreateIdempotencyRecords1732233600000,
+  createIdempotencyRecordsMigration,
+} from './storage/typeorm/create-idempotency-records.migration';
+export { IdempotencyExceptionFilter } from './errors/idempotency-exception.filter';
+export { IdempotencyProblemException } from './errors/idempotency-problem.exception';
+export type { IdempotencyErrorCode, IdempotencyProblem } from './errors/idempotency-problem.exception';
+export { IdempotencyConfigurationError, IdempotencyError } from './errors/idempotency-configuration.error';

@@ -1,0 +1,133 @@
+import type { Type } from '@nestjs/common';
+import type { IdempotencyStore } from '../storage/idempotency.store';
+
+/**
+ * Works out the caller identity (the scope) of a request. Keys are unique per scope, so one
+ * caller can never see another caller's stored response.
+ *
+ * @param request - the adapter's request object (Express `Request` or Fastify `FastifyRequest`)
+ * @returns the scope; `undefined` or `''` both mean "no scope"
+ */
+export type IdempotencyScopeResolver = (request: any) => string | undefined | null;
+
+/** Settings of the scheduled TTL purge. */
+export interface IdempotencyPurgeOptions {
+  /**
+   * Whether the module runs the purge on a schedule. `purgeExpired()` stays callable either way.
+   * @defaultValue `DEFAULT_IDEMPOTENCY_OPTIONS.purge.enabled` (true)
+   */
+  enabled: boolean;
+  /**
+   * Seconds between two purge runs.
+   * @defaultValue `DEFAULT_IDEMPOTENCY_OPTIONS.purge.intervalSeconds` (60)
+   */
+  intervalSeconds: number;
+  /**
+   * Rows deleted per statement; a run repeats batches until nothing expired is left.
+   * @defaultValue `DEFAULT_IDEMPOTENCY_OPTIONS.purge.batchSize` (1000)
+   */
+  batchSize: number;
+}
+
+/**
+ * Options that may be set per route with `@Idempotent()` as well as for the whole module.
+ * Handler options are merged over class options over module options, field by field.
+ */
+export interface IdempotencyRouteOptions {
+  /**
+   * Request header that carries the key.
+   * @defaultValue `DEFAULT_IDEMPOTENCY_OPTIONS.header` (`Idempotency-Key`)
+   */
+  header: string;
+  /**
+   * Whether a decorated route without a key is rejected with 400.
+   * @defaultValue `DEFAULT_IDEMPOTENCY_OPTIONS.required` (true)
+   */
+  required: boolean;
+  /**
+   * How long a completed response is replayed, in seconds.
+   * @defaultValue `DEFAULT_IDEMPOTENCY_OPTIONS.ttlSeconds` (86400)
+   */
+  ttlSeconds: number;
+  /**
+   * Lease of an in-flight request, in seconds. Renewed while the handler runs; the expiry is
+   * written on the record (database clock), so every instance agrees when it lapsed.
+   * @defaultValue `DEFAULT_IDEMPOTENCY_OPTIONS.lockTimeoutSeconds` (60)
+   */
+  lockTimeoutSeconds: number;
+  /**
+   * Stop renewing the lease of a hung handler after this many seconds.
+   * @defaultValue `DEFAULT_IDEMPOTENCY_OPTIONS.maxLockHoldSeconds` (3600)
+   */
+  maxLockHoldSeconds: number;
+  /**
+   * Caller identity; keys are unique per scope.
+   * @defaultValue `DEFAULT_IDEMPOTENCY_OPTIONS.scope` (`req.user?.id` when present, else `''`)
+   */
+  scope: IdempotencyScopeResolver;
+  /**
+   * Request headers (case-insensitive) that also go into the fingerprint.
+   * @defaultValue `DEFAULT_IDEMPOTENCY_OPTIONS.fingerprintHeaders` (`[]`)
+   */
+  fingerprintHeaders: string[];
+  /**
+   * Handler outcomes that are final: stored and replayed. Others release the key.
+   * @defaultValue `DEFAULT_IDEMPOTENCY_OPTIONS.storeStatuses` (2xx, 3xx, 4xx except 408, 409, 425, 429)
+   */
+  storeStatuses: number[];
+  /**
+   * Response headers stored and replayed (case-insensitive).
+   * @defaultValue `DEFAULT_IDEMPOTENCY_OPTIONS.replayHeaders`
+   */
+  replayHeaders: string[];
+  /**
+   * `Retry-After` seconds sent with 409 and 503.
+   * @defaultValue `DEFAULT_IDEMPOTENCY_OPTIONS.retryAfterSeconds` (1)
+   */
+  retryAfterSeconds: number;
+  /**
+   * Run the handler inside one PostgreSQL transaction that also completes the record (SPEC §7).
+   * @defaultValue `DEFAULT_IDEMPOTENCY_OPTIONS.transactional` (false)
+   */
+  transactional: boolean;
+}
+
+/** Every option of the module, after defaults are merged in. */
+export interface ResolvedIdempotencyOptions extends IdempotencyRouteOptions {
+  /**
+   * TTL purge schedule.
+   * @defaultValue `DEFAULT_IDEMPOTENCY_OPTIONS.purge` (every 60 s, batches of 1000)
+   */
+  purge: IdempotencyPurgeOptions;
+  /**
+   * Storage table (optionally schema-qualified, e.g. `billing.idempotency_records`).
+   * @defaultValue `DEFAULT_IDEMPOTENCY_OPTIONS.tableName` (`idempotency_records`)
+   */
+  tableName: string;
+  /**
+   * Which store backs the module: `'typeorm'` (PostgreSQL through the app's DataSource),
+   * `'memory'` (unit tests only; refused when `NODE_ENV=production`) or your own class.
+   * @defaultValue `DEFAULT_IDEMPOTENCY_OPTIONS.store` (`'typeorm'`)
+   */
+  store: 'typeorm' | 'memory' | Type<IdempotencyStore>;
+  /**
+   * Name of the TypeORM DataSource to use, as given to `TypeOrmModule.forRoot({ name })`.
+   * @defaultValue `DEFAULT_IDEMPOTENCY_OPTIONS.dataSource` (the default DataSource)
+   */
+  dataSource: string | undefined;
+  /**
+   * Base URI of the `type` member of problem+json errors; the error code is appended.
+   * @defaultValue `DEFAULT_IDEMPOTENCY_OPTIONS.problemTypeBaseUri`
+   */
+  problemTypeBaseUri: string;
+}
+
+/** What `IdempotencyModule.forRoot()` accepts: any subset of the options. */
+export interface IdempotencyModuleOptions
+  extends Partial<Omit<ResolvedIdempotencyOptions, 'purge'>> {
+  /** TTL purge schedule, merged over the defaults; `false` disables the schedule. */
+  purge?: Partial<IdempotencyPurgeOptions> | false;
+}
+
+/** What `@Idempotent()` accepts. */
+export type IdempotentOptions = Partial<IdempotencyRouteOptions>;

@@ -1,0 +1,68 @@
+import type {
+  ClaimRequest,
+  ClaimResult,
+  IdempotencyRecordRef,
+  IdempotencyStoreTransaction,
+  StoredResponse,
+} from '../interfaces/idempotency-record.interface';
+
+/**
+ * The storage contract, and the injection token of the store in use.
+ *
+ * Every method may reject when the store is unreachable; the interceptor then fails closed
+ * (503 for a claim, the handler never runs unprotected). A store never swallows its own errors.
+ *
+ * Lifecycle of a record: `claim` creates it `in_flight` with a lease (`lockTimeoutSeconds`,
+ * measured by the store's clock); `renew` extends the lease; `complete` makes it `completed`
+ * with the response, replayed until `ttlSeconds` pass; `release` lets the key run again.
+ * Every call after `claim` is guarded by the owner token: a caller whose lease was taken over
+ * changes nothing and is told so by a `false` result.
+ */
+export abstract class IdempotencyStore {
+  /**
+   * Claims (scope, key) atomically: of any number of concurrent callers, exactly one wins.
+   * Wins when the key is new, expired, released with the same fingerprint, or in flight with
+   * the same fingerprint and a lapsed lease (takeover). Otherwise reports what is there:
+   * `mismatch` (another fingerprint, in any state) before `in_flight` and `completed`.
+   */
+  abstract claim(request: ClaimRequest): Promise<ClaimResult>;
+
+  /**
+   * Stores the final response and the replay expiry (`ttlSeconds` from now). Owner-guarded.
+   * @returns false when `ref` no longer owns the record
+   */
+  abstract complete(
+    ref: IdempotencyRecordRef,
+    response: StoredResponse,
+    ttlSeconds: number,
+  ): Promise<boolean>;
+
+  /**
+   * Gives the key up. `retry`: the handler ran (or may have) and failed; the record is kept as
+   * `released` with its fingerprint, so only the same request can run it again (a different
+   * payload still gets 422) and derived keys stay the same. `forget`: the request was rejected
+   * before the handler started; the record is deleted so a corrected request can use the key.
+   * Owner-guarded.
+   * @returns false when `ref` no longer owns the record
+   */
+  abstract release(ref: IdempotencyRecordRef, mode: 'retry' | 'forget'): Promise<boolean>;
+
+  /**
+   * Extends the lease of an in-flight record to `lockTimeoutSeconds` from now. Owner-guarded.
+   * @returns false when `ref` no longer owns the record (the lease was lost)
+   */
+  abstract renew(ref: IdempotencyRecordRef, lockTimeoutSeconds: number): Promise<boolean>;
+
+  /**
+   * Deletes up to `batchSize` records whose replay window has passed. Never deletes an
+   * in-flight record whose lease is live. Safe to run from several instances at once.
+   * @returns how many records were deleted
+   */
+  abstract purgeExpired(batchSize: number): Promise<number>;
+
+  /**
+   * Opens a transaction whose `complete()` commits together with the handler's own writes.
+   * Stores that cannot do this throw.
+   */
+  abstract beginTransaction(): Promise<IdempotencyStoreTransaction>;
+}

@@ -1,0 +1,148 @@
+import { randomUUID } from 'node:crypto';
+import { IdempotencyConfigurationError } from '../errors/idempotency-configuration.error';
+import type {
+  ClaimRequest,
+  ClaimResult,
+  IdempotencyRecordRef,
+  IdempotencyRecordStatus,
+  IdempotencyStoreTransaction,
+  StoredResponse,
+} from '../interfaces/idempotency-record.interface';
+import { IdempotencyStore } from './idempotency.store';
+
+interface MemoryRecord {
+  recordId: string;
+  fingerprint: string;
+  status: IdempotencyRecordStatus;
+  ownerToken: string | null;
+  lockedUntil: number;
+  expiresAt: number;
+  attempts: number;
+  response?: StoredResponse;
+}
+
+/**
+ * In-process store for unit tests and local experiments only: nothing survives a restart and
+ * nothing is shared between instances. It refuses to start when `NODE_ENV=production`.
+ * Its transactions carry no database handle (`manager` is `undefined`).
+ */
+export class MemoryIdempotencyStore extends IdempotencyStore {
+  private readonly records = new Map<string, MemoryRecord>();
+
+  /**
+   * @param now - clock in milliseconds; inject one to test leases and expiry without sleeping
+   * @throws IdempotencyConfigurationError when `NODE_ENV=production`
+   */
+  constructor(private readonly now: () => number = Date.now) {
+    super();
+    if (process.env.NODE_ENV === 'production') {
+      throw IdempotencyConfigurationError.memoryStoreInProduction();
+    }
+  }
+
+  /** @inheritDoc */
+  async claim(request: ClaimRequest): Promise<ClaimResult> {
+    const id = `${request.scope}\u0000${request.key}`;
+    const now = this.now();
+    const existing = this.records.get(id);
+    const lapsed = (r: MemoryRecord) => r.status !== 'in_flight' || r.lockedUntil <= now;
+    const fresh = (attempts: number, recordId: string): MemoryRecord => ({
+      recordId,
+      fingerprint: request.fingerprint,
+      status: 'in_flight',
+      ownerToken: request.ownerToken,
+      lockedUntil: now + request.lockTimeoutSeconds * 1000,
+      expiresAt: now + request.ttlSeconds * 1000,
+      attempts,
+    });
+    if (!existing || (existing.expiresAt <= now && lapsed(existing))) {
+      const record = fresh(1, randomUUID());
+      this.records.set(id, record);
+      return { outcome: 'claimed', recordId: record.recordId, attempt: 1 };
+    }
+    if (existing.fingerprint !== request.fingerprint) {
+      return { outcome: 'mismatch', recordId: existing.recordId };
+    }
+    if (existing.status === 'completed' && existing.response) {
+      return { outcome: 'completed', recordId: existing.recordId, response: existing.response };
+    }
+    if (existing.status === 'in_flight' && existing.lockedUntil > now) {
+      return { outcome: 'in_flight', recordId: existing.recordId };
+    }
+    const record = fresh(existing.attempts + 1, existing.recordId);
+    this.records.set(id, record);
+    return { outcome: 'claimed', recordId: record.recordId, attempt: record.attempts };
+  }
+
+  /** @inheritDoc */
+  async complete(
+    ref: IdempotencyRecordRef,
+    response: StoredResponse,
+    ttlSeconds: number,
+  ): Promise<boolean> {
+    const record = this.owned(ref);
+    if (!record) return false;
+    record.status = 'completed';
+    record.response = { ...response, body: Buffer.from(response.body) };
+    record.expiresAt = this.now() + ttlSeconds * 1000;
+    return true;
+  }
+
+  /** @inheritDoc */
+  async release(ref: IdempotencyRecordRef, mode: 'retry' | 'forget'): Promise<boolean> {
+    const record = this.owned(ref);
+    if (!record) return false;
+    if (mode === 'forget' && record.attempts === 1) {
+      this.records.delete(`${ref.scope}\u0000${ref.key}`);
+    } else {
+      record.status = 'released';
+    }
+    return true;
+  }
+
+  /** @inheritDoc */
+  async renew(ref: IdempotencyRecordRef, lockTimeoutSeconds: number): Promise<boolean> {
+    const record = this.owned(ref);
+    if (!record) return false;
+    record.lockedUntil = this.now() + lockTimeoutSeconds * 1000;
+    return true;
+  }
+
+  /** @inheritDoc */
+  async purgeExpired(batchSize: number): Promise<number> {
+    const now = this.now();
+    let deleted = 0;
+    for (const [id, r] of this.records) {
+      if (deleted >= batchSize) break;
+      if (r.expiresAt <= now && !(r.status === 'in_flight' && r.lockedUntil > now)) {
+        this.records.delete(id);
+        deleted++;
+      }
+    }
+    return deleted;
+  }
+
+  /** @inheritDoc */
+  async beginTransaction(): Promise<IdempotencyStoreTransaction> {
+    let pending: (() => void) | undefined;
+    return {
+      manager: undefined,
+      complete: async (ref, response, ttlSeconds) => {
+        if (!this.owned(ref)) return false;
+        pending = () => void this.complete(ref, response, ttlSeconds);
+        return true;
+      },
+      commit: async () => pending?.(),
+      rollback: async () => {
+        pending = undefined;
+      },
+    };
+  }
+
+  private owned(ref: IdempotencyRecordRef): MemoryRecord | undefined {
+    const record = this.records.get(`${ref.scope}\u0000${ref.key}`);
+    return record && record.status === 'in_flight' && record.ownerToken === ref.ownerToken
+      ? record
+      : undefined;
+  }
+}

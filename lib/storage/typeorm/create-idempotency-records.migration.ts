@@ -1,0 +1,36 @@
+import type { MigrationInterface, QueryRunner } from 'typeorm';
+import { DEFAULT_IDEMPOTENCY_OPTIONS } from '../../idempotency.defaults';
+import { createIdempotencyTableSql, dropIdempotencyTableSql } from './idempotency-table.sql';
+
+/**
+ * Builds a TypeORM migration class that creates the record table for a custom `tableName`.
+ *
+ * @param tableName - the same value as the module's `tableName` option
+ * @returns a migration class to list in your DataSource's `migrations`
+ * @example
+ * migrations: [createIdempotencyRecordsMigration('billing.idempotency_records')]
+ */
+export function createIdempotencyRecordsMigration(
+  tableName: string,
+): new () => MigrationInterface {
+  return class CreateIdempotencyRecords1732233600000 implements MigrationInterface {
+    name = 'CreateIdempotencyRecords1732233600000';
+
+    async up(queryRunner: QueryRunner): Promise<void> {
+      for (const sql of createIdempotencyTableSql(tableName)) await queryRunner.query(sql);
+    }
+
+    async down(queryRunner: QueryRunner): Promise<void> {
+      for (const sql of dropIdempotencyTableSql(tableName)) await queryRunner.query(sql);
+    }
+  };
+}
+
+/**
+ * Migration that creates `idempotency_records` (the default table) and its expiry index.
+ * @example
+ * TypeOrmModule.forRoot({ type: 'postgres', migrations: [CreateIdempotencyRecords1732233600000], migrationsRun: true })
+ */
+export const CreateIdempotencyRecords1732233600000 = createIdempotencyRecordsMigration(
+  DEFAULT_IDEMPOTENCY_OPTIONS.tableName,
+);

@@ -1,0 +1,75 @@
+import { Column, CreateDateColumn, Entity, Index, PrimaryColumn, UpdateDateColumn } from 'typeorm';
+import type { IdempotencyRecordStatus } from '../../interfaces/idempotency-record.interface';
+
+/**
+ * The record table as a TypeORM entity (default `tableName` only), for applications that
+ * want to read records or let `synchronize` create the table in development. Production
+ * schemas should come from the shipped migration.
+ */
+@Entity({ name: 'idempotency_records' })
+@Index('idempotency_records_expires_at_idx', ['expiresAt'])
+export class IdempotencyRecordEntity {
+  /** Caller identity the key belongs to (`''` when there is none). */
+  @PrimaryColumn({ type: 'text' })
+  scope!: string;
+
+  /** The Idempotency-Key, unquoted. */
+  @PrimaryColumn({ name: 'idempotency_key', type: 'varchar', length: 255 })
+  key!: string;
+
+  /** Stable id, kept across releases and takeovers; the seed of derived keys. */
+  @Column({ name: 'record_id', type: 'uuid' })
+  recordId!: string;
+
+  /** SHA-256 (hex) of the request, SPEC §4. */
+  @Column({ type: 'char', length: 64 })
+  fingerprint!: string;
+
+  /** `in_flight`, `completed` or `released`. */
+  @Column({ type: 'varchar', length: 16 })
+  status!: IdempotencyRecordStatus;
+
+  /** Token of the current owner; every write after the claim is guarded by it. */
+  @Column({ name: 'owner_token', type: 'uuid', nullable: true })
+  ownerToken!: string | null;
+
+  /** End of the current lease (database clock). */
+  @Column({ name: 'locked_until', type: 'timestamptz', nullable: true })
+  lockedUntil!: Date | null;
+
+  /** When the record stops being replayed and may be purged. */
+  @Column({ name: 'expires_at', type: 'timestamptz' })
+  expiresAt!: Date;
+
+  /** How many times the key was claimed (1 + releases + takeovers). */
+  @Column({ type: 'integer', default: 1 })
+  attempts!: number;
+
+  /** HTTP method of the request. */
+  @Column({ type: 'varchar', length: 16 })
+  method!: string;
+
+  /** Request path with query. */
+  @Column({ type: 'text' })
+  path!: string;
+
+  /** Stored response status, once completed. */
+  @Column({ name: 'response_status', type: 'smallint', nullable: true })
+  responseStatus!: number | null;
+
+  /** Stored allow-listed response headers, once completed. */
+  @Column({ name: 'response_headers', type: 'jsonb', nullable: true })
+  responseHeaders!: Record<string, string | string[]> | null;
+
+  /** Stored response body bytes, once completed. */
+  @Column({ name: 'response_body', type: 'bytea', nullable: true })
+  responseBody!: Buffer | null;
+
+  /** When the key was first claimed. */
+  @CreateDateColumn({ name: 'created_at', type: 'timestamptz' })
+  createdAt!: Date;
+
+  /** Last write. */
+  @UpdateDateColumn({ name: 'updated_at', type: 'timestamptz' })
+  updatedAt!: Date;
+}

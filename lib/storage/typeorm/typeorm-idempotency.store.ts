@@ -1,0 +1,273 @@
+import { randomUUID } from 'node:crypto';
+import type { DataSource, QueryRunner } from 'typeorm';
+import type {
+  ClaimRequest,
+  ClaimResult,
+  IdempotencyRecordRef,
+  IdempotencyStoreTransaction,
+  StoredResponse,
+} from '../../interfaces/idempotency-record.interface';
+import { IdempotencyConfigurationError } from '../../errors/idempotency-configuration.error';
+import { IdempotencyStore } from '../idempotency.store';
+import { quoteTableName } from './idempotency-table.sql';
+
+/** How often a claim is retried when a concurrent writer changed the row under it. */
+const CLAIM_ATTEMPTS = 5;
+
+interface QueryResultLike {
+  records: any[];
+  affected?: number;
+}
+
+/**
+ * PostgreSQL store on the application's TypeORM DataSource. All time comparisons use the
+ * database clock (`now()`), so every instance agrees when a lease lapsed or a record expired.
+ *
+ * - `claim` is one statement (`INSERT … ON CONFLICT DO UPDATE … WHERE`), so of any number of
+ *   concurrent callers exactly one wins; losers read the existing row in the same statement.
+ * - `complete`, `release` and `renew` are `UPDATE`/`DELETE … WHERE owner_token = $n`.
+ * - `purgeExpired` deletes a batch chosen with `FOR UPDATE SKIP LOCKED`.
+ */
+export class TypeOrmIdempotencyStore extends IdempotencyStore {
+  private readonly table: string;
+  private readonly sql: Record<
+    'claim' | 'complete' | 'renew' | 'releaseRetry' | 'releaseForget' | 'purge',
+    string
+  >;
+
+  private resolved?: DataSource;
+
+  /**
+   * @param dataSource - a PostgreSQL DataSource, or a function that returns it once the
+   *   application has initialised it
+   * @param tableName - the record table (see the shipped migration)
+   */
+  constructor(
+    private readonly dataSourceRef: DataSource | (() => DataSource),
+    tableName: string,
+  ) {
+    super();
+    this.table = quoteTableName(tableName);
+    const t = this.table;
+    const owned = `scope = $1 AND idempotency_key = $2 AND owner_token = $3 AND status = 'in_flight'`;
+    const expired = `r.expires_at <= now() AND (r.status <> 'in_flight' OR r.locked_until <= now())`;
+    this.sql = {
+      claim: `
+        WITH claimed AS (
+          INSERT INTO ${t} AS r (scope, idempotency_key, record_id, fingerprint, status, owner_token,
+            locked_until, expires_at, attempts, method, path, created_at, updated_at)
+          VALUES ($1, $2, $7, $3, 'in_flight', $4, now() + $5::float8 * interval '1 second',
+            now() + $6::float8 * interval '1 second', 1, $8, $9, now(), now())
+          ON CONFLICT (scope, idempotency_key) DO UPDATE SET
+            record_id = CASE WHEN ${expired} THEN EXCLUDED.record_id ELSE r.record_id END,
+            attempts = CASE WHEN ${expired} THEN 1 ELSE r.attempts + 1 END,
+            created_at = CASE WHEN ${expired} THEN now() ELSE r.created_at END,
+            fingerprint = EXCLUDED.fingerprint,
+            status = 'in_flight',
+            owner_token = EXCLUDED.owner_token,
+            locked_until = EXCLUDED.locked_until,
+            expires_at = EXCLUDED.expires_at,
+            method = EXCLUDED.method,
+            path = EXCLUDED.path,
+            response_status = NULL,
+            response_headers = NULL,
+            response_body = NULL,
+            updated_at = now()
+          WHERE (${expired})
+             OR (r.fingerprint = EXCLUDED.fingerprint
+                 AND (r.status = 'released' OR (r.status = 'in_flight' AND r.locked_until <= now())))
+          RETURNING r.record_id, r.attempts
+        )
+        SELECT 'claimed' AS outcome, c.record_id, c.attempts,
+               NULL::smallint AS response_status, NULL::jsonb AS response_headers,
+               NULL::bytea AS response_body
+          FROM claimed c
+        UNION ALL
+        SELECT CASE
+                 WHEN ${expired} THEN 'retry'
+                 WHEN r.fingerprint <> $3 THEN 'mismatch'
+                 WHEN r.status = 'completed' THEN 'completed'
+                 WHEN r.status = 'in_flight' AND r.locked_until > now() THEN 'in_flight'
+                 ELSE 'retry'
+               END,
+               r.record_id, r.attempts, r.response_status, r.response_headers, r.response_body
+          FROM ${t} r
+         WHERE r.scope = $1 AND r.idempotency_key = $2 AND NOT EXISTS (SELECT 1 FROM claimed)`,
+      complete: `
+        UPDATE ${t} SET status = 'completed', response_status = $4, response_headers = $5,
+               response_body = $6, expires_at = now() + $7::float8 * interval '1 second',
+               locked_until = NULL, updated_at = now()
+         WHERE ${owned}`,
+      renew: `
+        UPDATE ${t} SET locked_until = now() + $4::float8 * interval '1 second', updated_at = now()
+         WHERE ${owned}`,
+      releaseRetry: `
+        UPDATE ${t} SET status = 'released', locked_until = NULL, updated_at = now()
+         WHERE ${owned}`,
+      // A request rejected before its handler started leaves nothing behind, unless an earlier
+      // attempt of the same key did run its handler: then the key stays released.
+      releaseForget: `
+        WITH forgotten AS (
+          DELETE FROM ${t} WHERE ${owned} AND attempts = 1 RETURNING 1
+        ), kept AS (
+          UPDATE ${t} SET status = 'released', locked_until = NULL, updated_at = now()
+           WHERE ${owned} AND attempts > 1 RETURNING 1
+        )
+        SELECT (SELECT count(*) FROM forgotten) + (SELECT count(*) FROM kept) AS n`,
+      purge: `
+        DELETE FROM ${t} WHERE ctid = ANY(ARRAY(
+          SELECT ctid FROM ${t} r
+           WHERE r.expires_at <= now() AND NOT (r.status = 'in_flight' AND r.locked_until > now())
+           LIMIT $1 FOR UPDATE SKIP LOCKED))`,
+    };
+  }
+
+  /**
+   * Resolves the DataSource and checks it is PostgreSQL with the record table in place.
+   * Called by the module at bootstrap.
+   * @throws IdempotencyConfigurationError with the fix when it is not
+   */
+  async verify(): Promise<void> {
+    const dataSource = this.dataSource;
+    const type = String(dataSource.options?.type);
+    if (type !== 'postgres') throw IdempotencyConfigurationError.unsupportedDatabase(type);
+    const { records } = await this.run('SELECT to_regclass($1) IS NOT NULL AS present', [this.table]);
+    if (records[0]?.present !== true) throw IdempotencyConfigurationError.tableMissing(this.table);
+  }
+
+  private get dataSource(): DataSource {
+    if (!this.resolved) {
+      this.resolved =
+        typeof this.dataSourceRef === 'function' ? this.dataSourceRef() : this.dataSourceRef;
+    }
+    return this.resolved;
+  }
+
+  /** @inheritDoc */
+  async claim(request: ClaimRequest): Promise<ClaimResult> {
+    const params = [
+      request.scope,
+      request.key,
+      request.fingerprint,
+      request.ownerToken,
+      request.lockTimeoutSeconds,
+      request.ttlSeconds,
+      randomUUID(),
+      request.method,
+      request.path,
+    ];
+    for (let attempt = 0; attempt < CLAIM_ATTEMPTS; attempt++) {
+      const { records } = await this.run(this.sql.claim, params);
+      const row = records[0];
+      if (!row || row.outcome === 'retry') continue;
+      switch (row.outcome) {
+        case 'claimed':
+          return { outcome: 'claimed', recordId: row.record_id, attempt: Number(row.attempts) };
+        case 'completed':
+          return {
+            outcome: 'completed',
+            recordId: row.record_id,
+            response: {
+              status: Number(row.response_status),
+              headers: row.response_headers ?? {},
+              body: row.response_body ?? Buffer.alloc(0),
+            },
+          };
+        case 'mismatch':
+          return { outcome: 'mismatch', recordId: row.record_id };
+        default:
+          return { outcome: 'in_flight', recordId: row.record_id };
+      }
+    }
+    throw new Error(
+      `nest-idempotency: the claim of one key changed under it ${CLAIM_ATTEMPTS} times in a row`,
+    );
+  }
+
+  /** @inheritDoc */
+  async complete(
+    ref: IdempotencyRecordRef,
+    response: StoredResponse,
+    ttlSeconds: number,
+  ): Promise<boolean> {
+    return this.completeWith((sql, params) => this.run(sql, params), ref, response, ttlSeconds);
+  }
+
+  /** @inheritDoc */
+  async release(ref: IdempotencyRecordRef, mode: 'retry' | 'forget'): Promise<boolean> {
+    const params = [ref.scope, ref.key, ref.ownerToken];
+    if (mode === 'retry') return (await this.run(this.sql.releaseRetry, params)).affected === 1;
+    const { records } = await this.run(this.sql.releaseForget, params);
+    return Number(records[0]?.n) === 1;
+  }
+
+  /** @inheritDoc */
+  async renew(ref: IdempotencyRecordRef, lockTimeoutSeconds: number): Promise<boolean> {
+    const params = [ref.scope, ref.key, ref.ownerToken, lockTimeoutSeconds];
+    return (await this.run(this.sql.renew, params)).affected === 1;
+  }
+
+  /** @inheritDoc */
+  async purgeExpired(batchSize: number): Promise<number> {
+    return (await this.run(this.sql.purge, [batchSize])).affected ?? 0;
+  }
+
+  /** @inheritDoc */
+  async beginTransaction(): Promise<IdempotencyStoreTransaction> {
+    const runner = this.dataSource.createQueryRunner();
+    try {
+      await runner.connect();
+      await runner.startTransaction();
+    } catch (err) {
+      await runner.release().catch(() => undefined);
+      throw err;
+    }
+    const finish = async (how: 'commit' | 'rollback') => {
+      try {
+        if (how === 'commit') await runner.commitTransaction();
+        else if (runner.isTransactionActive) await runner.rollbackTransaction();
+      } finally {
+        await runner.release();
+      }
+    };
+    return {
+      manager: runner.manager,
+      complete: (ref, response, ttlSeconds) =>
+        this.completeWith(
+          (sql, params) => runner.query(sql, params, true) as Promise<QueryResultLike>,
+          ref,
+          response,
+          ttlSeconds,
+        ),
+      commit: () => finish('commit'),
+      rollback: () => finish('rollback'),
+    };
+  }
+
+  private async completeWith(
+    run: (sql: string, params: unknown[]) => Promise<QueryResultLike>,
+    ref: IdempotencyRecordRef,
+    response: StoredResponse,
+    ttlSeconds: number,
+  ): Promise<boolean> {
+    const result = await run(this.sql.complete, [
+      ref.scope,
+      ref.key,
+      ref.ownerToken,
+      response.status,
+      JSON.stringify(response.headers),
+      response.body,
+      ttlSeconds,
+    ]);
+    return result.affected === 1;
+  }
+
+  private async run(sql: string, params: unknown[]): Promise<QueryResultLike> {
+    const runner: QueryRunner = this.dataSource.createQueryRunner();
+    try {
+      return (await runner.query(sql, params, true)) as QueryResultLike;
+    } finally {
+      await runner.release();
+    }
+  }
+}

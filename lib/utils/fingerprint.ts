@@ -1,0 +1,52 @@
+import { createHash } from 'node:crypto';
+import { canonicalJson } from './canonical-json';
+
+/** What goes into a request fingerprint (SPEC §4). */
+export interface FingerprintInput {
+  scope: string;
+  method: string;
+  /** Request path with its query string, as received. */
+  url: string;
+  /** The parsed body (canonical JSON) or its raw bytes (Buffer / string). */
+  body: unknown;
+  /** Raw body bytes when the application keeps them (`rawBody: true`). */
+  rawBody?: Buffer;
+  /** Value of the `content-type` header, used to pick JSON or raw bytes. */
+  contentType?: string;
+  /** Configured header names (lower case) and their values, in configuration order. */
+  headers: [string, string | undefined][];
+}
+
+function bodyPart(input: FingerprintInput): string | Buffer {
+  const { body, rawBody, contentType } = input;
+  const isJson = !contentType || /[/+]json\b/i.test(contentType);
+  if (rawBody && !isJson) return Buffer.concat([Buffer.from('raw:'), rawBody]);
+  if (Buffer.isBuffer(body)) return Buffer.concat([Buffer.from('raw:'), body]);
+  if (typeof body === 'string') return `raw:${body}`;
+  if (body === undefined || body === null) return 'none:';
+  return `json:${canonicalJson(body)}`;
+}
+
+/**
+ * SHA-256 over scope, method, path with query, canonical JSON body and configured headers.
+ * Every part is length-prefixed, so no two different inputs can run into each other.
+ *
+ * @returns the fingerprint as 64 lower-case hex characters
+ */
+export function fingerprintRequest(input: FingerprintInput): string {
+  const hash = createHash('sha256');
+  const part = (value: string | Buffer) => {
+    const bytes = typeof value === 'string' ? Buffer.from(value, 'utf8') : value;
+    hash.update(`${bytes.length}:`);
+    hash.update(bytes);
+  };
+  part(input.scope);
+  part(input.method.toUpperCase());
+  part(input.url);
+  part(bodyPart(input));
+  for (const [name, value] of input.headers) {
+    part(name);
+    part(value === undefined ? '\u0000absent' : value);
+  }
+  return hash.digest('hex');
+}

@@ -1,0 +1,88 @@
+/** Result of reading the key header of one request. */
+export type ParsedIdempotencyKey =
+  | { kind: 'missing' }
+  | { kind: 'invalid'; reason: string }
+  | { kind: 'valid'; key: string };
+
+const MAX_KEY_LENGTH = 255;
+
+function isPrintable(text: string): boolean {
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (c < 0x20 || c > 0x7e) return false;
+  }
+  return true;
+}
+
+/**
+ * Unquotes an RFC 8941 sf-string: `"` ... `"` where only `\"` and `\\` are escapes.
+ * @returns the unquoted text, or an error reason
+ */
+function unquote(value: string): { text: string } | { reason: string } {
+  let text = '';
+  for (let i = 1; i < value.length; i++) {
+    const ch = value[i];
+    if (ch === '\\') {
+      const next = value[i + 1];
+      if (next !== '"' && next !== '\\') return { reason: 'a quoted key has a bad escape' };
+      text += next;
+      i++;
+    } else if (ch === '"') {
+      if (i !== value.length - 1) return { reason: 'a quoted key has text after its closing quote' };
+      return { text };
+    } else {
+      text += ch;
+    }
+  }
+  return { reason: 'a quoted key is not terminated' };
+}
+
+/**
+ * Reads the idempotency key from the header values of one request (SPEC §3).
+ *
+ * Accepts a bare value and an RFC 8941 string; both name the same key. Valid keys are 1–255
+ * printable ASCII characters after unquoting and trimming; a bare value may not contain a comma;
+ * more than one header line is invalid.
+ *
+ * @param values - every value of the header, one per header line, as received
+ * @returns missing, invalid (with a reason that never echoes the key) or the key
+ */
+export function parseIdempotencyKey(values: readonly string[]): ParsedIdempotencyKey {
+  if (values.length === 0) return { kind: 'missing' };
+  if (values.length > 1) return { kind: 'invalid', reason: 'the header appears more than once' };
+  const raw = values[0].replace(/^[ \t]+|[ \t]+$/g, '');
+  if (!isPrintable(raw)) {
+    return { kind: 'invalid', reason: 'the key has characters outside printable ASCII' };
+  }
+  let key: string;
+  if (raw.startsWith('"')) {
+    const unquoted = unquote(raw);
+    if ('reason' in unquoted) return { kind: 'invalid', reason: unquoted.reason };
+    key = unquoted.text.trim();
+  } else {
+    if (raw.includes(',')) return { kind: 'invalid', reason: 'a bare key may not contain a comma' };
+    key = raw;
+  }
+  if (key.length === 0) return { kind: 'invalid', reason: 'the key is empty' };
+  if (key.length > MAX_KEY_LENGTH) {
+    return { kind: 'invalid', reason: `the key is longer than ${MAX_KEY_LENGTH} characters` };
+  }
+  return { kind: 'valid', key };
+}
+
+/**
+ * Collects every value of one header from a Node request, one per header line (so a repeated
+ * header is seen as repeated rather than joined with a comma).
+ *
+ * @param rawHeaders - `IncomingMessage.rawHeaders` (name, value, name, value, ...)
+ * @param name - header name, any case
+ */
+export function headerLines(rawHeaders: readonly string[] | undefined, name: string): string[] {
+  const wanted = name.toLowerCase();
+  const values: string[] = [];
+  if (!rawHeaders) return values;
+  for (let i = 0; i + 1 < rawHeaders.length; i += 2) {
+    if (rawHeaders[i].toLowerCase() === wanted) values.push(rawHeaders[i + 1]);
+  }
+  return values;
+}
