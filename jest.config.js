@@ -8,5 +8,4 @@ module.exports = {
   globalSetup: '<rootDir>/test/fixtures/global-setup.ts',
   globalTeardown: '<rootDir>/test/fixtures/global-teardown.ts',
   testTimeout: 30000,
-  reporters: ['default', ['<rootDir>/test/fixtures/summary-reporter.js', {}]],
 };

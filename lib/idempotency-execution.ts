@@ -184,7 +184,13 @@ export class IdempotencyExecution {
     await this.closeTransaction('rollback');
     try {
       const owned = await this.deps.store.release(this.ref, mode);
-      if (owned) this.deps.events.emit({ type: 'released', scope: this.ref.scope, key: this.ref.key, reason });
+      if (owned)
+        this.deps.events.emit({
+          type: 'released',
+          scope: this.ref.scope,
+          key: this.ref.key,
+          reason,
+        });
       else this.emitLockLost('release');
     } catch (error) {
       // The lease lapses on its own; a retry then takes the key over.

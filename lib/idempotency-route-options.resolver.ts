@@ -1,7 +1,11 @@
 import { Inject, Injectable } from '@nestjs/common';
 import type { ExecutionContext } from '@nestjs/common';
 import { IDEMPOTENCY_OPTIONS } from './idempotency.tokens';
-import { IDEMPOTENT_CLASS_METADATA, IDEMPOTENT_METADATA, SAFE_METHODS } from './idempotency.constants';
+import {
+  IDEMPOTENT_CLASS_METADATA,
+  IDEMPOTENT_METADATA,
+  SAFE_METHODS,
+} from './idempotency.constants';
 import { mergeRouteOptions } from './idempotency.defaults';
 import type {
   IdempotencyRouteOptions,
@@ -30,7 +34,10 @@ export class IdempotencyRouteOptionsResolver {
     const handler = context.getHandler();
     let resolved = this.cache.get(handler);
     if (resolved === undefined) {
-      const onHandler: IdempotentOptions | undefined = Reflect.getMetadata(IDEMPOTENT_METADATA, handler);
+      const onHandler: IdempotentOptions | undefined = Reflect.getMetadata(
+        IDEMPOTENT_METADATA,
+        handler,
+      );
       const onClass: IdempotentOptions | undefined = Reflect.getMetadata(
         IDEMPOTENT_CLASS_METADATA,
         context.getClass(),

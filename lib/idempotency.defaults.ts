@@ -79,12 +79,23 @@ export function validateRouteOptions<T extends IdempotentOptions>(options: T): T
       'Use an HTTP header name such as "Idempotency-Key".',
     );
   }
-  if ('required' in o) check(typeof o.required === 'boolean', 'required', o.required, 'Use true or false.');
+  if ('required' in o)
+    check(typeof o.required === 'boolean', 'required', o.required, 'Use true or false.');
   if ('transactional' in o) {
-    check(typeof o.transactional === 'boolean', 'transactional', o.transactional, 'Use true or false.');
+    check(
+      typeof o.transactional === 'boolean',
+      'transactional',
+      o.transactional,
+      'Use true or false.',
+    );
   }
   if ('ttlSeconds' in o) {
-    check(positive(o.ttlSeconds), 'ttlSeconds', o.ttlSeconds, 'Use a number of seconds greater than 0, e.g. 86400.');
+    check(
+      positive(o.ttlSeconds),
+      'ttlSeconds',
+      o.ttlSeconds,
+      'Use a number of seconds greater than 0, e.g. 86400.',
+    );
   }
   if ('lockTimeoutSeconds' in o) {
     check(
@@ -141,7 +152,9 @@ export function validateRouteOptions<T extends IdempotentOptions>(options: T): T
   if ('storeStatuses' in o) {
     check(
       Array.isArray(o.storeStatuses) &&
-        o.storeStatuses.every((s: unknown) => Number.isInteger(s) && (s as number) >= 100 && (s as number) <= 599),
+        o.storeStatuses.every(
+          (s: unknown) => Number.isInteger(s) && (s as number) >= 100 && (s as number) <= 599,
+        ),
       'storeStatuses',
       o.storeStatuses,
       'Use an array of HTTP status codes (whole numbers from 100 to 599).',
@@ -203,13 +216,15 @@ export function resolveIdempotencyOptions(
     'Use "typeorm", "memory" or a class that extends IdempotencyStore.',
   );
   check(
-    merged.dataSource === undefined || (typeof merged.dataSource === 'string' && merged.dataSource !== ''),
+    merged.dataSource === undefined ||
+      (typeof merged.dataSource === 'string' && merged.dataSource !== ''),
     'dataSource',
     merged.dataSource,
     'Use the name given to TypeOrmModule.forRoot({ name }), or leave it out for the default DataSource.',
   );
   check(
-    typeof merged.problemTypeBaseUri === 'string' && /^[a-z][a-z0-9+.-]*:/i.test(merged.problemTypeBaseUri),
+    typeof merged.problemTypeBaseUri === 'string' &&
+      /^[a-z][a-z0-9+.-]*:/i.test(merged.problemTypeBaseUri),
     'problemTypeBaseUri',
     merged.problemTypeBaseUri,
     'Use an absolute URI such as "https://example.com/problems/".',

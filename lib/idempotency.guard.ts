@@ -30,16 +30,20 @@ export class IdempotencyGuard implements CanActivate {
     const parsed = this.readKey(request, route);
     request[PARSED_KEY] = parsed;
     if (parsed.kind === 'missing' && route.required) {
-      this.reject(new IdempotencyProblemException(
-        'idempotency_key_missing',
-        `This request needs an ${route.header} header: send a unique value (a UUID is a good choice) and reuse it when you retry.`,
-      ));
+      this.reject(
+        new IdempotencyProblemException(
+          'idempotency_key_missing',
+          `This request needs an ${route.header} header: send a unique value (a UUID is a good choice) and reuse it when you retry.`,
+        ),
+      );
     }
     if (parsed.kind === 'invalid') {
-      this.reject(new IdempotencyProblemException(
-        'idempotency_key_invalid',
-        `The ${route.header} header is invalid: ${parsed.reason}. Send 1 to 255 printable ASCII characters, bare or as a quoted string.`,
-      ));
+      this.reject(
+        new IdempotencyProblemException(
+          'idempotency_key_invalid',
+          `The ${route.header} header is invalid: ${parsed.reason}. Send 1 to 255 printable ASCII characters, bare or as a quoted string.`,
+        ),
+      );
     }
     return true;
   }

@@ -65,7 +65,9 @@ export class IdempotencyInterceptor implements NestInterceptor {
     request: any,
     route: IdempotencyRouteOptions,
     key: string,
-  ): Promise<{ replay: StoredResponse; state: IdempotencyRequestState } | { execution: IdempotencyExecution }> {
+  ): Promise<
+    { replay: StoredResponse; state: IdempotencyRequestState } | { execution: IdempotencyExecution }
+  > {
     const scope = route.scope(request) ?? '';
     const fingerprint = fingerprintRequest({
       scope,
@@ -142,7 +144,11 @@ export class IdempotencyInterceptor implements NestInterceptor {
     return { execution };
   }
 
-  private replay(response: any, stored: StoredResponse, state: IdempotencyRequestState): Observable<null> {
+  private replay(
+    response: any,
+    stored: StoredResponse,
+    state: IdempotencyRequestState,
+  ): Observable<null> {
     installSendHook(response, {
       decide: async () => ({
         status: stored.status,
@@ -151,7 +157,12 @@ export class IdempotencyInterceptor implements NestInterceptor {
       }),
       bypassed: () => undefined,
     });
-    this.events.emit({ type: 'replayed', scope: state.scope, key: state.key, status: stored.status });
+    this.events.emit({
+      type: 'replayed',
+      scope: state.scope,
+      key: state.key,
+      status: stored.status,
+    });
     return of(null);
   }
 
@@ -200,7 +211,11 @@ export class IdempotencyInterceptor implements NestInterceptor {
     );
   }
 
-  private reject(error: IdempotencyProblemException, scope?: string, key?: string): IdempotencyProblemException {
+  private reject(
+    error: IdempotencyProblemException,
+    scope?: string,
+    key?: string,
+  ): IdempotencyProblemException {
     this.events.emit({ type: 'rejected', scope, key, code: error.code, status: error.getStatus() });
     return error;
   }

@@ -18,9 +18,12 @@ export const {
 } = new ConfigurableModuleBuilder<IdempotencyModuleOptions>({ moduleName: 'Idempotency' })
   .setClassMethodName('forRoot')
   .setFactoryMethodName('createIdempotencyOptions')
-  .setExtras<IdempotencyModuleExtras>({ isGlobal: true, extraProviders: [] }, (definition, extras) => ({
-    ...definition,
-    global: extras.isGlobal,
-    providers: [...(definition.providers ?? []), ...extras.extraProviders],
-  }))
+  .setExtras<IdempotencyModuleExtras>(
+    { isGlobal: true, extraProviders: [] },
+    (definition, extras) => ({
+      ...definition,
+      global: extras.isGlobal,
+      providers: [...(definition.providers ?? []), ...extras.extraProviders],
+    }),
+  )
   .build();

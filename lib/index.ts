@@ -7,13 +7,13 @@ export { IdempotencyContext } from './context/idempotency.context';
 export type { IdempotencyRequestIdentity } from './context/idempotency.context';
 export { IdempotencyEvents } from './events/idempotency.events';
 export type { IdempotencyEvent, IdempotencyEventListener } from './events/idempotency.events';
-export { IdempotencyPurgeService, IDEMPOTENCY_PURGE_INTERVAL } from './purge/idempotency-purge.service';
+export {
+  IdempotencyPurgeService,
+  IDEMPOTENCY_PURGE_INTERVAL,
+} from './purge/idempotency-purge.service';
 export { DEFAULT_IDEMPOTENCY_OPTIONS, resolveIdempotencyOptions } from './idempotency.defaults';
 export { IDEMPOTENCY_OPTIONS } from './idempotency.tokens';
-export {
-  IDEMPOTENT_REPLAYED_HEADER,
-  PROBLEM_CONTENT_TYPE,
-} from './idempotency.constants';
+export { IDEMPOTENT_REPLAYED_HEADER, PROBLEM_CONTENT_TYPE } from './idempotency.constants';
 export type {
   IdempotencyModuleOptions,
   IdempotencyPurgeOptions,
@@ -40,5 +40,11 @@ export {
 } from './storage/typeorm/create-idempotency-records.migration';
 export { IdempotencyExceptionFilter } from './errors/idempotency-exception.filter';
 export { IdempotencyProblemException } from './errors/idempotency-problem.exception';
-export type { IdempotencyErrorCode, IdempotencyProblem } from './errors/idempotency-problem.exception';
-export { IdempotencyConfigurationError, IdempotencyError } from './errors/idempotency-configuration.error';
+export type {
+  IdempotencyErrorCode,
+  IdempotencyProblem,
+} from './errors/idempotency-problem.exception';
+export {
+  IdempotencyConfigurationError,
+  IdempotencyError,
+} from './errors/idempotency-configuration.error';

@@ -85,7 +85,8 @@ export class IdempotencyProblemException extends HttpException {
       'content-type': PROBLEM_CONTENT_TYPE,
       'cache-control': 'no-store',
     };
-    if (this.retryAfterSeconds !== undefined) headers['retry-after'] = String(this.retryAfterSeconds);
+    if (this.retryAfterSeconds !== undefined)
+      headers['retry-after'] = String(this.retryAfterSeconds);
     return {
       status: this.getStatus(),
       headers,

@@ -3,10 +3,22 @@ import type { IdempotencyErrorCode } from '../errors/idempotency-problem.excepti
 
 /** Something the library did, for logs and metrics. */
 export type IdempotencyEvent =
-  | { type: 'executed'; scope: string; key: string; status: number; stored: boolean; attempt: number }
+  | {
+      type: 'executed';
+      scope: string;
+      key: string;
+      status: number;
+      stored: boolean;
+      attempt: number;
+    }
   | { type: 'replayed'; scope: string; key: string; status: number }
   | { type: 'rejected'; scope?: string; key?: string; code: IdempotencyErrorCode; status: number }
-  | { type: 'released'; scope: string; key: string; reason: 'not_final' | 'rejected_before_handler' | 'unstorable' | 'abandoned' }
+  | {
+      type: 'released';
+      scope: string;
+      key: string;
+      reason: 'not_final' | 'rejected_before_handler' | 'unstorable' | 'abandoned';
+    }
   | { type: 'lock_lost'; scope: string; key: string; during: 'renew' | 'complete' | 'release' }
   | { type: 'purged'; count: number; durationMs: number }
   | { type: 'store_error'; operation: string; error: unknown };

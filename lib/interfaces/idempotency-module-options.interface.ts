@@ -123,8 +123,9 @@ export interface ResolvedIdempotencyOptions extends IdempotencyRouteOptions {
 }
 
 /** What `IdempotencyModule.forRoot()` accepts: any subset of the options. */
-export interface IdempotencyModuleOptions
-  extends Partial<Omit<ResolvedIdempotencyOptions, 'purge'>> {
+export interface IdempotencyModuleOptions extends Partial<
+  Omit<ResolvedIdempotencyOptions, 'purge'>
+> {
   /** TTL purge schedule, merged over the defaults; `false` disables the schedule. */
   purge?: Partial<IdempotencyPurgeOptions> | false;
 }

@@ -51,7 +51,11 @@ export interface IdempotencyStoreTransaction {
    * Writes the completion inside the transaction, guarded by the owner token.
    * @returns false when the caller no longer owns the record (nothing was written)
    */
-  complete(ref: IdempotencyRecordRef, response: StoredResponse, ttlSeconds: number): Promise<boolean>;
+  complete(
+    ref: IdempotencyRecordRef,
+    response: StoredResponse,
+    ttlSeconds: number,
+  ): Promise<boolean>;
   commit(): Promise<void>;
   rollback(): Promise<void>;
 }

@@ -21,7 +21,10 @@ export class IdempotencyPurgeService implements OnApplicationBootstrap, OnApplic
   private readonly logger = new Logger('IdempotencyPurge');
   private timer?: NodeJS.Timeout;
   private running?: Promise<number>;
-  private registry?: { addInterval(name: string, id: NodeJS.Timeout): void; deleteInterval(name: string): void };
+  private registry?: {
+    addInterval(name: string, id: NodeJS.Timeout): void;
+    deleteInterval(name: string): void;
+  };
 
   constructor(
     private readonly store: IdempotencyStore,

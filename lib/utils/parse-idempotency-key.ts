@@ -1,8 +1,6 @@
 /** Result of reading the key header of one request. */
 export type ParsedIdempotencyKey =
-  | { kind: 'missing' }
-  | { kind: 'invalid'; reason: string }
-  | { kind: 'valid'; key: string };
+  { kind: 'missing' } | { kind: 'invalid'; reason: string } | { kind: 'valid'; key: string };
 
 const MAX_KEY_LENGTH = 255;
 
@@ -28,7 +26,8 @@ function unquote(value: string): { text: string } | { reason: string } {
       text += next;
       i++;
     } else if (ch === '"') {
-      if (i !== value.length - 1) return { reason: 'a quoted key has text after its closing quote' };
+      if (i !== value.length - 1)
+        return { reason: 'a quoted key has text after its closing quote' };
       return { text };
     } else {
       text += ch;

@@ -7,7 +7,9 @@ import type { StoredResponse } from '../interfaces/idempotency-record.interface'
 export type OutgoingResponse = StoredResponse;
 
 /** What the hook's owner wants sent instead of, or as, the captured response. */
-export type SendDecision = (outgoing: OutgoingResponse | undefined) => Promise<OutgoingResponse | undefined>;
+export type SendDecision = (
+  outgoing: OutgoingResponse | undefined,
+) => Promise<OutgoingResponse | undefined>;
 
 /** Callbacks of one installed hook. */
 export interface SendHookCallbacks {
@@ -60,7 +62,10 @@ function toBytes(
     return { body: Buffer.from(payload), contentType: contentType ?? 'application/octet-stream' };
   }
   if (typeof payload === 'string') {
-    return { body: Buffer.from(payload, 'utf8'), contentType: withUtf8Charset(contentType ?? textDefault) };
+    return {
+      body: Buffer.from(payload, 'utf8'),
+      contentType: withUtf8Charset(contentType ?? textDefault),
+    };
   }
   if (typeof (payload as any).pipe === 'function' || payload instanceof Error) return undefined;
   if (typeof payload === 'object' || typeof payload === 'number' || typeof payload === 'boolean') {
@@ -116,7 +121,14 @@ export function installSendHook(res: any, callbacks: SendHookCallbacks): SendHoo
     if (state === 'pending') return res;
     if (state === 'done') return original.call(res, payload);
     // Express turns objects into JSON and calls send again with the text.
-    if (!fastify && payload !== null && typeof payload === 'object' && !Buffer.isBuffer(payload) && !(payload instanceof Uint8Array) && typeof (payload as any).pipe !== 'function') {
+    if (
+      !fastify &&
+      payload !== null &&
+      typeof payload === 'object' &&
+      !Buffer.isBuffer(payload) &&
+      !(payload instanceof Uint8Array) &&
+      typeof (payload as any).pipe !== 'function'
+    ) {
       return original.call(res, payload);
     }
     state = 'pending';

@@ -10,9 +10,7 @@ import { createIdempotencyTableSql, dropIdempotencyTableSql } from './idempotenc
  * @example
  * migrations: [createIdempotencyRecordsMigration('billing.idempotency_records')]
  */
-export function createIdempotencyRecordsMigration(
-  tableName: string,
-): new () => MigrationInterface {
+export function createIdempotencyRecordsMigration(tableName: string): new () => MigrationInterface {
   return class CreateIdempotencyRecords1732233600000 implements MigrationInterface {
     name = 'CreateIdempotencyRecords1732233600000';
 

@@ -131,7 +131,9 @@ export class TypeOrmIdempotencyStore extends IdempotencyStore {
     const dataSource = this.dataSource;
     const type = String(dataSource.options?.type);
     if (type !== 'postgres') throw IdempotencyConfigurationError.unsupportedDatabase(type);
-    const { records } = await this.run('SELECT to_regclass($1) IS NOT NULL AS present', [this.table]);
+    const { records } = await this.run('SELECT to_regclass($1) IS NOT NULL AS present', [
+      this.table,
+    ]);
     if (records[0]?.present !== true) throw IdempotencyConfigurationError.tableMissing(this.table);
   }
 

@@ -1,0 +1,269 @@
+/**
+ * Leases, takeovers and stale owners (SPEC §5, §6, §7), the TTL purge, fail-closed behaviour
+ * when PostgreSQL is unreachable, and forRootAsync — on Express and Fastify, real PostgreSQL.
+ */
+import { Injectable, Module } from '@nestjs/common';
+import { Test } from '@nestjs/testing';
+import { TypeOrmModule } from '@nestjs/typeorm';
+import request from 'supertest';
+import { DataSource } from 'typeorm';
+import {
+  CreateIdempotencyRecords1732233600000,
+  IDEMPOTENCY_OPTIONS,
+  IdempotencyModule,
+  IdempotencyPurgeService,
+} from '../../lib';
+import type { IdempotencyModuleOptions, ResolvedIdempotencyOptions } from '../../lib';
+import { createTestDatabase } from '../fixtures/database';
+import type { TestDatabase } from '../fixtures/database';
+import { ADAPTERS, createTestApp } from '../fixtures/test-app';
+import type { TestApp } from '../fixtures/test-app';
+import { waitFor } from '../fixtures/wait-for';
+
+describe.each(ADAPTERS)('leases, purge and outages on %s', (adapter) => {
+  let db: TestDatabase;
+  let seq = 0;
+  const newKey = () => `lease-${adapter}-${++seq}-${Date.now()}`;
+  const record = async (key: string) =>
+    (await db.query('SELECT * FROM idempotency_records WHERE idempotency_key = $1', [key]))[0];
+  const leaseLapsed = (key: string) => async () =>
+    (
+      await db.query(
+        'SELECT locked_until < now() AS lapsed FROM idempotency_records WHERE idempotency_key = $1',
+        [key],
+      )
+    )[0]?.lapsed === true;
+  const orderCount = async (note: string) =>
+    Number((await db.query('SELECT count(*) AS n FROM orders WHERE note = $1', [note]))[0].n);
+
+  beforeAll(async () => {
+    db = await createTestDatabase();
+  });
+  afterAll(async () => {
+    await db?.drop();
+  });
+
+  describe('a handler that outlives its lease', () => {
+    let t: TestApp;
+    beforeAll(async () => {
+      // The heartbeat stops after 0.3 s, so a stuck handler's lease lapses within ~0.6 s.
+      t = await createTestApp(adapter, db, {
+        module: { lockTimeoutSeconds: 0.3, maxLockHoldSeconds: 0.3 },
+      });
+    });
+    afterAll(() => t?.close());
+
+    it('is taken over; the stale owner changes nothing but still answers its own client', async () => {
+      const key = newKey();
+      const note = `stale-${key}`;
+      const body = { amount: 3, note, gate: key };
+      const stale = request(t.server)
+        .post('/orders')
+        .set('Idempotency-Key', key)
+        .send(body)
+        .then((r) => r);
+      await waitFor(async () => (await record(key))?.status === 'in_flight');
+      const live = await request(t.server).post('/orders').set('Idempotency-Key', key).send(body);
+      expect(live.status).toBe(409);
+      await waitFor(leaseLapsed(key));
+
+      const takeover = request(t.server)
+        .post('/orders')
+        .set('Idempotency-Key', key)
+        .send(body)
+        .then((r) => r);
+      await waitFor(async () => (await record(key))?.attempts === 2);
+      t.probe.open(`${key}#2`);
+      const winner = await takeover;
+      expect(winner.status).toBe(201);
+      expect((await record(key)).status).toBe('completed');
+
+      t.probe.open(`${key}#1`);
+      const late = await stale;
+      expect(late.status).toBe(201);
+      expect(late.body.id).not.toBe(winner.body.id);
+      const stored = await record(key);
+      expect(stored.response_body.toString()).toBe(winner.text);
+      expect(t.events).toContainEqual(
+        expect.objectContaining({ type: 'lock_lost', key, during: 'complete' }),
+      );
+
+      const replay = await request(t.server).post('/orders').set('Idempotency-Key', key).send(body);
+      expect(replay.headers['idempotent-replayed']).toBe('true');
+      expect(replay.text).toBe(winner.text);
+      // Without the transactional mode both handlers wrote: that is what §7 exists for.
+      expect(await orderCount(note)).toBe(2);
+    });
+
+    it('in transactional mode rolls the stale owner back: one row, and its client gets 409', async () => {
+      const key = newKey();
+      const note = `stale-tx-${key}`;
+      const body = { amount: 3, note, gate: key };
+      const stale = request(t.server)
+        .post('/orders/tx')
+        .set('Idempotency-Key', key)
+        .send(body)
+        .then((r) => r);
+      await waitFor(async () => (await record(key))?.status === 'in_flight');
+      await waitFor(leaseLapsed(key));
+      const takeover = request(t.server)
+        .post('/orders/tx')
+        .set('Idempotency-Key', key)
+        .send(body)
+        .then((r) => r);
+      await waitFor(async () => (await record(key))?.attempts === 2);
+      t.probe.open(`${key}#2`);
+      const winner = await takeover;
+      expect(winner.status).toBe(201);
+
+      t.probe.open(`${key}#1`);
+      const late = await stale;
+      expect(late.status).toBe(409);
+      expect(late.headers['content-type']).toMatch(/^application\/problem\+json/);
+      expect(late.body.code).toBe('idempotency_key_in_use');
+      expect(await orderCount(note)).toBe(1);
+      expect((await record(key)).response_body.toString()).toBe(winner.text);
+    });
+  });
+
+  describe('the TTL purge', () => {
+    let t: TestApp;
+    beforeAll(async () => {
+      t = await createTestApp(adapter, db, {
+        module: {
+          ttlSeconds: 0.3,
+          lockTimeoutSeconds: 30,
+          purge: { intervalSeconds: 0.2, batchSize: 2 },
+        },
+      });
+    });
+    afterAll(() => t?.close());
+
+    it('deletes expired records on its schedule, never a live lease, and an expired key runs anew', async () => {
+      const done = [newKey(), newKey(), newKey()];
+      for (const key of done) {
+        expect(
+          (await request(t.server).post('/orders').set('Idempotency-Key', key).send({ amount: 1 }))
+            .status,
+        ).toBe(201);
+      }
+      const held = newKey();
+      const pending = request(t.server)
+        .post('/orders')
+        .set('Idempotency-Key', held)
+        .send({ amount: 1, gate: held })
+        .then((r) => r);
+      await waitFor(async () => (await record(held))?.status === 'in_flight');
+
+      await waitFor(async () => {
+        const rows = await db.query(
+          'SELECT idempotency_key FROM idempotency_records WHERE idempotency_key = ANY($1)',
+          [[...done, held]],
+        );
+        return rows.length === 1;
+      });
+      expect((await record(held)).status).toBe('in_flight');
+      expect(t.events.some((e) => e.type === 'purged' && e.count > 0)).toBe(true);
+
+      t.probe.open(`${held}#1`);
+      expect((await pending).status).toBe(201);
+      const runs = t.probe.ran('create');
+      const again = await request(t.server)
+        .post('/orders')
+        .set('Idempotency-Key', done[0])
+        .send({ amount: 1 });
+      expect(again.headers['idempotent-replayed']).toBeUndefined();
+      expect(t.probe.ran('create')).toBe(runs + 1);
+    });
+
+    it('purgeExpired() deletes every expired record in batches and returns the count', async () => {
+      await db.query(
+        `INSERT INTO idempotency_records (scope, idempotency_key, record_id, fingerprint, status, expires_at, method, path)
+         SELECT 'bulk', 'k' || g, gen_random_uuid(), repeat('0', 64), 'completed', now() - interval '1 minute', 'POST', '/x'
+           FROM generate_series(1, 7) g`,
+      );
+      await db.query(
+        `INSERT INTO idempotency_records (scope, idempotency_key, record_id, fingerprint, status, owner_token, locked_until, expires_at, method, path)
+         VALUES ('bulk', 'live', gen_random_uuid(), repeat('0', 64), 'in_flight', gen_random_uuid(), now() + interval '1 minute', now() - interval '1 minute', 'POST', '/x')`,
+      );
+      const deleted = await t.app.get(IdempotencyPurgeService).purgeExpired();
+      expect(deleted).toBeGreaterThanOrEqual(7);
+      const left = await db.query(
+        `SELECT idempotency_key FROM idempotency_records WHERE scope = 'bulk'`,
+      );
+      expect(left).toEqual([{ idempotency_key: 'live' }]);
+    });
+  });
+
+  describe('when PostgreSQL is unreachable', () => {
+    it('fails closed: 503 problem+json with Retry-After, and the handler never runs', async () => {
+      const t = await createTestApp(adapter, db, { module: { retryAfterSeconds: 2 } });
+      try {
+        await t.app.get(DataSource).destroy();
+        const res = await request(t.server)
+          .post('/orders')
+          .set('Idempotency-Key', newKey())
+          .send({ amount: 1 });
+        expect(res.status).toBe(503);
+        expect(res.headers['content-type']).toMatch(/^application\/problem\+json/);
+        expect(res.headers['retry-after']).toBe('2');
+        expect(res.body.code).toBe('idempotency_store_unavailable');
+        expect(t.probe.ran('create')).toBe(0);
+      } finally {
+        await t.close();
+      }
+    });
+  });
+
+  describe('forRootAsync', () => {
+    @Injectable()
+    class IdempotencyConfig {
+      createIdempotencyOptions(): IdempotencyModuleOptions {
+        return { ttlSeconds: 42, purge: false };
+      }
+    }
+
+    it.each(['useFactory', 'useClass'] as const)(
+      'accepts %s with imports and extraProviders',
+      async (how) => {
+        @Module({ providers: [{ provide: 'TTL', useValue: 43 }], exports: ['TTL'] })
+        class ConfigModule {}
+        const async =
+          how === 'useFactory'
+            ? IdempotencyModule.forRootAsync({
+                imports: [ConfigModule],
+                inject: ['TTL'],
+                useFactory: (ttl: number) => ({ ttlSeconds: ttl, purge: false }),
+              })
+            : IdempotencyModule.forRootAsync({ useClass: IdempotencyConfig, extraProviders: [] });
+        const moduleRef = await Test.createTestingModule({
+          imports: [
+            TypeOrmModule.forRoot({
+              type: 'postgres',
+              url: db.url,
+              migrations: [CreateIdempotencyRecords1732233600000],
+              migrationsRun: true,
+            }),
+            async,
+          ],
+        }).compile();
+        await moduleRef.init();
+        const options = moduleRef.get<ResolvedIdempotencyOptions>(IDEMPOTENCY_OPTIONS);
+        expect(options.ttlSeconds).toBe(how === 'useFactory' ? 43 : 42);
+        expect(options.lockTimeoutSeconds).toBe(60);
+        await moduleRef.close();
+      },
+    );
+
+    it('fails at bootstrap with a fix when an async option is wrong', async () => {
+      const compile = Test.createTestingModule({
+        imports: [
+          IdempotencyModule.forRootAsync({
+            useFactory: () => ({ ttlSeconds: -5, store: 'memory' }),
+          }),
+        ],
+      }).compile();
+      await expect(compile).rejects.toThrow(/ttlSeconds.*greater than 0/);
+    });
+  });
+});
