@@ -1,0 +1,60 @@
+/**
+ * The README's options table and DEFAULT_IDEMPOTENCY_OPTIONS say the same thing: every option
+ * has a row, every row is an option, and every default cell matches the code.
+ */
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { DEFAULT_IDEMPOTENCY_OPTIONS } from '../../lib';
+
+function optionsTable(): Map<string, string> {
+  const readme = readFileSync(join(__dirname, '../../README.md'), 'utf8');
+  const section = readme.split(/^## Options$/m)[1].split(/^## /m)[0];
+  const rows = new Map<string, string>();
+  for (const line of section.split('\n')) {
+    const match = /^\| `([\w.]+)` \| (.+?) \| .+ \|$/.exec(line.trim());
+    if (match) rows.set(match[1], match[2]);
+  }
+  return rows;
+}
+
+function flatDefaults(): Map<string, unknown> {
+  const flat = new Map<string, unknown>();
+  for (const [name, value] of Object.entries(DEFAULT_IDEMPOTENCY_OPTIONS)) {
+    if (name === 'purge') {
+      for (const [sub, v] of Object.entries(value as object)) flat.set(`purge.${sub}`, v);
+    } else flat.set(name, value);
+  }
+  return flat;
+}
+
+describe('README options table', () => {
+  const table = optionsTable();
+  const defaults = flatDefaults();
+
+  it('has one row per option and no row for anything else', () => {
+    expect([...table.keys()].sort()).toEqual([...defaults.keys()].sort());
+  });
+
+  it.each([...flatDefaults().entries()])('documents the default of %s', (name, value) => {
+    const cell = table.get(name)!;
+    if (name === 'storeStatuses') {
+      const except = cell.split('except')[1].match(/\d{3}/g)!.map(Number);
+      const expected = [];
+      for (let s = 200; s < 500; s++) if (!except.includes(s)) expected.push(s);
+      expect(cell.startsWith('2xx, 3xx, 4xx except')).toBe(true);
+      expect(value).toEqual(expected);
+    } else if (name === 'scope') {
+      const scope = value as (req: unknown) => string;
+      expect(cell).toBe("`req.user?.id` when present, else `''`");
+      expect(scope({ user: { id: 7 } })).toBe('7');
+      expect(scope({})).toBe('');
+    } else if (name === 'dataSource') {
+      expect(value).toBeUndefined();
+      expect(cell).toBe('the default DataSource');
+    } else if (Array.isArray(value)) {
+      expect(cell).toBe(value.length ? value.map((v) => `\`${v}\``).join(', ') : '`[]`');
+    } else {
+      expect(cell).toBe(`\`${String(value)}\``);
+    }
+  });
+});
