@@ -73,7 +73,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
       scope,
       method: request.method,
       url: request.originalUrl ?? request.url,
-      body: request.body,
+      body: this.fingerprintableBody(request),
       rawBody: request.rawBody,
       contentType: request.headers['content-type'],
       headers: route.fingerprintHeaders.map((name) => {
@@ -142,6 +142,23 @@ export class IdempotencyInterceptor implements NestInterceptor {
       throw this.storeUnavailable(error, route, 'begin');
     }
     return { execution };
+  }
+
+  /**
+   * The body as the application parsed it. A body nobody parsed (no parser for its content type,
+   * `rawBody` off) cannot be fingerprinted on its bytes: its type and length stand in for it,
+   * and a warning says how to fix that.
+   */
+  private fingerprintableBody(request: any): unknown {
+    const length = Number(request.headers['content-length'] ?? 0);
+    if (request.body !== undefined || request.rawBody || !(length > 0)) return request.body;
+    this.warnOnce(
+      request,
+      'its body was not parsed, so only its content type and length are fingerprinted; ' +
+        'start Nest with rawBody: true and add a parser for this content type',
+      'body',
+    );
+    return `unparsed:${request.headers['content-type'] ?? ''}:${length}`;
   }
 
   private replay(
@@ -220,10 +237,14 @@ export class IdempotencyInterceptor implements NestInterceptor {
     return error;
   }
 
-  private warnOnce(request: any, why: string): void {
+  private warnOnce(request: any, why: string, topic: 'storage' | 'body' = 'storage'): void {
     const route = `${request.method} ${request.routeOptions?.url ?? request.route?.path ?? request.url}`;
-    if (this.warned.has(route)) return;
-    this.warned.add(route);
-    this.logger.warn(`${route}: response not stored because ${why}; the key was released`);
+    if (this.warned.has(`${topic} ${route}`)) return;
+    this.warned.add(`${topic} ${route}`);
+    this.logger.warn(
+      topic === 'body'
+        ? `${route}: ${why}`
+        : `${route}: response not stored because ${why}; the key was released`,
+    );
   }
 }

@@ -77,7 +77,7 @@ describe.each(ADAPTERS)('idempotent routes on %s', (adapter) => {
       expect(nonAscii.body.code).toBe('idempotency_key_invalid');
       const twice = await request(t.server)
         .post('/orders')
-        .set('Idempotency-Key', ['one', 'two'])
+        .set('Idempotency-Key', ['one', 'two'] as unknown as string)
         .send({ amount: 5 });
       expect(twice.status).toBe(400);
       expect(twice.body.code).toBe('idempotency_key_invalid');
