@@ -53,42 +53,48 @@ describe.each(ADAPTERS)('leases, purge and outages on %s', (adapter) => {
     });
     afterAll(() => t?.close());
 
-    it('is taken over; the stale owner changes nothing but still answers its own client', async () => {
+    /**
+     * Starts a request that stalls past its lease, lets a second attempt take the key over and
+     * finish, then lets the stale owner finish too.
+     */
+    async function staleOwnerRace(path: string, note: string) {
       const key = newKey();
-      const note = `stale-${key}`;
       const body = { amount: 3, note, gate: key };
-      const stale = request(t.server)
-        .post('/orders')
-        .set('Idempotency-Key', key)
-        .send(body)
-        .then((r) => r);
+      const send = () =>
+        request(t.server)
+          .post(path)
+          .set('Idempotency-Key', key)
+          .send(body)
+          .then((r) => r);
+      const stale = send();
       await waitFor(async () => (await record(key))?.status === 'in_flight');
-      const live = await request(t.server).post('/orders').set('Idempotency-Key', key).send(body);
-      expect(live.status).toBe(409);
+      const whileLive = await send();
       await waitFor(leaseLapsed(key));
-
-      const takeover = request(t.server)
-        .post('/orders')
-        .set('Idempotency-Key', key)
-        .send(body)
-        .then((r) => r);
+      const takeover = send();
       await waitFor(async () => (await record(key))?.attempts === 2);
       t.probe.open(`${key}#2`);
       const winner = await takeover;
-      expect(winner.status).toBe(201);
-      expect((await record(key)).status).toBe('completed');
-
+      const storedAfterWinner = await record(key);
       t.probe.open(`${key}#1`);
       const late = await stale;
+      return { key, whileLive, winner, storedAfterWinner, late, replay: await send() };
+    }
+
+    it('is taken over; the stale owner changes nothing but still answers its own client', async () => {
+      const note = `stale-${Date.now()}`;
+      const { key, whileLive, winner, storedAfterWinner, late, replay } = await staleOwnerRace(
+        '/orders',
+        note,
+      );
+      expect(whileLive.status).toBe(409);
+      expect(winner.status).toBe(201);
+      expect(storedAfterWinner.status).toBe('completed');
       expect(late.status).toBe(201);
       expect(late.body.id).not.toBe(winner.body.id);
-      const stored = await record(key);
-      expect(stored.response_body.toString()).toBe(winner.text);
+      expect((await record(key)).response_body.toString()).toBe(winner.text);
       expect(t.events).toContainEqual(
         expect.objectContaining({ type: 'lock_lost', key, during: 'complete' }),
       );
-
-      const replay = await request(t.server).post('/orders').set('Idempotency-Key', key).send(body);
       expect(replay.headers['idempotent-replayed']).toBe('true');
       expect(replay.text).toBe(winner.text);
       // Without the transactional mode both handlers wrote: that is what §7 exists for.
@@ -96,33 +102,15 @@ describe.each(ADAPTERS)('leases, purge and outages on %s', (adapter) => {
     });
 
     it('in transactional mode rolls the stale owner back: one row, and its client gets 409', async () => {
-      const key = newKey();
-      const note = `stale-tx-${key}`;
-      const body = { amount: 3, note, gate: key };
-      const stale = request(t.server)
-        .post('/orders/tx')
-        .set('Idempotency-Key', key)
-        .send(body)
-        .then((r) => r);
-      await waitFor(async () => (await record(key))?.status === 'in_flight');
-      await waitFor(leaseLapsed(key));
-      const takeover = request(t.server)
-        .post('/orders/tx')
-        .set('Idempotency-Key', key)
-        .send(body)
-        .then((r) => r);
-      await waitFor(async () => (await record(key))?.attempts === 2);
-      t.probe.open(`${key}#2`);
-      const winner = await takeover;
+      const note = `stale-tx-${Date.now()}`;
+      const { key, winner, late, replay } = await staleOwnerRace('/orders/tx', note);
       expect(winner.status).toBe(201);
-
-      t.probe.open(`${key}#1`);
-      const late = await stale;
       expect(late.status).toBe(409);
       expect(late.headers['content-type']).toMatch(/^application\/problem\+json/);
       expect(late.body.code).toBe('idempotency_key_in_use');
       expect(await orderCount(note)).toBe(1);
       expect((await record(key)).response_body.toString()).toBe(winner.text);
+      expect(replay.text).toBe(winner.text);
     });
   });
 
