@@ -122,19 +122,32 @@ export class MemoryIdempotencyStore extends IdempotencyStore {
     return deleted;
   }
 
-  /** @inheritDoc */
+  /**
+   * The completion is written at `complete()` (as PostgreSQL writes it inside the transaction)
+   * and undone on rollback, so a claim racing the commit sees the completed record.
+   * @inheritDoc
+   */
   async beginTransaction(): Promise<IdempotencyStoreTransaction> {
-    let pending: (() => void) | undefined;
+    let undo: (() => void) | undefined;
     return {
       manager: undefined,
       complete: async (ref, response, ttlSeconds) => {
-        if (!this.owned(ref)) return false;
-        pending = () => void this.complete(ref, response, ttlSeconds);
+        const record = this.owned(ref);
+        if (!record) return false;
+        const before = { ...record };
+        await this.complete(ref, response, ttlSeconds);
+        undo = () => {
+          if (this.records.get(`${ref.scope}\u0000${ref.key}`) === record)
+            Object.assign(record, before);
+        };
         return true;
       },
-      commit: async () => pending?.(),
+      commit: async () => {
+        undo = undefined;
+      },
       rollback: async () => {
-        pending = undefined;
+        undo?.();
+        undo = undefined;
       },
     };
   }

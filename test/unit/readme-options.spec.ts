@@ -11,8 +11,14 @@ function optionsTable(): Map<string, string> {
   const section = readme.split(/^## Options$/m)[1].split(/^## /m)[0];
   const rows = new Map<string, string>();
   for (const line of section.split('\n')) {
-    const match = /^\| `([\w.]+)` \| (.+?) \| .+ \|$/.exec(line.trim());
-    if (match) rows.set(match[1], match[2]);
+    // Prettier pads table cells, so split on the pipes rather than matching spaces.
+    const cells = line
+      .trim()
+      .split(/(?<!\\)\|/)
+      .slice(1, -1)
+      .map((cell) => cell.trim());
+    const name = /^`([\w.]+)`$/.exec(cells[0] ?? '');
+    if (name && cells.length === 3) rows.set(name[1], cells[1]);
   }
   return rows;
 }

@@ -11,8 +11,13 @@ import { createIdempotencyTableSql, dropIdempotencyTableSql } from './idempotenc
  * migrations: [createIdempotencyRecordsMigration('billing.idempotency_records')]
  */
 export function createIdempotencyRecordsMigration(tableName: string): new () => MigrationInterface {
-  return class CreateIdempotencyRecords1732233600000 implements MigrationInterface {
-    name = 'CreateIdempotencyRecords1732233600000';
+  // TypeORM records migrations by name: each table gets its own, e.g. `CreateBillingIdempotencyRecords1732233600000`.
+  const name = `Create${tableName
+    .split(/[._]/)
+    .map((part) => part.charAt(0).toUpperCase() + part.slice(1))
+    .join('')}1732233600000`;
+  const migration = class implements MigrationInterface {
+    name = name;
 
     async up(queryRunner: QueryRunner): Promise<void> {
       for (const sql of createIdempotencyTableSql(tableName)) await queryRunner.query(sql);
@@ -22,6 +27,8 @@ export function createIdempotencyRecordsMigration(tableName: string): new () => 
       for (const sql of dropIdempotencyTableSql(tableName)) await queryRunner.query(sql);
     }
   };
+  Object.defineProperty(migration, 'name', { value: name });
+  return migration;
 }
 
 /**

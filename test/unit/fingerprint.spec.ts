@@ -1,0 +1,111 @@
+/**
+ * fingerprintRequest (SPEC §4): the fingerprint changes with scope, method, path and query, body
+ * and every configured header, but not with key order or whitespace of a JSON body; non-JSON
+ * bodies are fingerprinted on their raw bytes.
+ */
+import fc from 'fast-check';
+import { fingerprintRequest } from '../../lib/utils/fingerprint';
+import type { FingerprintInput } from '../../lib/utils/fingerprint';
+
+const base: FingerprintInput = {
+  scope: 'acct_1',
+  method: 'POST',
+  url: '/payments?expand=charge',
+  body: { amount: 100, currency: 'eur', meta: { a: 1, b: [1, 2] } },
+  contentType: 'application/json',
+  headers: [['x-account-id', 'acct_1']],
+};
+const fp = (overrides: Partial<FingerprintInput> = {}) =>
+  fingerprintRequest({ ...base, ...overrides });
+
+describe('fingerprintRequest', () => {
+  it('is 64 lower-case hex characters and stable for the same request', () => {
+    expect(fp()).toMatch(/^[0-9a-f]{64}$/);
+    expect(fp()).toBe(fp());
+  });
+
+  it.each<[string, Partial<FingerprintInput>]>([
+    ['scope', { scope: 'acct_2' }],
+    ['scope to none', { scope: '' }],
+    ['method', { method: 'PUT' }],
+    ['path', { url: '/refunds?expand=charge' }],
+    ['query value', { url: '/payments?expand=customer' }],
+    ['query removed', { url: '/payments' }],
+    ['body value', { body: { ...(base.body as object), amount: 101 } }],
+    ['body type', { body: { ...(base.body as object), amount: '100' } }],
+    ['no body', { body: undefined }],
+    ['configured header value', { headers: [['x-account-id', 'acct_2']] }],
+    ['configured header absent', { headers: [['x-account-id', undefined]] }],
+    ['configured header empty', { headers: [['x-account-id', '']] }],
+  ])('changes with the %s', (_label, overrides) => {
+    expect(fp(overrides)).not.toBe(fp());
+  });
+
+  it('tells an absent configured header from an empty one', () => {
+    expect(fp({ headers: [['x-a', undefined]] })).not.toBe(fp({ headers: [['x-a', '']] }));
+  });
+
+  it('does not let one part run into the next', () => {
+    expect(fp({ scope: 'a', url: 'b/x' })).not.toBe(fp({ scope: 'ab', url: '/x' }));
+    expect(
+      fp({
+        headers: [
+          ['x-a', 'b'],
+          ['x-c', 'd'],
+        ],
+      }),
+    ).not.toBe(
+      fp({
+        headers: [
+          ['x-a', 'bx-c'],
+          ['', 'd'],
+        ],
+      }),
+    );
+  });
+
+  it('ignores key order and whitespace of a JSON body', () => {
+    const a = '{"amount":100,"currency":"eur","meta":{"a":1,"b":[1,2]}}';
+    const b = '{\n  "meta": { "b": [1, 2], "a": 1 },\n  "currency": "eur",\n  "amount": 100\n}';
+    const one = fp({ body: JSON.parse(a), rawBody: Buffer.from(a) });
+    const two = fp({ body: JSON.parse(b), rawBody: Buffer.from(b) });
+    expect(one).toBe(two);
+    expect(one).toBe(fp());
+    expect(
+      fp({ contentType: 'application/merge-patch+json; charset=utf-8', body: JSON.parse(b) }),
+    ).toBe(fp({ contentType: 'application/merge-patch+json; charset=utf-8', body: JSON.parse(a) }));
+  });
+
+  it('ignores key order of any JSON body (property)', () => {
+    fc.assert(
+      fc.property(fc.dictionary(fc.string(), fc.jsonValue(), { maxKeys: 6 }), (body) => {
+        const reversed = Object.fromEntries(Object.entries(body).reverse());
+        expect(fp({ body: reversed })).toBe(fp({ body }));
+      }),
+      { numRuns: 100 },
+    );
+  });
+
+  it('uses the raw bytes of a non-JSON body, not its parsed form', () => {
+    const text = 'text/plain';
+    const parsed = { a: '1', b: '2' };
+    const urlencoded = 'application/x-www-form-urlencoded';
+    expect(fp({ contentType: urlencoded, body: parsed, rawBody: Buffer.from('a=1&b=2') })).not.toBe(
+      fp({ contentType: urlencoded, body: parsed, rawBody: Buffer.from('b=2&a=1') }),
+    );
+    expect(fp({ contentType: text, body: 'hello', rawBody: Buffer.from('hello') })).not.toBe(
+      fp({ contentType: text, body: 'hello', rawBody: Buffer.from('hello ') }),
+    );
+  });
+
+  it('tells apart non-UTF-8 bodies that a text decoding would merge', () => {
+    const octets = 'application/octet-stream';
+    const a = Buffer.from([0x61, 0xff]);
+    const b = Buffer.from([0x61, 0xfe]);
+    expect(a.toString('utf8')).toBe(b.toString('utf8'));
+    expect(fp({ contentType: octets, body: a })).not.toBe(fp({ contentType: octets, body: b }));
+    expect(fp({ contentType: octets, body: {}, rawBody: a })).not.toBe(
+      fp({ contentType: octets, body: {}, rawBody: b }),
+    );
+  });
+});

@@ -1,0 +1,47 @@
+/**
+ * The package root exports exactly this list of runtime names: adding or removing an export
+ * must be acknowledged here (STYLE: explicit named exports, snapshot of the public list).
+ */
+describe('public API', () => {
+  // eslint-disable-next-line @typescript-eslint/no-require-imports
+  const api = require('../../lib') as Record<string, unknown>;
+
+  it('exports exactly the acknowledged names', () => {
+    expect(Object.keys(api).sort()).toEqual([
+      'CreateIdempotencyRecords1732233600000',
+      'DEFAULT_IDEMPOTENCY_OPTIONS',
+      'IDEMPOTENCY_OPTIONS',
+      'IDEMPOTENCY_PURGE_INTERVAL',
+      'IDEMPOTENT_REPLAYED_HEADER',
+      'IdempotencyConfigurationError',
+      'IdempotencyContext',
+      'IdempotencyError',
+      'IdempotencyEvents',
+      'IdempotencyExceptionFilter',
+      'IdempotencyGuard',
+      'IdempotencyInterceptor',
+      'IdempotencyModule',
+      'IdempotencyProblemException',
+      'IdempotencyPurgeService',
+      'IdempotencyRecordEntity',
+      'IdempotencyStore',
+      'Idempotent',
+      'MemoryIdempotencyStore',
+      'PROBLEM_CONTENT_TYPE',
+      'TypeOrmIdempotencyStore',
+      'createIdempotencyRecordsMigration',
+      'resolveIdempotencyOptions',
+    ]);
+  });
+
+  it('exports no undefined values', () => {
+    for (const [name, value] of Object.entries(api)) {
+      expect([name, value === undefined]).toEqual([name, false]);
+    }
+  });
+
+  it('exports the documented constant values', () => {
+    expect(api.IDEMPOTENT_REPLAYED_HEADER).toBe('Idempotent-Replayed');
+    expect(api.PROBLEM_CONTENT_TYPE).toBe('application/problem+json');
+  });
+});
