@@ -62,7 +62,7 @@ export class IdempotencyExecution {
   /** The handler threw: its transaction (if any) is rolled back now, before anything is sent. */
   async onHandlerError(): Promise<void> {
     this.handlerReturned = true;
-    await this.closeTransaction('rollback');
+    await this.rollbackTransaction();
   }
 
   /**
@@ -143,7 +143,7 @@ export class IdempotencyExecution {
       await transaction.commit();
     } catch (error) {
       this.deps.events.emit({ type: 'store_error', operation: 'complete', error });
-      await this.closeTransaction('rollback');
+      await this.rollbackTransaction();
       await this.giveUp('retry', 'not_final');
       return this.problem(
         new IdempotencyProblemException(
@@ -181,7 +181,7 @@ export class IdempotencyExecution {
     mode: 'retry' | 'forget',
     reason: 'not_final' | 'rejected_before_handler' | 'unstorable' | 'abandoned',
   ): Promise<void> {
-    await this.closeTransaction('rollback');
+    await this.rollbackTransaction();
     try {
       const owned = await this.deps.store.release(this.ref, mode);
       if (owned)
@@ -198,14 +198,14 @@ export class IdempotencyExecution {
     }
   }
 
-  private async closeTransaction(how: 'rollback'): Promise<void> {
+  private async rollbackTransaction(): Promise<void> {
     const transaction = this.transaction;
     this.transaction = undefined;
     if (!transaction) return;
     try {
-      await transaction[how]();
+      await transaction.rollback();
     } catch (error) {
-      this.deps.events.emit({ type: 'store_error', operation: how, error });
+      this.deps.events.emit({ type: 'store_error', operation: 'rollback', error });
     }
   }
 

@@ -23,13 +23,6 @@ export interface SendHookCallbacks {
   bypassed: () => void;
 }
 
-/** A hook on one response; `uninstall()` restores the adapter's own `send`. */
-export interface SendHook {
-  uninstall(): void;
-  /** True once `send` was called (the decision may still be pending). */
-  readonly captured: boolean;
-}
-
 function isFastifyReply(res: any): boolean {
   return typeof res?.code === 'function' && res.raw !== undefined && typeof res.send === 'function';
 }
@@ -86,7 +79,7 @@ function toBytes(
  * @param res - the adapter's response object
  * @param callbacks - what to do with the captured response
  */
-export function installSendHook(res: any, callbacks: SendHookCallbacks): SendHook {
+export function installSendHook(res: any, callbacks: SendHookCallbacks): void {
   const fastify = isFastifyReply(res);
   const raw = fastify ? res.raw : res;
   const original = res.send;
@@ -143,12 +136,10 @@ export function installSendHook(res: any, callbacks: SendHookCallbacks): SendHoo
       if (bytes.contentType !== undefined) headers['content-type'] = bytes.contentType;
       outgoing = { status: fastify ? res.statusCode : raw.statusCode, headers, body: bytes.body };
     }
+    // A decision that fails sends the original payload rather than nothing.
     callbacks
       .decide(outgoing)
-      .then(
-        (decision) => decision,
-        () => undefined,
-      )
+      .catch(() => undefined)
       .then((decision) => {
         state = 'done';
         restore();
@@ -159,16 +150,4 @@ export function installSendHook(res: any, callbacks: SendHookCallbacks): SendHoo
   };
   res.send = hooked;
   raw.once?.('close', onClose);
-
-  return {
-    uninstall: () => {
-      if (state === 'idle') {
-        state = 'done';
-        restore();
-      }
-    },
-    get captured() {
-      return state !== 'idle';
-    },
-  };
 }
