@@ -194,6 +194,57 @@ describe('TypeOrmIdempotencyStore on PostgreSQL', () => {
     expect(Buffer.compare(row.response_body, RESPONSE.body)).toBe(0);
   });
 
+  it('answers a replay, a mismatch and a live lease by reading: no row version or lock written, no wait on a lock', async () => {
+    const done = claimRequest();
+    await store.claim(done);
+    await store.complete(done, RESPONSE, 3600);
+    const busy = claimRequest();
+    await store.claim(busy);
+    const versions = () =>
+      db.query(
+        `SELECT idempotency_key, xmin::text, xmax::text FROM ${TABLE} ORDER BY idempotency_key`,
+      );
+    const before = await versions();
+    const answers = async () => [
+      (await store.claim({ ...done, ownerToken: randomUUID() })).outcome,
+      (await store.claim({ ...done, ownerToken: randomUUID(), fingerprint: 'b'.repeat(64) }))
+        .outcome,
+      (await store.claim({ ...busy, ownerToken: randomUUID() })).outcome,
+    ];
+    expect(await answers()).toEqual(['completed', 'mismatch', 'in_flight']);
+    expect(await versions()).toEqual(before);
+
+    // Another transaction holds both rows locked: the answers still come at once.
+    const locker = dataSource.createQueryRunner();
+    await locker.startTransaction();
+    try {
+      await locker.query(`SELECT 1 FROM ${TABLE} FOR UPDATE`);
+      const timeout = sleep(3000).then(() => 'blocked on the row lock');
+      expect(await Promise.race([answers(), timeout])).toEqual([
+        'completed',
+        'mismatch',
+        'in_flight',
+      ]);
+    } finally {
+      await locker.rollbackTransaction();
+      await locker.release();
+    }
+  });
+
+  it('recovers when the server terminates its pooled connections: later claims succeed', async () => {
+    const claimMany = () =>
+      Promise.all(Array.from({ length: 10 }, () => store.claim(claimRequest())));
+    await claimMany();
+    const [{ n }] = await db.query(
+      `SELECT count(pg_terminate_backend(pid))::int AS n FROM pg_stat_activity
+        WHERE datname = current_database() AND pid <> pg_backend_pid()`,
+    );
+    expect(n).toBeGreaterThan(0);
+    await sleep(100);
+    const outcomes = (await claimMany()).map((result) => result.outcome);
+    expect(outcomes).toEqual(Array(10).fill('claimed'));
+  });
+
   it('a takeover writes the new owner token on the row; the old one can no longer write', async () => {
     const old = claimRequest({ lockTimeoutSeconds: 0.2 });
     await store.claim(old);

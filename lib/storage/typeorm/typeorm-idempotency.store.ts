@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import type { DataSource, QueryRunner } from 'typeorm';
+import type { DataSource } from 'typeorm';
 import type {
   ClaimRequest,
   ClaimResult,
@@ -10,14 +10,11 @@ import type {
 import { IdempotencyConfigurationError } from '../../errors/idempotency-configuration.error';
 import { IdempotencyStore } from '../idempotency.store';
 import { quoteTableName } from './idempotency-table.sql';
+import { prepareStatement, runOnPool, runOnQueryRunner } from './prepared-statement';
+import type { PreparedStatement, StatementResult } from './prepared-statement';
 
 /** How often a claim is retried when a concurrent writer changed the row under it. */
 const CLAIM_ATTEMPTS = 5;
-
-interface QueryResultLike {
-  records: any[];
-  affected?: number;
-}
 
 /**
  * PostgreSQL store on the application's TypeORM DataSource. All time comparisons use the
@@ -31,8 +28,8 @@ interface QueryResultLike {
 export class TypeOrmIdempotencyStore extends IdempotencyStore {
   private readonly table: string;
   private readonly sql: Record<
-    'claim' | 'complete' | 'renew' | 'releaseRetry' | 'releaseForget' | 'purge',
-    string
+    'claim' | 'complete' | 'renew' | 'releaseRetry' | 'releaseForget' | 'purge' | 'verify',
+    PreparedStatement
   >;
 
   private resolved?: DataSource;
@@ -51,13 +48,30 @@ export class TypeOrmIdempotencyStore extends IdempotencyStore {
     const t = this.table;
     const owned = `scope = $1 AND idempotency_key = $2 AND owner_token = $3 AND status = 'in_flight'`;
     const expired = `r.expires_at <= now() AND (r.status <> 'in_flight' OR r.locked_until <= now())`;
-    this.sql = {
+    const sql = {
+      // The snapshot's row answers most calls without writing: a replay, a mismatch or a live
+      // lease is read, not locked, so the statement takes no transaction id and no WAL flush.
+      // Only a new, expired, released or lapsed key reaches the INSERT, whose ON CONFLICT
+      // re-checks the row's latest version, so of concurrent callers exactly one wins.
       claim: `
-        WITH claimed AS (
+        WITH existing AS (
+          SELECT CASE
+                   WHEN ${expired} THEN 'retry'
+                   WHEN r.fingerprint <> $3 THEN 'mismatch'
+                   WHEN r.status = 'completed' THEN 'completed'
+                   WHEN r.status = 'in_flight' AND r.locked_until > now() THEN 'in_flight'
+                   ELSE 'retry'
+                 END AS outcome,
+                 r.record_id, r.attempts, r.response_status, r.response_headers, r.response_body
+            FROM ${t} r
+           WHERE r.scope = $1 AND r.idempotency_key = $2
+        ), claimed AS (
           INSERT INTO ${t} AS r (scope, idempotency_key, record_id, fingerprint, status, owner_token,
             locked_until, expires_at, attempts, method, path, created_at, updated_at)
-          VALUES ($1, $2, $7, $3, 'in_flight', $4, now() + $5::float8 * interval '1 second',
-            now() + $6::float8 * interval '1 second', 1, $8, $9, now(), now())
+          SELECT $1::text, $2::varchar, $7::uuid, $3::char(64), 'in_flight', $4::uuid,
+                 now() + $5::float8 * interval '1 second', now() + $6::float8 * interval '1 second',
+                 1, $8::varchar, $9::text, now(), now()
+           WHERE NOT EXISTS (SELECT 1 FROM existing WHERE outcome <> 'retry')
           ON CONFLICT (scope, idempotency_key) DO UPDATE SET
             record_id = CASE WHEN ${expired} THEN EXCLUDED.record_id ELSE r.record_id END,
             attempts = CASE WHEN ${expired} THEN 1 ELSE r.attempts + 1 END,
@@ -83,16 +97,10 @@ export class TypeOrmIdempotencyStore extends IdempotencyStore {
                NULL::bytea AS response_body
           FROM claimed c
         UNION ALL
-        SELECT CASE
-                 WHEN ${expired} THEN 'retry'
-                 WHEN r.fingerprint <> $3 THEN 'mismatch'
-                 WHEN r.status = 'completed' THEN 'completed'
-                 WHEN r.status = 'in_flight' AND r.locked_until > now() THEN 'in_flight'
-                 ELSE 'retry'
-               END,
-               r.record_id, r.attempts, r.response_status, r.response_headers, r.response_body
-          FROM ${t} r
-         WHERE r.scope = $1 AND r.idempotency_key = $2 AND NOT EXISTS (SELECT 1 FROM claimed)`,
+        SELECT e.outcome, e.record_id, e.attempts, e.response_status, e.response_headers,
+               e.response_body
+          FROM existing e
+         WHERE NOT EXISTS (SELECT 1 FROM claimed)`,
       complete: `
         UPDATE ${t} SET status = 'completed', response_status = $4, response_headers = $5,
                response_body = $6, expires_at = now() + $7::float8 * interval '1 second',
@@ -119,7 +127,11 @@ export class TypeOrmIdempotencyStore extends IdempotencyStore {
           SELECT ctid FROM ${t} r
            WHERE r.expires_at <= now() AND NOT (r.status = 'in_flight' AND r.locked_until > now())
            LIMIT $1 FOR UPDATE SKIP LOCKED))`,
+      verify: 'SELECT to_regclass($1) IS NOT NULL AS present',
     };
+    this.sql = Object.fromEntries(
+      Object.entries(sql).map(([name, text]) => [name, prepareStatement(text)]),
+    ) as Record<keyof typeof sql, PreparedStatement>;
   }
 
   /**
@@ -131,10 +143,8 @@ export class TypeOrmIdempotencyStore extends IdempotencyStore {
     const dataSource = this.dataSource;
     const type = String(dataSource.options?.type);
     if (type !== 'postgres') throw IdempotencyConfigurationError.unsupportedDatabase(type);
-    const { records } = await this.run('SELECT to_regclass($1) IS NOT NULL AS present', [
-      this.table,
-    ]);
-    if (records[0]?.present !== true) throw IdempotencyConfigurationError.tableMissing(this.table);
+    const { rows } = await this.run(this.sql.verify, [this.table]);
+    if (rows[0]?.present !== true) throw IdempotencyConfigurationError.tableMissing(this.table);
   }
 
   private get dataSource(): DataSource {
@@ -159,8 +169,8 @@ export class TypeOrmIdempotencyStore extends IdempotencyStore {
       request.path,
     ];
     for (let attempt = 0; attempt < CLAIM_ATTEMPTS; attempt++) {
-      const { records } = await this.run(this.sql.claim, params);
-      const row = records[0];
+      const { rows } = await this.run(this.sql.claim, params);
+      const row = rows[0];
       if (!row || row.outcome === 'retry') continue;
       switch (row.outcome) {
         case 'claimed':
@@ -198,20 +208,20 @@ export class TypeOrmIdempotencyStore extends IdempotencyStore {
   /** @inheritDoc */
   async release(ref: IdempotencyRecordRef, mode: 'retry' | 'forget'): Promise<boolean> {
     const params = [ref.scope, ref.key, ref.ownerToken];
-    if (mode === 'retry') return (await this.run(this.sql.releaseRetry, params)).affected === 1;
-    const { records } = await this.run(this.sql.releaseForget, params);
-    return Number(records[0]?.n) === 1;
+    if (mode === 'retry') return (await this.run(this.sql.releaseRetry, params)).rowCount === 1;
+    const { rows } = await this.run(this.sql.releaseForget, params);
+    return Number(rows[0]?.n) === 1;
   }
 
   /** @inheritDoc */
   async renew(ref: IdempotencyRecordRef, lockTimeoutSeconds: number): Promise<boolean> {
     const params = [ref.scope, ref.key, ref.ownerToken, lockTimeoutSeconds];
-    return (await this.run(this.sql.renew, params)).affected === 1;
+    return (await this.run(this.sql.renew, params)).rowCount === 1;
   }
 
   /** @inheritDoc */
   async purgeExpired(batchSize: number): Promise<number> {
-    return (await this.run(this.sql.purge, [batchSize])).affected ?? 0;
+    return (await this.run(this.sql.purge, [batchSize])).rowCount ?? 0;
   }
 
   /** @inheritDoc */
@@ -236,7 +246,7 @@ export class TypeOrmIdempotencyStore extends IdempotencyStore {
       manager: runner.manager,
       complete: (ref, response, ttlSeconds) =>
         this.completeWith(
-          (sql, params) => runner.query(sql, params, true) as Promise<QueryResultLike>,
+          (statement, values) => runOnQueryRunner(runner, statement, values),
           ref,
           response,
           ttlSeconds,
@@ -247,7 +257,7 @@ export class TypeOrmIdempotencyStore extends IdempotencyStore {
   }
 
   private async completeWith(
-    run: (sql: string, params: unknown[]) => Promise<QueryResultLike>,
+    run: (statement: PreparedStatement, values: unknown[]) => Promise<StatementResult>,
     ref: IdempotencyRecordRef,
     response: StoredResponse,
     ttlSeconds: number,
@@ -261,15 +271,10 @@ export class TypeOrmIdempotencyStore extends IdempotencyStore {
       response.body,
       ttlSeconds,
     ]);
-    return result.affected === 1;
+    return result.rowCount === 1;
   }
 
-  private async run(sql: string, params: unknown[]): Promise<QueryResultLike> {
-    const runner: QueryRunner = this.dataSource.createQueryRunner();
-    try {
-      return (await runner.query(sql, params, true)) as QueryResultLike;
-    } finally {
-      await runner.release();
-    }
+  private run(statement: PreparedStatement, values: unknown[]): Promise<StatementResult> {
+    return runOnPool(this.dataSource, statement, values);
   }
 }
