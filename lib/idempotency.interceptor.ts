@@ -151,14 +151,19 @@ export class IdempotencyInterceptor implements NestInterceptor {
    */
   private fingerprintableBody(request: any): unknown {
     const length = Number(request.headers['content-length'] ?? 0);
-    if (request.body !== undefined || request.rawBody || !(length > 0)) return request.body;
+    // A chunked body has no length but is a body all the same: never fingerprint it as none.
+    const chunked = request.headers['transfer-encoding'] !== undefined;
+    if (request.body !== undefined || request.rawBody || !(length > 0 || chunked)) {
+      return request.body;
+    }
     this.warnOnce(
       request,
       'its body was not parsed, so only its content type and length are fingerprinted; ' +
-        'start Nest with rawBody: true and add a parser for this content type',
+        'start Nest with rawBody: true and add a parser for this content type ' +
+        "(app.useBodyParser('text') or 'raw')",
       'body',
     );
-    return `unparsed:${request.headers['content-type'] ?? ''}:${length}`;
+    return `unparsed:${request.headers['content-type'] ?? ''}:${chunked ? 'chunked' : length}`;
   }
 
   private replay(

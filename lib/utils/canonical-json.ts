@@ -7,11 +7,21 @@ function isSkipped(value: unknown): boolean {
   return value === undefined || typeof value === 'function' || typeof value === 'symbol';
 }
 
+/** A number as JSON text; ±Infinity (from `JSON.parse('1e400')`) as a number that reads back. */
+function numberText(n: number): string {
+  if (Number.isFinite(n)) return JSON.stringify(n);
+  if (Number.isNaN(n)) return 'null';
+  return n > 0 ? '1e999' : '-1e999';
+}
+
 /**
  * Serialises a JSON value with object keys sorted, without whitespace, so that key order and
  * formatting never change the result. Works iteratively: deep nesting cannot overflow the stack.
- * Follows `JSON.stringify` for everything else (`toJSON`, `undefined` members skipped,
- * non-finite numbers as `null`).
+ * Follows `JSON.stringify` for everything else (`toJSON`, `undefined` members skipped, `NaN` as
+ * `null`, `-0` as `0`) except one case: `JSON.parse` reads a number too large for a double
+ * (`1e400`) as `Infinity`, which `JSON.stringify` would write as `null`. Two different requests
+ * must never share a fingerprint, so `Infinity` and `-Infinity` are written `1e999` and `-1e999`:
+ * JSON numbers that parse back to the same value.
  *
  * @param value - a value as produced by `JSON.parse` (or a plain object tree)
  * @returns the canonical JSON text
@@ -32,7 +42,7 @@ export function canonicalJson(value: unknown): string {
     if (item === null || isSkipped(item)) {
       out.push('null');
     } else if (typeof item === 'number') {
-      out.push(Number.isFinite(item) ? JSON.stringify(item) : 'null');
+      out.push(numberText(item));
     } else if (typeof item === 'string' || typeof item === 'boolean') {
       out.push(JSON.stringify(item));
     } else if (typeof item === 'bigint') {

@@ -19,11 +19,14 @@ export interface FingerprintInput {
 
 function bodyPart(input: FingerprintInput): string | Buffer {
   const { body, rawBody, contentType } = input;
-  const isJson = !contentType || /[/+]json\b/i.test(contentType);
+  const declaredJson = contentType !== undefined && /[/+]json\b/i.test(contentType);
+  const isJson = !contentType || declaredJson;
   if (rawBody && !isJson) return Buffer.concat([Buffer.from('raw:'), rawBody]);
   if (Buffer.isBuffer(body)) return Buffer.concat([Buffer.from('raw:'), body]);
-  if (typeof body === 'string') return `raw:${body}`;
-  if (body === undefined || body === null) return 'none:';
+  // Under a JSON content type a string or null body is a parsed JSON value (`"abc"`, `null`),
+  // not text: it must not match the same characters sent as text/plain, nor a missing body.
+  if (typeof body === 'string' && !declaredJson) return `raw:${body}`;
+  if (body === undefined || (body === null && !declaredJson)) return 'none:';
   return `json:${canonicalJson(body)}`;
 }
 

@@ -55,9 +55,9 @@ describe.each(ADAPTERS)('leases, purge and outages on %s', (adapter) => {
 
     /**
      * Starts a request that stalls past its lease, lets a second attempt take the key over and
-     * finish, then lets the stale owner finish too.
+     * finish, then lets the stale owner finish too — or fail, when `staleFails`.
      */
-    async function staleOwnerRace(path: string, note: string) {
+    async function staleOwnerRace(path: string, note: string, staleFails = false) {
       const key = newKey();
       const body = { amount: 3, note, gate: key };
       const send = () =>
@@ -75,23 +75,33 @@ describe.each(ADAPTERS)('leases, purge and outages on %s', (adapter) => {
       t.probe.open(`${key}#2`);
       const winner = await takeover;
       const storedAfterWinner = await record(key);
-      t.probe.open(`${key}#1`);
+      if (staleFails) t.probe.fail(`${key}#1`);
+      else t.probe.open(`${key}#1`);
       const late = await stale;
-      return { key, whileLive, winner, storedAfterWinner, late, replay: await send() };
+      const storedAfterLate = await record(key);
+      return {
+        key,
+        whileLive,
+        winner,
+        storedAfterWinner,
+        late,
+        storedAfterLate,
+        replay: await send(),
+      };
     }
 
     it('is taken over; the stale owner changes nothing but still answers its own client', async () => {
       const note = `stale-${Date.now()}`;
-      const { key, whileLive, winner, storedAfterWinner, late, replay } = await staleOwnerRace(
-        '/orders',
-        note,
-      );
+      const { key, whileLive, winner, storedAfterWinner, late, storedAfterLate, replay } =
+        await staleOwnerRace('/orders', note);
       expect(whileLive.status).toBe(409);
       expect(winner.status).toBe(201);
       expect(storedAfterWinner.status).toBe('completed');
       expect(late.status).toBe(201);
       expect(late.body.id).not.toBe(winner.body.id);
-      expect((await record(key)).response_body.toString()).toBe(winner.text);
+      // Not one column changed: status, response, expiry, updated_at.
+      expect(storedAfterLate).toEqual(storedAfterWinner);
+      expect(storedAfterLate.response_body.toString()).toBe(winner.text);
       expect(t.events).toContainEqual(
         expect.objectContaining({ type: 'lock_lost', key, during: 'complete' }),
       );
@@ -100,6 +110,29 @@ describe.each(ADAPTERS)('leases, purge and outages on %s', (adapter) => {
       // Without the transactional mode both handlers wrote: that is what §7 exists for.
       expect(await orderCount(note)).toBe(2);
     });
+
+    it.each(['/orders', '/orders/tx'])(
+      'on %s, a stale owner that fails after the takeover completed releases nothing',
+      async (path) => {
+        const note = `stale-fail-${path}-${Date.now()}`;
+        const { key, winner, storedAfterWinner, late, storedAfterLate, replay } =
+          await staleOwnerRace(path, note, true);
+        expect(winner.status).toBe(201);
+        expect(late.status).toBe(500);
+        expect(storedAfterLate).toEqual(storedAfterWinner);
+        expect(storedAfterLate.status).toBe('completed');
+        expect(t.events).toContainEqual(
+          expect.objectContaining({ type: 'lock_lost', key, during: 'release' }),
+        );
+        expect(t.events).not.toContainEqual(expect.objectContaining({ type: 'released', key }));
+        const runs = t.probe.ran(path === '/orders' ? 'create' : 'tx');
+        expect(replay.status).toBe(201);
+        expect(replay.headers['idempotent-replayed']).toBe('true');
+        expect(replay.text).toBe(winner.text);
+        expect(t.probe.ran(path === '/orders' ? 'create' : 'tx')).toBe(runs);
+        expect(await orderCount(note)).toBe(1);
+      },
+    );
 
     it('in transactional mode rolls the stale owner back: one row, and its client gets 409', async () => {
       const note = `stale-tx-${Date.now()}`;

@@ -1,30 +1,15 @@
 /**
  * canonicalJson (SPEC §4): key order never changes the text, the text parses back to the same
- * JSON value, different values never share a text, very deep nesting does not overflow the
- * stack, and own `__proto__` keys are kept. Elsewhere it follows JSON.stringify.
+ * JSON value, two values share a text exactly when they are equal (numbers as the doubles
+ * JSON.parse gives, so `1.0` is `1` and `1e400` is not `null`), very deep nesting does not
+ * overflow the stack, and own `__proto__` keys are kept as members. Elsewhere it follows
+ * JSON.stringify.
  */
 import fc from 'fast-check';
 import { canonicalJson } from '../../lib/utils/canonical-json';
+import { jsonEqual } from '../shared/json-equality';
 
 type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
-
-/** Equality of JSON values: numbers by `===` (so 0 and -0 are one JSON number), own keys only. */
-function jsonEqual(a: unknown, b: unknown): boolean {
-  if (a === null || b === null || typeof a !== 'object' || typeof b !== 'object') return a === b;
-  if (Array.isArray(a) !== Array.isArray(b)) return false;
-  if (Array.isArray(a)) {
-    const bb = b as unknown[];
-    return a.length === bb.length && a.every((v, i) => jsonEqual(v, bb[i]));
-  }
-  const ka = Object.keys(a);
-  const kb = Object.keys(b);
-  return (
-    ka.length === kb.length &&
-    ka.every(
-      (k) => Object.prototype.hasOwnProperty.call(b, k) && jsonEqual((a as any)[k], (b as any)[k]),
-    )
-  );
-}
 
 /** A copy with every object's keys inserted in a seed-determined order (own `__proto__` safe). */
 function shuffleKeys(value: Json, seed: number): Json {
@@ -67,6 +52,44 @@ const smallJson: fc.Arbitrary<Json> = fc.letrec<{ v: Json }>((tie) => ({
     }),
   ),
 })).v;
+
+/** Leaves JSON.parse reads in surprising ways: overflow, underflow, -0, escapes, lone surrogates. */
+const leafText = fc.constantFrom(
+  '0',
+  '-0',
+  '0.0',
+  '1',
+  '1.0',
+  '1e0',
+  '1e308',
+  '1e400',
+  '-1e400',
+  '2e400',
+  '1e-400',
+  '5e-324',
+  '9007199254740992',
+  '9007199254740993',
+  'null',
+  'true',
+  '"a"',
+  '"\\u0061"',
+  '"\\ud800"',
+  '"\\u0000"',
+  '"__proto__"',
+);
+/** Keys as JSON string contents, among them prototype keys and `a` spelled with an escape. */
+const keyText = fc.constantFrom('a', '\\u0061', 'b', '__proto__', 'constructor', 'prototype', '');
+/** Raw JSON texts over a small domain, with duplicate keys, so equal values come up often. */
+const jsonText: fc.Arbitrary<string> = fc.letrec<{ t: string }>((tie) => ({
+  t: fc.oneof(
+    { depthSize: 'small' },
+    leafText,
+    fc.array(tie('t'), { maxLength: 3 }).map((items) => `[${items.join(',')}]`),
+    fc
+      .array(fc.tuple(keyText, tie('t')), { maxLength: 4 })
+      .map((entries) => `{${entries.map(([k, v]) => `"${k}":${v}`).join(',')}}`),
+  ),
+})).t;
 
 describe('canonicalJson', () => {
   it('gives the same text whatever the key order', () => {
@@ -133,17 +156,62 @@ describe('canonicalJson', () => {
     expect(canonicalJson(object)).toBe(`${'{"a":'.repeat(depth)}0${'}'.repeat(depth)}`);
   });
 
+  it('handles 100000 levels of arrays and objects with prototype keys, as JSON.parse gives them', () => {
+    const half = 50_000;
+    const text = `${'[{"__proto__":'.repeat(half)}0${'}]'.repeat(half)}`;
+    expect(canonicalJson(JSON.parse(text))).toBe(text);
+    const other = `${'[{"__proto__":'.repeat(half)}1${'}]'.repeat(half)}`;
+    expect(canonicalJson(JSON.parse(other))).not.toBe(text);
+  });
+
+  it('gives two parsed JSON texts the same text exactly when their values are equal', () => {
+    fc.assert(
+      fc.property(jsonText, jsonText, (s, t) => {
+        const [a, b] = [JSON.parse(s), JSON.parse(t)];
+        expect(canonicalJson(a) === canonicalJson(b)).toBe(jsonEqual(a, b));
+      }),
+      { numRuns: 3000 },
+    );
+  });
+
+  it('writes text that parses back to the same value, prototype keys and overflows included', () => {
+    fc.assert(
+      fc.property(jsonText, (s) => {
+        const value = JSON.parse(s);
+        const back = JSON.parse(canonicalJson(value));
+        expect(jsonEqual(back, value)).toBe(true);
+        expect(canonicalJson(back)).toBe(canonicalJson(value));
+      }),
+      { numRuns: 1000 },
+    );
+    expect(Object.prototype).not.toHaveProperty('a');
+  });
+
   it('keeps own __proto__ keys', () => {
     const value = JSON.parse('{"b":2,"__proto__":{"admin":true}}');
     expect(canonicalJson(value)).toBe('{"__proto__":{"admin":true},"b":2}');
     expect(canonicalJson(value)).not.toBe(canonicalJson({ b: 2 }));
   });
 
-  it('follows JSON.stringify for undefined, functions, non-finite numbers and toJSON', () => {
+  it('treats an own __proto__ key as a member, never as the prototype', () => {
+    const own = JSON.parse('{"__proto__":{"x":1},"x":2}');
+    const inherited = Object.assign(Object.create({ x: 1 }), { x: 2 });
+    expect(canonicalJson(own)).toBe('{"__proto__":{"x":1},"x":2}');
+    // Inherited members are not part of a JSON value (as with JSON.stringify).
+    expect(canonicalJson(inherited)).toBe('{"x":2}');
+    for (const key of ['__proto__', 'constructor', 'prototype']) {
+      const withKey = JSON.parse(`{"z":1,"${key}":{}}`);
+      expect(canonicalJson(withKey)).toBe(`{"${key}":{},"z":1}`);
+      expect(canonicalJson(withKey)).not.toBe(canonicalJson({ z: 1 }));
+      expect(canonicalJson(withKey)).not.toBe(canonicalJson(JSON.parse(`{"${key}":[],"z":1}`)));
+    }
+  });
+
+  it('follows JSON.stringify for undefined, functions, NaN, -0 and toJSON', () => {
     const value = {
       u: undefined,
       f: () => 1,
-      list: [undefined, () => 1, NaN, Infinity, -0],
+      list: [undefined, () => 1, NaN, -0],
       when: new Date('2026-01-02T03:04:05.000Z'),
       s: 'é\u2028"',
     };
@@ -155,6 +223,21 @@ describe('canonicalJson', () => {
       }),
     );
     expect(canonicalJson(undefined)).toBe(JSON.stringify(null));
+  });
+
+  // Regression: JSON.parse turns a number too large for a double (`1e400`) into Infinity, and
+  // JSON.stringify writes Infinity as null, so `{"a":1e400}`, `{"a":-1e400}` and `{"a":null}`
+  // shared one fingerprint: the second request got the first one's stored response instead
+  // of 422. The handler does see three different values.
+  it('tells an overflowing number from null and keeps its sign, as text that parses back', () => {
+    const [big, negative, nil] = ['{"a":1e400}', '{"a":-1e400}', '{"a":null}'].map((t) =>
+      canonicalJson(JSON.parse(t)),
+    );
+    expect(new Set([big, negative, nil]).size).toBe(3);
+    expect(JSON.parse(big)).toEqual({ a: Infinity });
+    expect(JSON.parse(negative)).toEqual({ a: -Infinity });
+    expect(canonicalJson(JSON.parse('[1e400, 2e400]'))).toBe(canonicalJson([Infinity, Infinity]));
+    expect(canonicalJson(1.7976931348623157e308)).not.toBe(canonicalJson(Infinity));
   });
 
   it('throws a TypeError for a BigInt, as JSON.stringify does', () => {

@@ -98,6 +98,26 @@ describe('fingerprintRequest', () => {
     );
   });
 
+  // Regression: a JSON body that is a string (`"abc"`, which Fastify parses to 'abc') was
+  // fingerprinted as the raw text abc, so it matched a text/plain body `abc` sent with the same
+  // key, and a JSON `null` matched a request without a body: both got a replay of the other.
+  it('tells a JSON string body from the same text sent as text/plain, and null from no body', () => {
+    const json = 'application/json';
+    expect(fp({ contentType: json, body: 'abc' })).not.toBe(
+      fp({ contentType: 'text/plain', body: 'abc' }),
+    );
+    expect(fp({ contentType: json, body: 'abc', rawBody: Buffer.from('"abc"') })).not.toBe(
+      fp({ contentType: 'text/plain', body: 'abc', rawBody: Buffer.from('abc') }),
+    );
+    expect(fp({ contentType: json, body: null })).not.toBe(
+      fp({ contentType: undefined, body: undefined }),
+    );
+    expect(fp({ contentType: json, body: 'null' })).not.toBe(fp({ contentType: json, body: null }));
+    expect(fp({ contentType: json, body: 'abc' })).toBe(
+      fp({ contentType: 'application/json; charset=utf-8', body: 'abc' }),
+    );
+  });
+
   it('tells apart non-UTF-8 bodies that a text decoding would merge', () => {
     const octets = 'application/octet-stream';
     const a = Buffer.from([0x61, 0xff]);

@@ -1,0 +1,95 @@
+import type { ChaosRequest } from './chaos-client';
+
+/** What a key must end as. */
+export type KeyOutcome = 'payment' | 'declined' | 'refund' | 'not_found';
+
+/** The final status each outcome is answered (and replayed) with. */
+export const FINAL_STATUS: Record<KeyOutcome, number> = {
+  payment: 201,
+  declined: 402,
+  refund: 201,
+  not_found: 404,
+};
+
+/** One idempotency key of one account, the request sent with it, and what it must end as. */
+export interface KeyPlan {
+  account: string;
+  key: string;
+  request: ChaosRequest & { account: string; key: string };
+  expect: KeyOutcome;
+  /** 5xx answers the handler itself may give for this key (the provider's misbehaving
+   *  customers), by status and `error.code`. Anything else 5xx is a violation. */
+  handler5xx?: { status: number; code: string }[];
+  /** For a refund: the payment it refunds. */
+  paymentId?: string;
+}
+
+/** Customers of the fake provider that misbehave on purpose (SPEC §10). */
+export const MISBEHAVING = {
+  declined: 'cus_declined',
+  unavailableOnce: 'cus_unavailable_once',
+  timeoutOnce: 'cus_timeout_once',
+} as const;
+
+/**
+ * A `POST /payments` key. The key goes into `description`, so its payment row can be found.
+ *
+ * @param customerId - defaults to a customer of its own (`cus_<key>`)
+ */
+export function paymentPlan(
+  account: string,
+  key: string,
+  options: { customerId?: string; amount?: number } = {},
+): KeyPlan {
+  const customerId = options.customerId ?? `cus_${key}`;
+  const plan: KeyPlan = {
+    account,
+    key,
+    request: {
+      method: 'POST',
+      path: '/payments',
+      account,
+      key,
+      body: { amount: options.amount ?? 1000, currency: 'eur', customerId, description: key },
+    },
+    expect: customerId === MISBEHAVING.declined ? 'declined' : 'payment',
+  };
+  if (customerId === MISBEHAVING.unavailableOnce) {
+    plan.handler5xx = [{ status: 503, code: 'provider_unavailable' }];
+  }
+  if (customerId === MISBEHAVING.timeoutOnce) {
+    plan.handler5xx = [{ status: 504, code: 'provider_timeout' }];
+  }
+  return plan;
+}
+
+/**
+ * A `POST /payments/:id/refunds` key.
+ * @param expect - `refund` when the payment is the account's, `not_found` otherwise
+ */
+export function refundPlan(
+  account: string,
+  key: string,
+  paymentId: string,
+  amount: number,
+  expect: 'refund' | 'not_found',
+): KeyPlan {
+  return {
+    account,
+    key,
+    request: {
+      method: 'POST',
+      path: `/payments/${paymentId}/refunds`,
+      account,
+      key,
+      body: { amount },
+    },
+    expect,
+    paymentId,
+  };
+}
+
+/** `account\u0000key`: identifies a key (keys are unique per account). */
+export function planId(account: string, key: string): string {
+  return `${account}\u0000${key}`;
+}
