@@ -1,0 +1,77 @@
+/** HTTP adapters the bench app runs on. */
+export type BenchHttpAdapter = 'express' | 'fastify';
+
+/** Everything the bench app reads from its environment (SPEC §11). */
+export interface BenchAppConfig {
+  /** `PORT` (default 3100; 0 picks a free port). */
+  port: number;
+  /** `HOST` to listen on (default 127.0.0.1). */
+  host: string;
+  /** `DATABASE_URL`: the PostgreSQL database of the bench app. */
+  databaseUrl: string;
+  /** `HTTP_ADAPTER`: `express` (default) or `fastify`. */
+  httpAdapter: BenchHttpAdapter;
+  /** `BENCH_POOL_SIZE`: connections in the TypeORM pool (default 20). */
+  poolSize: number;
+  /**
+   * `REDIS_URL` of the peer library's store (default `redis://127.0.0.1:6379`); `REDIS_URL=off`
+   * leaves the peer route out.
+   */
+  redisUrl: string | undefined;
+  /** `PEER_KEY_PREFIX`: prefix of the peer's Redis keys, so runs never see each other's keys. */
+  peerKeyPrefix: string;
+  /** `PEER_TTL_MS`: how long the peer keeps a key in Redis (default one hour). */
+  peerTtlMs: number;
+  /** `IDEMPOTENCY_PURGE_BATCH_SIZE`: rows per purge statement (default: the library's). */
+  purgeBatchSize: number | undefined;
+}
+
+/** Start of the line `bench:serve` prints once listening, followed by JSON with the port. */
+export const BENCH_READY_LINE = 'bench-server ready';
+
+/** Where `npm run bench:serve` goes when `DATABASE_URL` is unset. */
+export const DEFAULT_BENCH_DATABASE_URL = 'postgres://postgres@127.0.0.1:5432/bench';
+
+function readInteger(env: NodeJS.ProcessEnv, name: string, fallback: number, min: number): number {
+  const raw = env[name];
+  if (raw === undefined || raw.trim() === '') return fallback;
+  const value = Number(raw);
+  if (!Number.isInteger(value) || value < min) {
+    throw new Error(
+      `${name}=${JSON.stringify(raw)} is not valid: use an integer >= ${min}, or unset it for the default (${fallback}).`,
+    );
+  }
+  return value;
+}
+
+/**
+ * Reads the bench app's configuration from environment variables.
+ *
+ * @param env - usually `process.env`
+ * @returns the configuration with defaults filled in
+ * @throws Error naming the variable and the fix when a value is invalid
+ */
+export function loadBenchAppConfig(env: NodeJS.ProcessEnv = process.env): BenchAppConfig {
+  const adapter = (env.HTTP_ADAPTER ?? 'express').trim().toLowerCase() || 'express';
+  if (adapter !== 'express' && adapter !== 'fastify') {
+    throw new Error(
+      `HTTP_ADAPTER=${JSON.stringify(env.HTTP_ADAPTER)} is not valid: use express or fastify.`,
+    );
+  }
+  const redisUrl = env.REDIS_URL?.trim() || 'redis://127.0.0.1:6379';
+  const batch = env.IDEMPOTENCY_PURGE_BATCH_SIZE;
+  return {
+    port: readInteger(env, 'PORT', 3100, 0),
+    host: env.HOST?.trim() || '127.0.0.1',
+    databaseUrl: env.DATABASE_URL?.trim() || DEFAULT_BENCH_DATABASE_URL,
+    httpAdapter: adapter,
+    poolSize: readInteger(env, 'BENCH_POOL_SIZE', 20, 1),
+    redisUrl: redisUrl === 'off' ? undefined : redisUrl,
+    peerKeyPrefix: env.PEER_KEY_PREFIX?.trim() || `nest-idempotency-bench:${process.pid}`,
+    peerTtlMs: readInteger(env, 'PEER_TTL_MS', 3_600_000, 1),
+    purgeBatchSize:
+      batch === undefined || batch.trim() === ''
+        ? undefined
+        : readInteger(env, 'IDEMPOTENCY_PURGE_BATCH_SIZE', 1000, 1),
+  };
+}

@@ -1,0 +1,30 @@
+import { Controller, Get, Query } from '@nestjs/common';
+
+/** What `GET /health` answers: the process's memory, for the leak check. */
+export interface BenchHealth {
+  status: 'ok';
+  pid: number;
+  uptimeSeconds: number;
+  /** Whether a full GC ran first (`?gc=1` on a process started with `--expose-gc`). */
+  collected: boolean;
+  memory: NodeJS.MemoryUsage;
+}
+
+/** `GET /health`: liveness plus `process.memoryUsage()`; `?gc=1` collects garbage first. */
+@Controller('health')
+export class HealthController {
+  /** @returns status, pid and memory usage in bytes */
+  @Get()
+  check(@Query('gc') gc?: string): BenchHealth {
+    const collect = (globalThis as { gc?: () => void }).gc;
+    const collected = gc === '1' && typeof collect === 'function';
+    if (collected) collect!();
+    return {
+      status: 'ok',
+      pid: process.pid,
+      uptimeSeconds: Math.round(process.uptime()),
+      collected,
+      memory: process.memoryUsage(),
+    };
+  }
+}

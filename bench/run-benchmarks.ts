@@ -1,0 +1,169 @@
+import { randomBytes } from 'node:crypto';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { dirname, resolve } from 'node:path';
+import type { BenchHttpAdapter } from './app/bench-app.config';
+import { BenchDatabase } from './runner/bench-database';
+import type { BenchOptions, BenchPhase } from './runner/bench-options';
+import { parseBenchOptions } from './runner/bench-options';
+import type { AdapterResult, BenchResults } from './runner/bench-results';
+import { machineInfo } from './runner/machine-info';
+import { runLatencyProbe } from './runner/phases/latency-probe.phase';
+import { runLeakCheck } from './runner/phases/leak.phase';
+import { runPurgePhase } from './runner/phases/purge.phase';
+import { runStorm } from './runner/phases/storm.phase';
+import { runThroughputPhase } from './runner/phases/throughput.phase';
+import { ROUTES } from './runner/phases/bench-routes';
+import { redisAnswers } from './runner/redis-ping';
+import { formatAdapterReport, formatSummary } from './runner/report';
+import { killAllServers, startBenchServer } from './runner/server-process';
+import { evaluateTargets } from './runner/targets';
+
+const ROOT = resolve(__dirname, '..');
+
+/** Progress goes to stderr; the tables go to stdout. */
+function log(line: string): void {
+  process.stderr.write(`${line}\n`);
+}
+
+/** Seconds since `since`, for progress lines. */
+const elapsed = (since: number) => `${((performance.now() - since) / 1000).toFixed(0)} s`;
+
+async function benchAdapter(
+  adapter: BenchHttpAdapter,
+  db: BenchDatabase,
+  options: BenchOptions,
+  redisUrl: string | undefined,
+  runId: string,
+): Promise<AdapterResult> {
+  const started = performance.now();
+  log(`[${adapter}] starting the server`);
+  const server = await startBenchServer({
+    adapter,
+    databaseUrl: db.url,
+    redisUrl,
+    poolSize: options.poolSize,
+    peerKeyPrefix: `nest-idempotency-bench:${runId}:${adapter}`,
+    logFile: resolve(ROOT, 'bench/results/logs', `server-${adapter}.log`),
+  });
+  try {
+    log(`[${adapter}] pid ${server.pid} on ${server.url}`);
+    const result: AdapterResult = { adapter, peer: server.peer, targets: [], seconds: 0 };
+    const runs = (phase: BenchPhase) => options.phases.includes(phase);
+    if (runs('throughput')) {
+      log(`[${adapter}] throughput (at ${elapsed(started)})`);
+      result.throughput = await runThroughputPhase(server, db, options, server.peer, log);
+    }
+    if (runs('probe')) {
+      log(`[${adapter}] unloaded latency probe (at ${elapsed(started)})`);
+      result.probe = await runLatencyProbe(server, db, options.probeRequests, server.peer);
+    }
+    if (runs('storm')) {
+      log(`[${adapter}] same-key storms (at ${elapsed(started)})`);
+      result.storms = [];
+      const paths = [ROUTES.idempotent, ROUTES.idempotentTx, ...(server.peer ? [ROUTES.peer] : [])];
+      for (const path of paths) {
+        const storm = await runStorm(server, db, path, options.stormRequests);
+        log(
+          `  ${adapter} storm ${path}: ${storm.executions} execution(s), ${JSON.stringify(storm.statuses)}, ` +
+            `p99 ${storm.latency.p99.toFixed(2)} ms`,
+        );
+        result.storms.push(storm);
+      }
+    }
+    if (runs('purge')) {
+      log(`[${adapter}] purge of ${options.purgeRows} expired records (at ${elapsed(started)})`);
+      result.purge = await runPurgePhase(
+        server,
+        db,
+        {
+          rows: options.purgeRows,
+          connections: options.connections,
+          durationSeconds: options.durationSeconds,
+          warmupSeconds: options.warmupSeconds,
+        },
+        log,
+      );
+    }
+    if (runs('leak')) {
+      log(`[${adapter}] memory over ${options.leakRequests} requests (at ${elapsed(started)})`);
+      const leak = await runLeakCheck(server, db, options.leakRequests, options.connections);
+      const mib = (bytes: number) => (bytes / 2 ** 20).toFixed(1);
+      log(
+        `  ${adapter} RSS ${mib(leak.samples[0].rssBytes)} → ` +
+          `${mib(leak.samples[leak.samples.length - 1].rssBytes)} MB at ${leak.rps.toFixed(0)} req/s`,
+      );
+      result.leak = leak;
+    }
+    log(`[${adapter}] done in ${elapsed(started)}`);
+    result.targets = evaluateTargets(result);
+    result.seconds = (performance.now() - started) / 1000;
+    return result;
+  } finally {
+    await server.stop();
+  }
+}
+
+function writeResults(path: string, results: BenchResults): string {
+  const file = resolve(ROOT, path);
+  mkdirSync(dirname(file), { recursive: true });
+  writeFileSync(file, `${JSON.stringify(results, null, 2)}\n`);
+  return file;
+}
+
+/** `npm run bench`: see `--help` and bench/README.md. */
+async function main(): Promise<void> {
+  const options = parseBenchOptions(process.argv.slice(2));
+  if (!options) return;
+  for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+    process.once(signal, () => {
+      log(`${signal}: stopping the bench servers`);
+      killAllServers();
+      process.exit(130);
+    });
+  }
+  const startedAt = new Date();
+  const runId = randomBytes(4).toString('hex');
+  const db = await BenchDatabase.open(options.databaseUrl, options.database);
+  try {
+    let redisUrl = options.redisUrl;
+    if (redisUrl && !(await redisAnswers(redisUrl))) {
+      log(`Redis does not answer at ${redisUrl}: running without the peer library`);
+      redisUrl = undefined;
+    }
+    const machine = machineInfo(await db.serverVersion());
+    log(
+      `nest-idempotency bench ${runId}: ${options.adapters.join(', ')}; ${machine.cpuModel} × ${machine.cores}, ` +
+        `Node ${machine.node}, PostgreSQL ${machine.postgres}${options.quick ? ' (quick smoke run)' : ''}`,
+    );
+    const adapters: AdapterResult[] = [];
+    for (const adapter of options.adapters) {
+      const result = await benchAdapter(adapter, db, options, redisUrl, runId);
+      adapters.push(result);
+      process.stdout.write(`\n${formatAdapterReport(result, options)}\n`);
+    }
+    const finishedAt = new Date();
+    // Connection strings stay out of the results file (they may carry credentials).
+    const publicOptions: BenchResults['options'] = { ...options };
+    delete (publicOptions as Partial<BenchOptions>).databaseUrl;
+    delete (publicOptions as Partial<BenchOptions>).redisUrl;
+    const results: BenchResults = {
+      schemaVersion: 1,
+      startedAt: startedAt.toISOString(),
+      finishedAt: finishedAt.toISOString(),
+      seconds: (finishedAt.getTime() - startedAt.getTime()) / 1000,
+      machine,
+      options: publicOptions,
+      adapters,
+    };
+    const file = writeResults(options.output, results);
+    process.stdout.write(`\n${formatSummary(results)}\nresults: ${file}\n`);
+  } finally {
+    await db.close();
+  }
+}
+
+main().catch((error: unknown) => {
+  killAllServers();
+  log(error instanceof Error ? (error.stack ?? error.message) : String(error));
+  process.exitCode = 1;
+});

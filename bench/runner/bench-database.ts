@@ -1,0 +1,114 @@
+import { Client } from 'pg';
+
+/** The tables the bench app writes; emptied between phases so every phase starts alike. */
+const BENCH_TABLES = ['bench_entries', 'idempotency_records'];
+
+/**
+ * The runner's own connection to the bench database: creates it, empties it between phases,
+ * counts handler executions and seeds expired records for the purge.
+ */
+export class BenchDatabase {
+  private constructor(
+    /** Connection string of the bench database (what the server gets as `DATABASE_URL`). */
+    readonly url: string,
+    private readonly client: Client,
+  ) {}
+
+  /**
+   * Creates the database when missing and connects to it. Its tables are created by the
+   * server's migrations, so call `reset()` only once a server has started.
+   *
+   * @param serverUrl - any database on the PostgreSQL server
+   * @param name - the bench database (validated as a plain identifier)
+   */
+  static async open(serverUrl: string, name: string): Promise<BenchDatabase> {
+    const admin = new Client({ connectionString: serverUrl });
+    await admin.connect();
+    try {
+      const { rowCount } = await admin.query('SELECT 1 FROM pg_database WHERE datname = $1', [
+        name,
+      ]);
+      if (!rowCount) await admin.query(`CREATE DATABASE ${name}`);
+    } finally {
+      await admin.end();
+    }
+    const url = new URL(serverUrl);
+    url.pathname = `/${name}`;
+    const client = new Client({ connectionString: url.toString() });
+    await client.connect();
+    return new BenchDatabase(url.toString(), client);
+  }
+
+  /** Empties the bench tables. Call only while no request is in flight. */
+  async reset(): Promise<void> {
+    await this.client.query(`TRUNCATE ${BENCH_TABLES.join(', ')} RESTART IDENTITY`);
+  }
+
+  /** Rows in `bench_entries`: one per handler execution since the last reset. */
+  async countEntries(): Promise<number> {
+    const { rows } = await this.client.query('SELECT count(*)::int AS n FROM bench_entries');
+    return rows[0].n;
+  }
+
+  /** Rows in the idempotency record table. */
+  async countRecords(): Promise<number> {
+    const { rows } = await this.client.query('SELECT count(*)::int AS n FROM idempotency_records');
+    return rows[0].n;
+  }
+
+  /**
+   * Bulk-inserts completed records that expired an hour ago, in one `INSERT … SELECT
+   * generate_series`, then vacuums and analyses the table, as autovacuum would have done to a
+   * backlog that built up over time.
+   *
+   * @param count - how many records
+   * @returns milliseconds spent inserting and vacuuming
+   */
+  async seedExpiredRecords(count: number): Promise<{ insertMs: number; vacuumMs: number }> {
+    const started = performance.now();
+    await this.client.query(
+      `INSERT INTO idempotency_records (scope, idempotency_key, record_id, fingerprint, status,
+         owner_token, locked_until, expires_at, attempts, method, path, response_status,
+         response_headers, response_body, created_at, updated_at)
+       SELECT '', 'expired-' || g, gen_random_uuid(), encode(sha256(g::text::bytea), 'hex'),
+         'completed', NULL, NULL, now() - interval '1 hour' - g * interval '1 millisecond', 1,
+         'POST', '/idempotent', 201,
+         '{"content-type": "application/json; charset=utf-8"}'::jsonb,
+         convert_to('{"id":' || g || ',"amount":100,"note":null,"createdAt":"2026-01-01T00:00:00.000Z"}', 'UTF8'),
+         now() - interval '25 hours', now() - interval '25 hours'
+       FROM generate_series(1, $1::int) g`,
+      [count],
+    );
+    const inserted = performance.now();
+    await this.client.query('VACUUM (ANALYZE) idempotency_records');
+    return { insertMs: inserted - started, vacuumMs: performance.now() - inserted };
+  }
+
+  /** Records whose replay window is over (what a purge deletes). */
+  async countExpiredRecords(): Promise<number> {
+    const { rows } = await this.client.query(
+      'SELECT count(*)::int AS n FROM idempotency_records WHERE expires_at <= now()',
+    );
+    return rows[0].n;
+  }
+
+  /** Process ids of the other sessions on the bench database (the server's pool). */
+  async backendPids(): Promise<number[]> {
+    const { rows } = await this.client.query(
+      `SELECT pid FROM pg_stat_activity
+        WHERE datname = current_database() AND pid <> pg_backend_pid()`,
+    );
+    return rows.map((row) => row.pid);
+  }
+
+  /** `server_version` of PostgreSQL. */
+  async serverVersion(): Promise<string> {
+    const { rows } = await this.client.query('SHOW server_version');
+    return rows[0].server_version;
+  }
+
+  /** Closes the connection. */
+  async close(): Promise<void> {
+    await this.client.end();
+  }
+}

@@ -1,0 +1,163 @@
+import { parseArgs } from 'node:util';
+import type { BenchHttpAdapter } from '../app/bench-app.config';
+
+/** The parts of a run, in the order they run. */
+export const BENCH_PHASES = ['throughput', 'probe', 'storm', 'purge', 'leak'] as const;
+export type BenchPhase = (typeof BENCH_PHASES)[number];
+
+/** What one `npm run bench` does; every field has a flag. */
+export interface BenchOptions {
+  /** `--adapters express,fastify`: one server child process per adapter, in this order. */
+  adapters: BenchHttpAdapter[];
+  /** `--phases`: which parts run (default all); targets of skipped parts show n/a. */
+  phases: BenchPhase[];
+  /** `--duration` seconds each throughput phase is measured. */
+  durationSeconds: number;
+  /** `--warmup` seconds of load before each measured phase (not counted). */
+  warmupSeconds: number;
+  /** `--connections`: concurrent autocannon connections of the throughput phases. */
+  connections: number;
+  /** `--rounds`: the throughput phases run this many times; each phase keeps its median round. */
+  rounds: number;
+  /** `--probe-requests`: sequential (one at a time) requests per route for the unloaded p50. */
+  probeRequests: number;
+  /** `--storm-requests`: concurrent requests on one key in the storm. */
+  stormRequests: number;
+  /** `--purge-rows`: expired records bulk-inserted before each purge. */
+  purgeRows: number;
+  /**
+   * `--leak-requests`: requests between the first and the last memory sample. One million at
+   * the ~900 req/s this machine manages takes about 20 minutes per adapter, hence 50 000.
+   */
+  leakRequests: number;
+  /** `--database-url`: a PostgreSQL server (any database on it) where the bench database is created. */
+  databaseUrl: string;
+  /** `--database`: name of the bench database, created when missing. */
+  database: string;
+  /** `--redis-url` of the peer; `--no-peer` leaves the peer out. */
+  redisUrl: string | undefined;
+  /** `--pool-size` of the server's TypeORM pool. */
+  poolSize: number;
+  /** `--output`: where the JSON results go. */
+  output: string;
+  /** `--quick`: a smoke run of about half a minute; numbers are not meaningful. */
+  quick: boolean;
+}
+
+const HELP = `Usage: npm run bench -- [flags]
+
+  --adapters <list>        express,fastify (default both)
+  --phases <list>          throughput,probe,storm,purge,leak (default all)
+  --duration <s>           measured seconds per case and round (default 4)
+  --warmup <s>             warm-up seconds before each case (default 2; 1 after round 1)
+  --connections <n>        autocannon connections (default 16)
+  --rounds <n>             interleaved rounds of the throughput cases, medians kept (default 3)
+  --probe-requests <n>     sequential requests per route for the unloaded p50 (default 1000)
+  --storm-requests <n>     concurrent requests on one key (default 1000)
+  --purge-rows <n>         expired records to purge (default 1000000)
+  --leak-requests <n>      requests between the first and last RSS sample (default 50000)
+  --database-url <url>     PostgreSQL server (default $DATABASE_URL or postgres://postgres@127.0.0.1:5432/test)
+  --database <name>        bench database, created when missing (default bench)
+  --redis-url <url>        Redis of the peer library (default $REDIS_URL or redis://127.0.0.1:6379)
+  --no-peer                skip @node-idempotency/nestjs
+  --pool-size <n>          server's TypeORM pool size (default 20)
+  --output <file>          JSON results (default bench/results/latest.json, quick.json with --quick)
+  --quick                  smoke run (~1 min for both adapters): tiny durations and counts
+  --help
+`;
+
+function positive(name: string, raw: string | undefined, fallback: number, integer = true): number {
+  if (raw === undefined) return fallback;
+  const value = Number(raw.replace(/_/g, ''));
+  if (!Number.isFinite(value) || value <= 0 || (integer && !Number.isInteger(value))) {
+    throw new Error(`--${name} ${raw}: use a positive ${integer ? 'integer' : 'number'}.`);
+  }
+  return value;
+}
+
+/**
+ * Parses `npm run bench` flags.
+ *
+ * @param argv - the arguments after the script name
+ * @param env - for `DATABASE_URL` and `REDIS_URL` defaults
+ * @returns the options, or `undefined` after printing the help for `--help`
+ * @throws Error naming the flag and the fix when a value is invalid
+ */
+export function parseBenchOptions(
+  argv: string[],
+  env: NodeJS.ProcessEnv = process.env,
+): BenchOptions | undefined {
+  const { values } = parseArgs({
+    args: argv,
+    strict: true,
+    options: {
+      adapters: { type: 'string' },
+      phases: { type: 'string' },
+      duration: { type: 'string' },
+      warmup: { type: 'string' },
+      connections: { type: 'string' },
+      rounds: { type: 'string' },
+      'probe-requests': { type: 'string' },
+      'storm-requests': { type: 'string' },
+      'purge-rows': { type: 'string' },
+      'leak-requests': { type: 'string' },
+      'database-url': { type: 'string' },
+      database: { type: 'string' },
+      'redis-url': { type: 'string' },
+      'no-peer': { type: 'boolean', default: false },
+      'pool-size': { type: 'string' },
+      output: { type: 'string' },
+      quick: { type: 'boolean', default: false },
+      help: { type: 'boolean', default: false },
+    },
+  });
+  if (values.help) {
+    process.stdout.write(HELP);
+    return undefined;
+  }
+  const quick = values.quick === true;
+  const adapters = (values.adapters ?? 'express,fastify')
+    .split(',')
+    .map((name) => name.trim().toLowerCase())
+    .filter(Boolean);
+  for (const adapter of adapters) {
+    if (adapter !== 'express' && adapter !== 'fastify') {
+      throw new Error(`--adapters ${values.adapters}: use express, fastify or express,fastify.`);
+    }
+  }
+  if (adapters.length === 0) throw new Error('--adapters: name at least one adapter.');
+  const phases = (values.phases ?? BENCH_PHASES.join(','))
+    .split(',')
+    .map((name) => name.trim().toLowerCase())
+    .filter(Boolean);
+  for (const phase of phases) {
+    if (!(BENCH_PHASES as readonly string[]).includes(phase)) {
+      throw new Error(`--phases ${values.phases}: use a list of ${BENCH_PHASES.join(', ')}.`);
+    }
+  }
+  const database = values.database ?? 'bench';
+  if (!/^[a-z_][a-z0-9_]*$/.test(database)) {
+    throw new Error(`--database ${database}: use lower-case letters, digits and underscores.`);
+  }
+  return {
+    adapters: adapters as BenchHttpAdapter[],
+    phases: phases as BenchPhase[],
+    durationSeconds: positive('duration', values.duration, quick ? 1 : 4, false),
+    warmupSeconds: positive('warmup', values.warmup, quick ? 0.3 : 2, false),
+    connections: positive('connections', values.connections, 16),
+    rounds: positive('rounds', values.rounds, quick ? 1 : 3),
+    probeRequests: positive('probe-requests', values['probe-requests'], quick ? 20 : 1000),
+    stormRequests: positive('storm-requests', values['storm-requests'], quick ? 200 : 1000),
+    purgeRows: positive('purge-rows', values['purge-rows'], quick ? 10_000 : 1_000_000),
+    leakRequests: positive('leak-requests', values['leak-requests'], quick ? 1_000 : 50_000),
+    databaseUrl:
+      values['database-url'] ?? env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test',
+    database,
+    redisUrl: values['no-peer']
+      ? undefined
+      : (values['redis-url'] ?? env.REDIS_URL ?? 'redis://127.0.0.1:6379'),
+    poolSize: positive('pool-size', values['pool-size'], 20),
+    output: values.output ?? (quick ? 'bench/results/quick.json' : 'bench/results/latest.json'),
+    quick,
+  };
+}

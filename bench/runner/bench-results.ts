@@ -1,0 +1,36 @@
+import type { BenchOptions } from './bench-options';
+import type { MachineInfo } from './machine-info';
+import type { ProbeRow } from './phases/latency-probe.phase';
+import type { LeakResult } from './phases/leak.phase';
+import type { PurgeResult } from './phases/purge.phase';
+import type { StormResult } from './phases/storm.phase';
+import type { ThroughputRow } from './phases/throughput.phase';
+import type { TargetCheck } from './targets';
+
+/** Everything measured on one adapter. */
+export interface AdapterResult {
+  adapter: string;
+  /** Whether the peer library ran (Redis reachable, not `--no-peer`). */
+  peer: boolean;
+  /** Each part is absent when `--phases` left it out. */
+  throughput?: ThroughputRow[];
+  probe?: ProbeRow[];
+  storms?: StormResult[];
+  purge?: PurgeResult;
+  leak?: LeakResult;
+  targets: TargetCheck[];
+  /** Seconds this adapter took, server start to stop. */
+  seconds: number;
+}
+
+/** The JSON written to `bench/results/latest.json`. */
+export interface BenchResults {
+  /** Bumped when the shape changes. */
+  schemaVersion: 1;
+  startedAt: string;
+  finishedAt: string;
+  seconds: number;
+  machine: MachineInfo;
+  options: Omit<BenchOptions, 'databaseUrl' | 'redisUrl'>;
+  adapters: AdapterResult[];
+}

@@ -1,0 +1,75 @@
+import { readFile } from 'node:fs/promises';
+import type { BenchDatabase } from './bench-database';
+
+/** CPU time of the processes taking part, in milliseconds. */
+export interface CpuSnapshot {
+  at: number;
+  server: number;
+  /** Per PostgreSQL backend connected to the bench database, by pid. */
+  backends: Map<number, number>;
+  runner: number;
+}
+
+/** CPU spent between two snapshots, per request. */
+export interface CpuPerRequest {
+  /** Server process (Node, the app and the library), microseconds of CPU per response. */
+  serverUs: number;
+  /** PostgreSQL backends of the bench database, microseconds of CPU per response. */
+  postgresUs: number;
+  /** The runner (autocannon), microseconds of CPU per response. */
+  runnerUs: number;
+  /** Share of one core the server used over the interval (1 = a full core). */
+  serverCores: number;
+}
+
+const TICK_MS = 10; // USER_HZ is 100 on Linux
+
+async function processCpuMs(pid: number): Promise<number | undefined> {
+  try {
+    const stat = await readFile(`/proc/${pid}/stat`, 'utf8');
+    // Fields after the command name (which may contain spaces) start at state (field 3).
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return (Number(fields[11]) + Number(fields[12])) * TICK_MS;
+  } catch {
+    return undefined; // gone
+  }
+}
+
+/**
+ * Reads the CPU time of the server, of every PostgreSQL backend connected to the bench
+ * database, and of this process, from `/proc` (Linux only).
+ */
+export async function cpuSnapshot(serverPid: number, db: BenchDatabase): Promise<CpuSnapshot> {
+  const backends = new Map<number, number>();
+  for (const pid of await db.backendPids()) {
+    const ms = await processCpuMs(pid);
+    if (ms !== undefined) backends.set(pid, ms);
+  }
+  const usage = process.cpuUsage();
+  return {
+    at: performance.now(),
+    server: (await processCpuMs(serverPid)) ?? 0,
+    backends,
+    runner: (usage.user + usage.system) / 1000,
+  };
+}
+
+/**
+ * CPU per response between two snapshots. Backends that connected in between count from zero;
+ * backends that disconnected in between are missed (the pool keeps busy connections open).
+ */
+export function cpuPerRequest(
+  before: CpuSnapshot,
+  after: CpuSnapshot,
+  responses: number,
+): CpuPerRequest {
+  let postgres = 0;
+  for (const [pid, ms] of after.backends) postgres += ms - (before.backends.get(pid) ?? 0);
+  const per = (ms: number) => (responses > 0 ? (ms * 1000) / responses : 0);
+  return {
+    serverUs: per(after.server - before.server),
+    postgresUs: per(postgres),
+    runnerUs: per(after.runner - before.runner),
+    serverCores: (after.server - before.server) / (after.at - before.at),
+  };
+}

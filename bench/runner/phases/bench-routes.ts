@@ -1,0 +1,41 @@
+/** The JSON body every bench request sends. */
+export const BENCH_BODY = { amount: 100, note: 'bench' };
+
+/** Bench app routes. */
+export const ROUTES = {
+  plain: '/plain',
+  idempotent: '/idempotent',
+  idempotentTx: '/idempotent-tx',
+  peer: '/peer',
+} as const;
+
+/** How a throughput phase or probe route uses its key. */
+export type KeyUse = 'none' | 'fresh' | 'fixed';
+
+/** One measured case: a route and how its key is used. */
+export interface BenchCase {
+  /** Stable id, used in JSON and for ratios. */
+  id: 'plain' | 'first' | 'first-tx' | 'replay' | 'peer-first' | 'peer-replay';
+  /** What the table calls it. */
+  label: string;
+  path: string;
+  key: KeyUse;
+  /** Needs the peer library (skipped with `--no-peer`). */
+  peer: boolean;
+}
+
+/** The cases of the throughput table and the unloaded-latency probe, in table order. */
+export const BENCH_CASES: readonly BenchCase[] = [
+  { id: 'plain', label: 'plain', path: ROUTES.plain, key: 'none', peer: false },
+  { id: 'first', label: 'first execution', path: ROUTES.idempotent, key: 'fresh', peer: false },
+  {
+    id: 'first-tx',
+    label: 'first execution (tx)',
+    path: ROUTES.idempotentTx,
+    key: 'fresh',
+    peer: false,
+  },
+  { id: 'replay', label: 'replay', path: ROUTES.idempotent, key: 'fixed', peer: false },
+  { id: 'peer-first', label: 'peer first (Redis)', path: ROUTES.peer, key: 'fresh', peer: true },
+  { id: 'peer-replay', label: 'peer replay (Redis)', path: ROUTES.peer, key: 'fixed', peer: true },
+];

@@ -1,0 +1,154 @@
+import { randomBytes } from 'node:crypto';
+import type { BenchDatabase } from '../bench-database';
+import type { CpuPerRequest } from '../cpu-usage';
+import { cpuPerRequest, cpuSnapshot } from '../cpu-usage';
+import { httpRequest } from '../http-request';
+import type { LatencySummary } from '../latency-stats';
+import type { KeyMode, LoadResult } from '../load';
+import { runLoad } from '../load';
+import type { BenchServer } from '../server-process';
+import type { BenchCase } from './bench-routes';
+import { BENCH_BODY, BENCH_CASES } from './bench-routes';
+
+/** Settings of the throughput phases. */
+export interface ThroughputSettings {
+  connections: number;
+  durationSeconds: number;
+  warmupSeconds: number;
+  rounds: number;
+}
+
+/** One line of the throughput table. */
+export interface ThroughputRow {
+  id: BenchCase['id'];
+  label: string;
+  path: string;
+  rps: number;
+  latency: LatencySummary;
+  responses: number;
+  statuses: Record<string, number>;
+  errors: number;
+  /** Handler executions (rows inserted) during the measured run. */
+  executions: number;
+  /** `rps / rps(plain)` of the same round (median over rounds). */
+  ratioToPlain: number;
+  /** CPU time per request of the server, PostgreSQL and the load generator. */
+  cpu: CpuPerRequest;
+  /** req/s and ratio to plain of every round. */
+  roundsRps: number[];
+  roundsRatio: number[];
+}
+
+/**
+ * Creates the record a replay case repeats.
+ * @throws Error when the first request is not answered 201
+ */
+export async function primeReplayKey(server: BenchServer, path: string, key: string) {
+  const answer = await httpRequest(server.url, {
+    method: 'POST',
+    path,
+    body: BENCH_BODY,
+    headers: { 'idempotency-key': key },
+  });
+  if (answer.status !== 201) {
+    throw new Error(`priming ${path} with a key answered ${answer.status}: ${answer.body}`);
+  }
+}
+
+type Measured = LoadResult & { executions: number; cpu: CpuPerRequest };
+
+async function measureCase(
+  server: BenchServer,
+  db: BenchDatabase,
+  benchCase: BenchCase,
+  settings: ThroughputSettings,
+  warmupSeconds: number,
+): Promise<Measured> {
+  await db.reset();
+  let key: KeyMode = { kind: 'none' };
+  if (benchCase.key === 'fresh') key = { kind: 'fresh', prefix: benchCase.id };
+  if (benchCase.key === 'fixed') {
+    key = { kind: 'fixed', key: `${benchCase.id}-${randomBytes(6).toString('hex')}` };
+    await primeReplayKey(server, benchCase.path, key.key);
+  }
+  const load = {
+    url: server.url,
+    routes: [{ path: benchCase.path, key }],
+    body: BENCH_BODY,
+    connections: settings.connections,
+  };
+  await runLoad({ ...load, durationSeconds: warmupSeconds });
+  // Start the measured run on empty tables (a replay case keeps its one record).
+  if (benchCase.key !== 'fixed') await db.reset();
+  const before = await db.countEntries();
+  const cpuBefore = await cpuSnapshot(server.pid, db);
+  const result = await runLoad({ ...load, durationSeconds: settings.durationSeconds });
+  const cpu = cpuPerRequest(cpuBefore, await cpuSnapshot(server.pid, db), result.responses);
+  return { ...result, executions: (await db.countEntries()) - before, cpu };
+}
+
+function median(values: number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  const middle = Math.floor(sorted.length / 2);
+  return sorted.length % 2 ? sorted[middle] : (sorted[middle - 1] + sorted[middle]) / 2;
+}
+
+/**
+ * Measures every case of the table (plain, first execution, transactional first execution,
+ * replay, and the peer's first execution and replay) on the same server, each warmed up and
+ * then measured from empty tables, with the server's and PostgreSQL's CPU time per request.
+ * With several rounds the cases are interleaved (plain, first, …, plain, first, …) so that a
+ * noisy neighbour hits them alike: req/s is the median over rounds, the ratio to plain the
+ * median of each round's ratio, and latency and CPU come from the round with the median req/s.
+ *
+ * @param peer - whether the server runs the peer route
+ * @param log - progress lines
+ */
+export async function runThroughputPhase(
+  server: BenchServer,
+  db: BenchDatabase,
+  settings: ThroughputSettings,
+  peer: boolean,
+  log: (line: string) => void,
+): Promise<ThroughputRow[]> {
+  const cases = BENCH_CASES.filter((benchCase) => peer || !benchCase.peer);
+  const rounds: Map<BenchCase['id'], Measured & { ratio: number }>[] = [];
+  for (let round = 1; round <= settings.rounds; round++) {
+    // Later rounds run on a warm process: a short warm-up refills the pool and connections.
+    const warmup = round === 1 ? settings.warmupSeconds : Math.min(1, settings.warmupSeconds);
+    const results = new Map<BenchCase['id'], Measured & { ratio: number }>();
+    for (const benchCase of cases) {
+      const result = await measureCase(server, db, benchCase, settings, warmup);
+      const plain = results.get('plain')?.rps ?? result.rps;
+      results.set(benchCase.id, { ...result, ratio: result.rps / plain });
+      log(
+        `  ${server.adapter} ${benchCase.label}${settings.rounds > 1 ? ` (round ${round})` : ''}: ` +
+          `${result.rps.toFixed(0)} req/s, p50 ${result.latency.p50.toFixed(2)} ms, ` +
+          `p99 ${result.latency.p99.toFixed(2)} ms, CPU/req server ${result.cpu.serverUs.toFixed(0)} µs ` +
+          `PostgreSQL ${result.cpu.postgresUs.toFixed(0)} µs, statuses ${JSON.stringify(result.statuses)}`,
+      );
+    }
+    rounds.push(results);
+  }
+  await db.reset();
+  return cases.map((benchCase) => {
+    const all = rounds.map((round) => round.get(benchCase.id)!);
+    const rps = median(all.map((result) => result.rps));
+    const chosen = [...all].sort((a, b) => Math.abs(a.rps - rps) - Math.abs(b.rps - rps))[0];
+    return {
+      id: benchCase.id,
+      label: benchCase.label,
+      path: benchCase.path,
+      rps,
+      latency: chosen.latency,
+      responses: chosen.responses,
+      statuses: chosen.statuses,
+      errors: chosen.errors + chosen.timeouts,
+      executions: chosen.executions,
+      ratioToPlain: median(all.map((result) => result.ratio)),
+      cpu: chosen.cpu,
+      roundsRps: all.map((result) => result.rps),
+      roundsRatio: all.map((result) => result.ratio),
+    };
+  });
+}

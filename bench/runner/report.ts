@@ -1,0 +1,188 @@
+import type { BenchOptions } from './bench-options';
+import type { AdapterResult, BenchResults } from './bench-results';
+import { formatTable } from './text-table';
+
+const int = (value: number) => Math.round(value).toLocaleString('en-US');
+const fixed = (value: number, digits = 2) => value.toFixed(digits);
+const mb = (bytes: number) => (bytes / 1024 / 1024).toFixed(1);
+const signedMb = (bytes: number) => `${bytes >= 0 ? '+' : ''}${mb(bytes)} MB`;
+const statuses = (counts: Record<string, number>) =>
+  Object.entries(counts)
+    .map(([status, count]) => `${status}×${count}`)
+    .join(' ') || '—';
+const verdict = (pass: boolean | undefined) =>
+  pass === undefined ? 'n/a' : pass ? 'PASS' : 'FAIL';
+
+function throughputSection(result: AdapterResult, options: BenchOptions): string | undefined {
+  if (!result.throughput) return undefined;
+  const title =
+    `Throughput — ${options.connections} connections, ${options.durationSeconds} s measured ` +
+    `after ${options.warmupSeconds} s warm-up` +
+    (options.rounds > 1
+      ? `, ${options.rounds} interleaved rounds (median; per-round ratios in brackets)`
+      : '');
+  const rows = result.throughput.map((row) => [
+    row.label,
+    row.path,
+    int(row.rps),
+    fixed(row.latency.p50),
+    fixed(row.latency.p99),
+    `${fixed(row.ratioToPlain)}×` +
+      (row.roundsRatio.length > 1 ? ` (${row.roundsRatio.map((r) => fixed(r)).join('/')})` : ''),
+    int(row.cpu.serverUs),
+    int(row.cpu.postgresUs),
+    int(row.executions),
+    statuses(row.statuses) + (row.errors ? ` err×${row.errors}` : ''),
+  ]);
+  return `${title}\n${formatTable(
+    [
+      'case',
+      'route',
+      'req/s',
+      'p50 ms',
+      'p99 ms',
+      'vs plain',
+      'server µs/req',
+      'PG µs/req',
+      'executions',
+      'statuses',
+    ],
+    rows,
+    ['left', 'left', 'right', 'right', 'right', 'right', 'right', 'right', 'right', 'left'],
+  )}\nCPU per request: the server process and the PostgreSQL backends of its pool (from /proc).`;
+}
+
+function probeSection(result: AdapterResult, options: BenchOptions): string | undefined {
+  if (!result.probe) return undefined;
+  const rows = result.probe.map((row) => [
+    row.label,
+    fixed(row.latency.p50),
+    fixed(row.latency.p90),
+    fixed(row.latency.p99),
+    row.id === 'plain' ? '—' : `${row.addedP50Ms >= 0 ? '+' : ''}${fixed(row.addedP50Ms)}`,
+    Object.keys(row.unexpected).length ? statuses(row.unexpected) : '',
+  ]);
+  return (
+    `Unloaded latency — 1 connection, one request at a time, ${options.probeRequests} per case, interleaved\n` +
+    formatTable(['case', 'p50 ms', 'p90 ms', 'p99 ms', 'added p50 ms', 'not 201'], rows)
+  );
+}
+
+function stormSection(result: AdapterResult, options: BenchOptions): string | undefined {
+  if (!result.storms) return undefined;
+  const rows = result.storms.map((storm) => [
+    storm.path,
+    String(storm.executions),
+    statuses(storm.statuses),
+    String(storm.replayed),
+    fixed(storm.latency.p50),
+    fixed(storm.latency.p99),
+    fixed(storm.latency.max),
+    fixed(storm.wallMs, 0),
+  ]);
+  return (
+    `Same-key storm — ${options.stormRequests} concurrent requests, one key, connections opened beforehand\n` +
+    formatTable(
+      ['route', 'executions', 'statuses', 'replayed', 'p50 ms', 'p99 ms', 'max ms', 'wall ms'],
+      rows,
+      ['left', 'right', 'left', 'right', 'right', 'right', 'right', 'right'],
+    )
+  );
+}
+
+function purgeSection(result: AdapterResult): string | undefined {
+  const { purge } = result;
+  if (!purge) return undefined;
+  const rows = [
+    ['alone', int(purge.idle.deleted), int(purge.idle.durationMs), int(purge.idle.rowsPerSecond)],
+    [
+      'under first-execution load',
+      int(purge.underLoad.deleted),
+      int(purge.underLoad.durationMs),
+      int(purge.underLoad.rowsPerSecond),
+    ],
+  ];
+  return (
+    `Purge — ${int(purge.idle.seeded)} expired records, IdempotencyPurgeService.purgeExpired() in the server\n` +
+    formatTable(['run', 'deleted', 'ms', 'rows/s'], rows) +
+    `\nseeding: INSERT … generate_series ${int(purge.idle.insertMs)} ms, VACUUM (ANALYZE) ${int(purge.idle.vacuumMs)} ms; ` +
+    `expired left: ${purge.idle.leftExpired} / ${purge.underLoad.leftExpired}\n` +
+    `claim (/idempotent, new keys) idle: ${int(purge.claimIdle.rps)} req/s, p50 ${fixed(purge.claimIdle.latency.p50)} ms, ` +
+    `p99 ${fixed(purge.claimIdle.latency.p99)} ms; during purge: ${int(purge.claimDuringPurge.rps)} req/s, ` +
+    `p50 ${fixed(purge.claimDuringPurge.latency.p50)} ms, p99 ${fixed(purge.claimDuringPurge.latency.p99)} ms ` +
+    `(${fixed(purge.p99Ratio)}×, ${int(purge.claimDuringPurge.responses)} responses in the window)`
+  );
+}
+
+function leakSection(result: AdapterResult): string | undefined {
+  const { leak } = result;
+  if (!leak) return undefined;
+  const rows = leak.samples.map((sample) => [
+    int(sample.afterRequests),
+    mb(sample.rssBytes),
+    mb(sample.heapUsedBytes),
+  ]);
+  return (
+    `Memory — ${int(leak.requests)} requests cycling ${leak.mix.join(', ')}; ` +
+    `sampled after a full GC, after ${int(leak.warmupRequests)} warm-up requests\n` +
+    formatTable(['after requests', 'RSS MB', 'heap used MB'], rows) +
+    `\ngrowth: RSS ${signedMb(leak.rssGrowthBytes)}, heap ${signedMb(leak.heapGrowthBytes)}; ` +
+    `${int(leak.rps)} req/s over ${fixed(leak.seconds, 0)} s` +
+    (Object.keys(leak.unexpected).length ? `; not 201: ${statuses(leak.unexpected)}` : '')
+  );
+}
+
+function targetsSection(result: AdapterResult): string {
+  return (
+    'Targets\n' +
+    formatTable(
+      ['target', 'wanted', 'measured', 'result'],
+      result.targets.map((check) => [
+        check.name,
+        check.target,
+        check.measured,
+        verdict(check.pass),
+      ]),
+      ['left', 'left', 'left', 'left'],
+    )
+  );
+}
+
+/**
+ * The report of one adapter: throughput table with ratios to plain, unloaded latency, storms,
+ * purge, memory and the targets with PASS/FAIL.
+ */
+export function formatAdapterReport(result: AdapterResult, options: BenchOptions): string {
+  const heading = `== ${result.adapter} ${'='.repeat(Math.max(3, 94 - result.adapter.length))}`;
+  return [
+    heading,
+    throughputSection(result, options),
+    probeSection(result, options),
+    stormSection(result, options),
+    purgeSection(result),
+    leakSection(result),
+    targetsSection(result),
+  ]
+    .filter((section) => section !== undefined)
+    .join('\n\n');
+}
+
+/** One line per adapter: how many targets passed, and the run's machine. */
+export function formatSummary(results: BenchResults): string {
+  const { machine } = results;
+  const lines = results.adapters.map((adapter) => {
+    const checked = adapter.targets.filter((check) => check.pass !== undefined);
+    const failed = checked.filter((check) => !check.pass).map((check) => check.name);
+    return (
+      `${adapter.adapter}: ${checked.length - failed.length}/${checked.length} targets pass` +
+      (failed.length ? ` — FAIL: ${failed.join('; ')}` : '')
+    );
+  });
+  return [
+    `== summary ${'='.repeat(85)}`,
+    ...lines,
+    `${machine.cpuModel} × ${machine.cores}, ${machine.os}, Node ${machine.node}, PostgreSQL ${machine.postgres}, ` +
+      `load average at start ${machine.loadAverage.join(' ')}${machine.commit ? `, commit ${machine.commit}` : ''}`,
+    `took ${fixed(results.seconds / 60, 1)} min (${results.startedAt} → ${results.finishedAt})`,
+  ].join('\n');
+}
