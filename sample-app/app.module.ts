@@ -1,10 +1,11 @@
 import { Module, ValidationPipe } from '@nestjs/common';
 import type { DynamicModule } from '@nestjs/common';
-import { APP_PIPE } from '@nestjs/core';
+import { APP_INTERCEPTOR, APP_PIPE } from '@nestjs/core';
 import { TypeOrmModule } from '@nestjs/typeorm';
 import { CreateIdempotencyRecords1732233600000, IdempotencyModule } from '../lib';
 import { readAccountId } from './accounts/account-id';
 import { CreatePayments1763769600000 } from './database/create-payments.migration';
+import { DatabaseUnavailableInterceptor } from './database/database-unavailable.interceptor';
 import { APP_POOL_SIZE, PROVIDER_POOL_SIZE } from './database/pool-sizes';
 import { HealthController } from './health/health.controller';
 import { PaymentEntity } from './payments/payment.entity';
@@ -76,6 +77,7 @@ export function createAppModule(config: SampleAppModuleConfig): DynamicModule {
     ],
     controllers: [HealthController],
     providers: [
+      { provide: APP_INTERCEPTOR, useClass: DatabaseUnavailableInterceptor },
       {
         provide: APP_PIPE,
         useValue: new ValidationPipe({

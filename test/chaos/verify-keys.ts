@@ -18,7 +18,10 @@ export interface VerifyContext {
   leaseSeconds: number;
   /** Transport errors are expected (processes were killed). */
   allowTransportErrors: boolean;
-  /** 503 `idempotency_store_unavailable` is expected (the database was made unreachable). */
+  /**
+   * The database was made unreachable: 503 `idempotency_store_unavailable` (the claim failed)
+   * and the sample app's 503 `database_unavailable` (the handler's own query failed) are expected.
+   */
   allowStoreUnavailable: boolean;
 }
 
@@ -45,6 +48,15 @@ function isProblem(exchange: Exchange, code: string): boolean {
   return (
     exchange.contentType.startsWith('application/problem+json') &&
     json(exchange.body)?.code === code
+  );
+}
+
+/** A 503 that says the database is down, with the code the library or the sample app gives it. */
+function isDatabaseDown(exchange: Exchange): boolean {
+  return (
+    exchange.status === 503 &&
+    (isProblem(exchange, 'idempotency_store_unavailable') ||
+      json(exchange.body)?.error?.code === 'database_unavailable')
   );
 }
 
@@ -123,14 +135,14 @@ export async function verifyKeys(context: VerifyContext): Promise<Verification> 
           `409 that is not idempotency_key_in_use problem+json on ${name}: ${describe(exchange)}`,
         );
       } else if (
-        (status === 409 || isProblem(exchange, 'idempotency_store_unavailable')) &&
+        (status === 409 || isDatabaseDown(exchange)) &&
         exchange.retryAfterSeconds === undefined
       ) {
         counts.failures++;
         note(`${status} without Retry-After on ${name}: ${describe(exchange)}`);
       }
       if (status !== undefined && status >= 500) {
-        const storeDown = status === 503 && isProblem(exchange, 'idempotency_store_unavailable');
+        const storeDown = isDatabaseDown(exchange);
         const handler = plan.handler5xx?.some(
           (allowed) =>
             allowed.status === status && json(exchange.body)?.error?.code === allowed.code,

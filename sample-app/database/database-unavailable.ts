@@ -1,0 +1,25 @@
+/** SQLSTATEs PostgreSQL sends when it is going away or not taking connections. */
+const UNAVAILABLE_SQLSTATES = new Set(['57P01', '57P02', '57P03', '53300']);
+/** Socket errors of a server that is down or restarting. */
+const UNAVAILABLE_SOCKET_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT']);
+
+/**
+ * Whether an error means the database could not be reached (down, restarting, refusing
+ * connections, or the connection was cut), as opposed to a failed statement. TypeORM wraps
+ * driver errors in `QueryFailedError.driverError`; node-postgres reports a cut connection as
+ * "Connection terminated…" and a full pool as "timeout exceeded when trying to connect".
+ */
+export function isDatabaseUnavailable(error: unknown): boolean {
+  const candidates = [error, (error as { driverError?: unknown } | null)?.driverError];
+  return candidates.some((candidate) => {
+    if (!(candidate instanceof Error)) return false;
+    const { code, severity } = candidate as { code?: unknown; severity?: unknown };
+    if (typeof code === 'string') {
+      if (code.startsWith('08') || UNAVAILABLE_SQLSTATES.has(code)) return true;
+      if (UNAVAILABLE_SOCKET_CODES.has(code)) return true;
+    }
+    // A FATAL at connect time ("database … is not currently accepting connections").
+    if (severity === 'FATAL') return true;
+    return /^Connection terminated|timeout exceeded when trying to connect/.test(candidate.message);
+  });
+}

@@ -1,0 +1,108 @@
+import { Client } from 'pg';
+import request from 'supertest';
+import { createTestDatabase } from '../fixtures/database';
+import type { TestDatabase } from '../fixtures/database';
+import { countRows, startSampleApp } from '../fixtures/sample-app';
+import type { InProcessSampleApp } from '../fixtures/sample-app';
+import { waitFor } from '../fixtures/wait-for';
+
+const ACCOUNT = 'acct_outage';
+
+/** Runs one statement on the server's maintenance database (not the one being cut off). */
+async function admin(sql: string, params: unknown[] = []): Promise<void> {
+  const client = new Client({ connectionString: process.env.DATABASE_URL });
+  await client.connect();
+  try {
+    await client.query(sql, params);
+  } finally {
+    await client.end();
+  }
+}
+
+describe.each(['express', 'fastify'] as const)(
+  'sample app during a database outage (%s)',
+  (adapter) => {
+    let db: TestDatabase;
+    let sample: InProcessSampleApp;
+    let ownPid: number;
+
+    beforeAll(async () => {
+      db = await createTestDatabase();
+      [{ pid: ownPid }] = await db.query<{ pid: number }>('SELECT pg_backend_pid() AS pid');
+      // A slow provider keeps the handler busy while the database goes away; a 1 s lease lets
+      // the retry take the key over soon after.
+      sample = await startSampleApp(adapter, db, { lockTimeoutSeconds: 1, providerLatencyMs: 300 });
+    });
+
+    afterAll(async () => {
+      await admin(`ALTER DATABASE ${db.name} ALLOW_CONNECTIONS true`).catch(() => undefined);
+      await sample?.close();
+      await db?.drop();
+    });
+
+    /** The outage: no new connections to the app's database, and every existing one cut. */
+    const cutDatabase = async () => {
+      await admin(`ALTER DATABASE ${db.name} ALLOW_CONNECTIONS false`);
+      await admin(
+        `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+        WHERE datname = $1 AND pid <> $2 AND pid <> pg_backend_pid()`,
+        [db.name, ownPid],
+      );
+    };
+
+    const pay = (key: string, body: object) =>
+      request(sample.server)
+        .post('/payments')
+        .set('X-Account-Id', ACCOUNT)
+        .set('Idempotency-Key', key)
+        .send(body);
+
+    it('answers 503 with Retry-After, runs nothing unprotected, and charges once after recovery', async () => {
+      const body = { amount: 4200, currency: 'eur', customerId: `cus_outage_${adapter}` };
+      const newBody = { amount: 100, currency: 'eur', customerId: `cus_outage_new_${adapter}` };
+      const inFlight = pay(`mid-${adapter}`, body).then((res) => res);
+      await waitFor(
+        async () =>
+          (
+            await db.query('SELECT 1 FROM idempotency_records WHERE idempotency_key = $1', [
+              `mid-${adapter}`,
+            ])
+          ).length === 1,
+      );
+      await cutDatabase();
+
+      // The handler was running when the database went away: its query fails, and the client
+      // is told to retry (503, not a bare 500), with nothing stored.
+      const interrupted = await inFlight;
+      expect(interrupted.status).toBe(503);
+      expect(interrupted.headers['retry-after']).toBe('1');
+      expect(interrupted.body.error.code).toBe('database_unavailable');
+
+      // A new key cannot be claimed: 503 problem+json, and its handler never runs.
+      const refused = await pay(`new-${adapter}`, newBody);
+      expect(refused.status).toBe(503);
+      expect(refused.headers['content-type']).toMatch(/^application\/problem\+json/);
+      expect(refused.headers['retry-after']).toBe('1');
+      expect(refused.body.code).toBe('idempotency_store_unavailable');
+
+      await admin(`ALTER DATABASE ${db.name} ALLOW_CONNECTIONS true`);
+
+      // Without a restart, the interrupted key is taken over once its lease lapses (409 until
+      // then) and charges exactly once; the refused key runs for the first time.
+      let retried!: request.Response;
+      await waitFor(async () => {
+        retried = await pay(`mid-${adapter}`, body);
+        return retried.status !== 409 && retried.status !== 503;
+      }, 10_000);
+      expect(retried.status).toBe(201);
+      const replay = await pay(`mid-${adapter}`, body).expect(201);
+      expect(replay.headers['idempotent-replayed']).toBe('true');
+      expect(replay.text).toBe(retried.text);
+      expect(await countRows(db, body.customerId)).toEqual({ payments: 1, charges: 1 });
+
+      expect(await countRows(db, newBody.customerId)).toEqual({ payments: 0, charges: 0 });
+      await pay(`new-${adapter}`, newBody).expect(201);
+      expect(await countRows(db, newBody.customerId)).toEqual({ payments: 1, charges: 1 });
+    });
+  },
+);
