@@ -1,9 +1,11 @@
 import type { AppCluster } from './app-cluster';
-import type { Exchange } from './chaos-client';
+import type { ChaosClient, Exchange } from './chaos-client';
 import { statusLabel } from './chaos-client';
 import type { ChaosDatabase } from './chaos-database';
 import type { ChaosOptions } from './chaos-options';
 import type { ScenarioName, ScenarioResult } from './chaos-result';
+import type { KeyPlan } from './key-plan';
+import { verifyKeys } from './verify-keys';
 import type { Verification } from './verify-keys';
 
 /** What every scenario gets from the runner. */
@@ -107,4 +109,48 @@ export function buildResult(input: {
   const bad = result.duplicates + result.lost + result.stuck + result.leaks + result.failures;
   result.verdict = bad === 0 ? 'PASS' : 'FAIL';
   return result;
+}
+
+/**
+ * Ends a scenario once its load is over: verifies its keys against the database and the
+ * responses its clients got, and builds its result.
+ */
+export async function finishScenario(
+  context: ScenarioContext,
+  input: {
+    scenario: ScenarioName;
+    startedAt: number;
+    client: ChaosClient;
+    cluster: AppCluster;
+    plans: KeyPlan[];
+    /** Transport errors are expected (processes were killed). */
+    allowTransportErrors?: boolean;
+    /** 503s saying the database is down are expected (it was made unreachable). */
+    allowStoreUnavailable?: boolean;
+    disruptions: string;
+    details?: Record<string, unknown>;
+    extra?: { leaks?: string[]; failures?: string[] };
+  },
+): Promise<ScenarioResult> {
+  context.log(`${input.scenario}: load over, verifying`);
+  const verification = await verifyKeys({
+    db: context.db,
+    client: input.client,
+    cluster: input.cluster,
+    plans: input.plans,
+    leaseSeconds: context.options.leaseSeconds,
+    allowTransportErrors: input.allowTransportErrors ?? false,
+    allowStoreUnavailable: input.allowStoreUnavailable ?? false,
+  });
+  return buildResult({
+    scenario: input.scenario,
+    startedAt: input.startedAt,
+    exchanges: input.client.exchanges,
+    verification,
+    cluster: input.cluster,
+    keys: input.plans.length,
+    disruptions: input.disruptions,
+    details: input.details,
+    extra: input.extra,
+  });
 }

@@ -195,7 +195,11 @@ export async function verifyKeys(context: VerifyContext): Promise<Verification> 
         phase: 'verify',
       });
       if (!final) {
-        stick(id, `final retry on slot ${slot} got no final answer: ${describe(attempts.at(-1)!)}`);
+        const last = attempts.at(-1);
+        stick(
+          id,
+          `final retry on slot ${slot} got no final answer: ${last ? describe(last) : 'no attempt'}`,
+        );
         continue;
       }
       const first = reference.get(id);

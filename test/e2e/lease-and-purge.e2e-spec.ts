@@ -18,6 +18,7 @@ import { createTestDatabase } from '../fixtures/database';
 import type { TestDatabase } from '../fixtures/database';
 import { ADAPTERS, createTestApp } from '../fixtures/test-app';
 import type { TestApp } from '../fixtures/test-app';
+import { leaseLapsed, orderCount } from '../fixtures/record-queries';
 import { waitFor } from '../fixtures/wait-for';
 
 describe.each(ADAPTERS)('leases, purge and outages on %s', (adapter) => {
@@ -26,15 +27,6 @@ describe.each(ADAPTERS)('leases, purge and outages on %s', (adapter) => {
   const newKey = () => `lease-${adapter}-${++seq}-${Date.now()}`;
   const record = async (key: string) =>
     (await db.query('SELECT * FROM idempotency_records WHERE idempotency_key = $1', [key]))[0];
-  const leaseLapsed = (key: string) => async () =>
-    (
-      await db.query(
-        'SELECT locked_until < now() AS lapsed FROM idempotency_records WHERE idempotency_key = $1',
-        [key],
-      )
-    )[0]?.lapsed === true;
-  const orderCount = async (note: string) =>
-    Number((await db.query('SELECT count(*) AS n FROM orders WHERE note = $1', [note]))[0].n);
 
   beforeAll(async () => {
     db = await createTestDatabase();
@@ -69,7 +61,7 @@ describe.each(ADAPTERS)('leases, purge and outages on %s', (adapter) => {
       const stale = send();
       await waitFor(async () => (await record(key))?.status === 'in_flight');
       const whileLive = await send();
-      await waitFor(leaseLapsed(key));
+      await waitFor(() => leaseLapsed(db, key));
       const takeover = send();
       await waitFor(async () => (await record(key))?.attempts === 2);
       t.probe.open(`${key}#2`);
@@ -108,7 +100,7 @@ describe.each(ADAPTERS)('leases, purge and outages on %s', (adapter) => {
       expect(replay.headers['idempotent-replayed']).toBe('true');
       expect(replay.text).toBe(winner.text);
       // Without the transactional mode both handlers wrote: that is what §7 exists for.
-      expect(await orderCount(note)).toBe(2);
+      expect(await orderCount(db, note)).toBe(2);
     });
 
     it.each(['/orders', '/orders/tx'])(
@@ -130,7 +122,7 @@ describe.each(ADAPTERS)('leases, purge and outages on %s', (adapter) => {
         expect(replay.headers['idempotent-replayed']).toBe('true');
         expect(replay.text).toBe(winner.text);
         expect(t.probe.ran(path === '/orders' ? 'create' : 'tx')).toBe(runs);
-        expect(await orderCount(note)).toBe(1);
+        expect(await orderCount(db, note)).toBe(1);
       },
     );
 
@@ -141,7 +133,7 @@ describe.each(ADAPTERS)('leases, purge and outages on %s', (adapter) => {
       expect(late.status).toBe(409);
       expect(late.headers['content-type']).toMatch(/^application\/problem\+json/);
       expect(late.body.code).toBe('idempotency_key_in_use');
-      expect(await orderCount(note)).toBe(1);
+      expect(await orderCount(db, note)).toBe(1);
       expect((await record(key)).response_body.toString()).toBe(winner.text);
       expect(replay.text).toBe(winner.text);
     });

@@ -16,6 +16,7 @@ import { createTestDatabase } from '../fixtures/database';
 import type { TestDatabase } from '../fixtures/database';
 import { ADAPTERS, createTestApp } from '../fixtures/test-app';
 import type { TestApp } from '../fixtures/test-app';
+import { leaseLapsed, orderCount } from '../fixtures/record-queries';
 import { waitFor } from '../fixtures/wait-for';
 
 interface RecordRow {
@@ -59,15 +60,6 @@ describe.each(ADAPTERS)('a stale owner on %s', (adapter) => {
         [key],
       )
     )[0];
-  const leaseLapsed = async (key: string) =>
-    (
-      await db.query(
-        'SELECT locked_until < now() AS lapsed FROM idempotency_records WHERE idempotency_key = $1',
-        [key],
-      )
-    )[0]?.lapsed === true;
-  const orderCount = async (note: string) =>
-    Number((await db.query('SELECT count(*) AS n FROM orders WHERE note = $1', [note]))[0].n);
   const eventsFor = (t: TestApp, key: string) =>
     t.events.filter((e): e is IdempotencyEvent & { key: string } => 'key' in e && e.key === key);
 
@@ -108,7 +100,7 @@ describe.each(ADAPTERS)('a stale owner on %s', (adapter) => {
         await waitFor(async () => (await row(key))?.status === 'in_flight');
         const claimedByA = await row(key);
         await waitFor(async () => stalled.results.length > 0);
-        await waitFor(() => leaseLapsed(key));
+        await waitFor(() => leaseLapsed(db, key));
 
         // B takes the key over and holds it (30 s lease, gate of attempt 2 closed).
         const takeover = send(b);
@@ -164,7 +156,7 @@ describe.each(ADAPTERS)('a stale owner on %s', (adapter) => {
           expect(replay.text).toBe(winner.text);
         }
         const stored = path === '/orders' && outcome === 'succeeds' ? 2 : 1;
-        expect(await orderCount(note)).toBe(stored);
+        expect(await orderCount(db, note)).toBe(stored);
       } finally {
         // On a failed assertion, let everything still waiting finish rather than hang.
         stalled.letThrough();

@@ -3,9 +3,8 @@ import { ChaosClient } from '../chaos-client';
 import type { ScenarioResult } from '../chaos-result';
 import { paymentPlan } from '../key-plan';
 import type { KeyPlan } from '../key-plan';
-import { appEnv, buildResult, randomInt, sleep } from '../scenario-support';
+import { appEnv, finishScenario, randomInt, sleep } from '../scenario-support';
 import type { ScenarioContext } from '../scenario-support';
-import { verifyKeys } from '../verify-keys';
 
 /** What one `kill -9` hit. */
 interface KillRecord {
@@ -42,7 +41,7 @@ function latencyOfRound(round: number): number {
  */
 export async function runCrash(context: ScenarioContext): Promise<ScenarioResult> {
   const startedAt = Date.now();
-  const { sizes, adapters, leaseSeconds } = context.options;
+  const { sizes, adapters } = context.options;
   const cluster = new AppCluster(appEnv(context), adapters);
   const client = new ChaosClient(cluster);
   const kills: KillRecord[] = [];
@@ -110,24 +109,14 @@ export async function runCrash(context: ScenarioContext): Promise<ScenarioResult
         Math.max(...answers.flat().map((answer) => answer.final?.endedAt ?? Infinity)) - killedAt;
       await restart;
     }
-    context.log('crash: load over, verifying');
-    const verification = await verifyKeys({
-      db: context.db,
+    const midHandler = kills.filter((kill) => kill.pendingRequests > 0).length;
+    return await finishScenario(context, {
+      scenario: 'crash',
+      startedAt,
       client,
       cluster,
       plans,
-      leaseSeconds,
       allowTransportErrors: true,
-      allowStoreUnavailable: false,
-    });
-    const midHandler = kills.filter((kill) => kill.pendingRequests > 0).length;
-    return buildResult({
-      scenario: 'crash',
-      startedAt,
-      exchanges: client.exchanges,
-      verification,
-      cluster,
-      keys: plans.length,
       disruptions: `${kills.length} kills`,
       details: {
         killsWithPendingRequests: midHandler,

@@ -6,9 +6,8 @@ import { paymentPlan } from '../key-plan';
 import type { KeyPlan } from '../key-plan';
 import { DatabaseOutage } from '../outage-window';
 import { findLocalCluster } from '../postgres-control';
-import { appEnv, buildResult, sleep, tallyStatuses } from '../scenario-support';
+import { appEnv, finishScenario, sleep, tallyStatuses } from '../scenario-support';
 import type { ScenarioContext } from '../scenario-support';
-import { verifyKeys } from '../verify-keys';
 
 /** Provider latency during the outage: handlers are running when the database goes away. */
 const OUTAGE_PROVIDER_LATENCY_MS = 100;
@@ -27,7 +26,7 @@ const RECOVERY_DEADLINE_MS = 20_000;
  */
 export async function runOutage(context: ScenarioContext): Promise<ScenarioResult> {
   const startedAt = Date.now();
-  const { sizes, adapters, leaseSeconds, quick, serverUrl } = context.options;
+  const { sizes, adapters, quick, serverUrl } = context.options;
   const cluster = new AppCluster(
     appEnv(context, { PROVIDER_LATENCY_MS: String(OUTAGE_PROVIDER_LATENCY_MS) }),
     adapters,
@@ -114,23 +113,13 @@ export async function runOutage(context: ScenarioContext): Promise<ScenarioResul
       (exchange) =>
         exchange.startedAt >= outage.fullyDownAt && exchange.endedAt <= outage.restoringAt,
     );
-    context.log('outage: load over, verifying');
-    const verification = await verifyKeys({
-      db: context.db,
+    return await finishScenario(context, {
+      scenario: 'outage',
+      startedAt,
       client,
       cluster,
       plans,
-      leaseSeconds,
-      allowTransportErrors: false,
       allowStoreUnavailable: true,
-    });
-    return buildResult({
-      scenario: 'outage',
-      startedAt,
-      exchanges: client.exchanges,
-      verification,
-      cluster,
-      keys: plans.length,
       disruptions: `1 outage ${((outage.restoringAt - outage.fullyDownAt) / 1000).toFixed(1)}s`,
       details: {
         mode,

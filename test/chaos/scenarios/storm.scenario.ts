@@ -3,9 +3,8 @@ import { ChaosClient, isFinal } from '../chaos-client';
 import type { ScenarioResult } from '../chaos-result';
 import { MISBEHAVING, paymentPlan } from '../key-plan';
 import { mapLimit } from '../map-limit';
-import { appEnv, buildResult } from '../scenario-support';
+import { appEnv, finishScenario } from '../scenario-support';
 import type { ScenarioContext } from '../scenario-support';
-import { verifyKeys } from '../verify-keys';
 
 /** Provider latency during the storm: long enough for bursts to overlap a running handler. */
 const STORM_PROVIDER_LATENCY_MS = 50;
@@ -32,7 +31,7 @@ function customerFor(index: number): string | undefined {
  */
 export async function runStorm(context: ScenarioContext): Promise<ScenarioResult> {
   const startedAt = Date.now();
-  const { sizes, adapters, leaseSeconds } = context.options;
+  const { sizes, adapters } = context.options;
   const cluster = new AppCluster(
     appEnv(context, { PROVIDER_LATENCY_MS: String(STORM_PROVIDER_LATENCY_MS) }),
     adapters,
@@ -67,23 +66,12 @@ export async function runStorm(context: ScenarioContext): Promise<ScenarioResult
       });
     });
     const loadRequests = client.exchanges.length;
-    context.log('storm: load over, verifying');
-    const verification = await verifyKeys({
-      db: context.db,
+    return await finishScenario(context, {
+      scenario: 'storm',
+      startedAt,
       client,
       cluster,
       plans,
-      leaseSeconds,
-      allowTransportErrors: false,
-      allowStoreUnavailable: false,
-    });
-    return buildResult({
-      scenario: 'storm',
-      startedAt,
-      exchanges: client.exchanges,
-      verification,
-      cluster,
-      keys: plans.length,
       disruptions: '-',
       details: {
         loadRequests,

@@ -5,9 +5,8 @@ import type { ScenarioResult } from '../chaos-result';
 import { paymentPlan, refundPlan } from '../key-plan';
 import type { KeyPlan } from '../key-plan';
 import { mapLimit } from '../map-limit';
-import { appEnv, buildResult } from '../scenario-support';
+import { appEnv, finishScenario } from '../scenario-support';
 import type { ScenarioContext } from '../scenario-support';
-import { verifyKeys } from '../verify-keys';
 
 /** Slot 1 answers slowly, so a race of two accounts on one key overlaps a running handler. */
 const SLOW_SLOT_LATENCY_MS = 300;
@@ -38,7 +37,7 @@ function leakedIds(exchange: Exchange, victimIds: Set<string>): string[] {
  */
 export async function runTenancy(context: ScenarioContext): Promise<ScenarioResult> {
   const startedAt = Date.now();
-  const { sizes, adapters, leaseSeconds } = context.options;
+  const { sizes, adapters } = context.options;
   const cluster = new AppCluster(appEnv(context), adapters);
   const client = new ChaosClient(cluster);
   const leaks: string[] = [];
@@ -185,23 +184,12 @@ export async function runTenancy(context: ScenarioContext): Promise<ScenarioResu
         leaks.push(`A's record ${key} changed: ${row} -> ${after.get(key)}`);
     }
 
-    context.log('tenancy: load over, verifying');
-    const verification = await verifyKeys({
-      db: context.db,
+    return await finishScenario(context, {
+      scenario: 'tenancy',
+      startedAt,
       client,
       cluster,
       plans,
-      leaseSeconds,
-      allowTransportErrors: false,
-      allowStoreUnavailable: false,
-    });
-    return buildResult({
-      scenario: 'tenancy',
-      startedAt,
-      exchanges: client.exchanges,
-      verification,
-      cluster,
-      keys: plans.length,
       disruptions: '-',
       details: {
         victim,
