@@ -10,6 +10,7 @@ import type {
 } from './interfaces/idempotency-record.interface';
 import type { IdempotencyStore } from './storage/idempotency.store';
 import { LeaseHeartbeat } from './utils/lease-heartbeat';
+import type { ReplayCache } from './utils/replay-cache';
 import type { OutgoingResponse } from './utils/response-send-hook';
 
 /** Shared services an execution needs. */
@@ -18,6 +19,8 @@ export interface ExecutionDeps {
   events: IdempotencyEvents;
   logger: Logger;
   problemTypeBaseUri: string;
+  /** Completed records are cached here once stored, for replays on this instance. */
+  replayCache: ReplayCache;
   /** Logs once per route that its responses cannot be stored. */
   warnUnstorable: (why: string) => void;
 }
@@ -94,8 +97,10 @@ export class IdempotencyExecution {
     const stored = this.toStored(outgoing);
     if (this.transaction) return this.completeInTransaction(this.transaction, stored, outgoing);
     try {
+      const storedAt = this.deps.replayCache.now();
       const owned = await this.deps.store.complete(this.ref, stored, this.route.ttlSeconds);
-      if (!owned) this.emitLockLost('complete');
+      if (owned) this.cache(stored, storedAt);
+      else this.emitLockLost('complete');
     } catch (error) {
       // The handler ran and its client gets its response; a retry after the lease lapses runs
       // it again. Logged loudly: this is the one window the store cannot close.
@@ -125,6 +130,7 @@ export class IdempotencyExecution {
     outgoing: OutgoingResponse,
   ): Promise<OutgoingResponse> {
     try {
+      const storedAt = this.deps.replayCache.now();
       const owned = await transaction.complete(this.ref, stored, this.route.ttlSeconds);
       if (!owned) {
         this.transaction = undefined;
@@ -141,6 +147,7 @@ export class IdempotencyExecution {
       }
       this.transaction = undefined;
       await transaction.commit();
+      this.cache(stored, storedAt);
     } catch (error) {
       this.deps.events.emit({ type: 'store_error', operation: 'complete', error });
       await this.rollbackTransaction();
@@ -155,6 +162,19 @@ export class IdempotencyExecution {
     }
     this.emitExecuted(outgoing.status, true);
     return outgoing;
+  }
+
+  /**
+   * Caches the record just completed. Its expiry in the store is `ttlSeconds` after a moment
+   * later than `storedAt`, so the cached copy never outlives it.
+   */
+  private cache(stored: StoredResponse, storedAt: number): void {
+    this.deps.replayCache.set(
+      this.ref.scope,
+      this.ref.key,
+      { recordId: this.state.recordId, fingerprint: this.state.fingerprint, response: stored },
+      storedAt + this.route.ttlSeconds * 1000,
+    );
   }
 
   private toStored(outgoing: OutgoingResponse): StoredResponse {

@@ -41,6 +41,7 @@ export const DEFAULT_IDEMPOTENCY_OPTIONS: Readonly<ResolvedIdempotencyOptions> =
   retryAfterSeconds: 1,
   transactional: false,
   purge: { enabled: true, intervalSeconds: 60, batchSize: 1_000 },
+  replayCache: { enabled: true, maxEntries: 10_000, maxBytes: 16 * 1024 * 1024 },
   tableName: 'idempotency_records',
   store: 'typeorm',
   dataSource: undefined,
@@ -164,6 +165,26 @@ export function validateRouteOptions<T extends IdempotentOptions>(options: T): T
 }
 
 /**
+ * A group of options that `false` switches off: the defaults, with `enabled: false` for `false`,
+ * or with the given fields merged over them.
+ * @throws IdempotencyConfigurationError when `enabled` is not a boolean
+ */
+function switchableSection<K extends 'purge' | 'replayCache'>(
+  name: K,
+  given: Partial<ResolvedIdempotencyOptions[K]> | false | undefined,
+): ResolvedIdempotencyOptions[K] {
+  const defaults = DEFAULT_IDEMPOTENCY_OPTIONS[name];
+  const section = given === false ? { ...defaults, enabled: false } : { ...defaults, ...given };
+  check(
+    typeof section.enabled === 'boolean',
+    `${name}.enabled`,
+    section.enabled,
+    'Use true or false.',
+  );
+  return section;
+}
+
+/**
  * Merges module options over `DEFAULT_IDEMPOTENCY_OPTIONS` and validates the result.
  *
  * @param options - what the application passed to `forRoot()` / `forRootAsync()`
@@ -176,17 +197,8 @@ export function resolveIdempotencyOptions(
   const defined = Object.fromEntries(
     Object.entries(options ?? {}).filter(([, v]) => v !== undefined),
   ) as IdempotencyModuleOptions;
-  const { purge, ...rest } = defined;
-  const purgeOptions =
-    purge === false
-      ? { ...DEFAULT_IDEMPOTENCY_OPTIONS.purge, enabled: false }
-      : { ...DEFAULT_IDEMPOTENCY_OPTIONS.purge, ...(purge ?? {}) };
-  check(
-    typeof purgeOptions.enabled === 'boolean',
-    'purge.enabled',
-    purgeOptions.enabled,
-    'Use true or false.',
-  );
+  const { purge, replayCache, ...rest } = defined;
+  const purgeOptions = switchableSection('purge', purge);
   check(
     positive(purgeOptions.intervalSeconds),
     'purge.intervalSeconds',
@@ -198,6 +210,19 @@ export function resolveIdempotencyOptions(
     'purge.batchSize',
     purgeOptions.batchSize,
     'Use a whole number greater than 0, e.g. 1000.',
+  );
+  const cacheOptions = switchableSection('replayCache', replayCache);
+  check(
+    Number.isInteger(cacheOptions.maxEntries) && cacheOptions.maxEntries > 0,
+    'replayCache.maxEntries',
+    cacheOptions.maxEntries,
+    'Use a whole number greater than 0, e.g. 10000 (replayCache: false turns the cache off).',
+  );
+  check(
+    Number.isInteger(cacheOptions.maxBytes) && cacheOptions.maxBytes > 0,
+    'replayCache.maxBytes',
+    cacheOptions.maxBytes,
+    'Use a whole number of bytes greater than 0, e.g. 16777216.',
   );
   const merged = validateRouteOptions({
     ...DEFAULT_IDEMPOTENCY_OPTIONS,
@@ -229,7 +254,7 @@ export function resolveIdempotencyOptions(
     merged.problemTypeBaseUri,
     'Use an absolute URI such as "https://example.com/problems/".',
   );
-  return { ...merged, purge: purgeOptions };
+  return { ...merged, purge: purgeOptions, replayCache: cacheOptions };
 }
 
 /**

@@ -19,6 +19,7 @@ import type { StoredResponse } from './interfaces/idempotency-record.interface';
 import { IdempotencyStore } from './storage/idempotency.store';
 import { fingerprintRequest } from './utils/fingerprint';
 import type { ParsedIdempotencyKey } from './utils/parse-idempotency-key';
+import { ReplayCache } from './utils/replay-cache';
 import { installSendHook } from './utils/response-send-hook';
 
 const HANDLED = Symbol('nest-idempotency:handled');
@@ -38,6 +39,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
     private readonly store: IdempotencyStore,
     private readonly events: IdempotencyEvents,
     @Inject(IDEMPOTENCY_OPTIONS) private readonly options: ResolvedIdempotencyOptions,
+    private readonly replayCache: ReplayCache,
   ) {}
 
   /** @inheritDoc */
@@ -81,7 +83,22 @@ export class IdempotencyInterceptor implements NestInterceptor {
         return [name, Array.isArray(value) ? value.join(', ') : value];
       }),
     });
+    const cached = this.replayCache.get(scope, key);
+    if (cached) {
+      // A completed record does not change until it expires: answer as the store would.
+      if (cached.fingerprint !== fingerprint) throw this.keyReused(route, scope, key);
+      const state: IdempotencyRequestState = {
+        scope,
+        key,
+        fingerprint,
+        recordId: cached.recordId,
+        attempt: 0,
+        handlerStarted: false,
+      };
+      return { replay: cached.response, state };
+    }
     const ownerToken = randomUUID();
+    const claimedAt = this.replayCache.now();
     let result;
     try {
       result = await this.store.claim({
@@ -107,14 +124,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
     };
     switch (result.outcome) {
       case 'mismatch':
-        throw this.reject(
-          new IdempotencyProblemException(
-            'idempotency_key_reused',
-            `This ${route.header} was already used with a different request. Use a new key for a new request.`,
-          ),
-          scope,
-          key,
-        );
+        throw this.keyReused(route, scope, key);
       case 'in_flight':
         throw this.reject(
           new IdempotencyProblemException(
@@ -126,6 +136,14 @@ export class IdempotencyInterceptor implements NestInterceptor {
           key,
         );
       case 'completed':
+        if (result.expiresInMs !== undefined) {
+          this.replayCache.set(
+            scope,
+            key,
+            { recordId: result.recordId, fingerprint, response: result.response },
+            claimedAt + result.expiresInMs,
+          );
+        }
         return { replay: result.response, state };
     }
     const execution = new IdempotencyExecution({ scope, key, ownerToken }, state, route, {
@@ -133,6 +151,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
       events: this.events,
       logger: this.logger,
       problemTypeBaseUri: this.options.problemTypeBaseUri,
+      replayCache: this.replayCache,
       warnUnstorable: (why) => this.warnOnce(request, why),
     });
     try {
@@ -230,6 +249,21 @@ export class IdempotencyInterceptor implements NestInterceptor {
         'The request was not processed because its idempotency record could not be written. Retry with the same key.',
         route.retryAfterSeconds,
       ),
+    );
+  }
+
+  private keyReused(
+    route: IdempotencyRouteOptions,
+    scope: string,
+    key: string,
+  ): IdempotencyProblemException {
+    return this.reject(
+      new IdempotencyProblemException(
+        'idempotency_key_reused',
+        `This ${route.header} was already used with a different request. Use a new key for a new request.`,
+      ),
+      scope,
+      key,
     );
   }
 

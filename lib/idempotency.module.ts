@@ -26,6 +26,7 @@ import { IdempotencyPurgeService } from './purge/idempotency-purge.service';
 import { IdempotencyStore } from './storage/idempotency.store';
 import { MemoryIdempotencyStore } from './storage/memory-idempotency.store';
 import { TypeOrmIdempotencyStore } from './storage/typeorm/typeorm-idempotency.store';
+import { ReplayCache } from './utils/replay-cache';
 
 function createStore(
   options: ResolvedIdempotencyOptions,
@@ -59,6 +60,12 @@ const providers: Provider[] = [
     useFactory: createStore,
     inject: [IDEMPOTENCY_OPTIONS, ModuleRef],
   },
+  {
+    provide: ReplayCache,
+    useFactory: ({ replayCache }: ResolvedIdempotencyOptions) =>
+      new ReplayCache(replayCache.enabled ? replayCache.maxEntries : 0, replayCache.maxBytes),
+    inject: [IDEMPOTENCY_OPTIONS],
+  },
   IdempotencyRouteOptionsResolver,
   IdempotencyEvents,
   IdempotencyGuard,
@@ -86,6 +93,7 @@ const providers: Provider[] = [
   exports: [
     IDEMPOTENCY_OPTIONS,
     IdempotencyStore,
+    ReplayCache,
     IdempotencyRouteOptionsResolver,
     IdempotencyEvents,
     IdempotencyGuard,

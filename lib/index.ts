@@ -17,6 +17,7 @@ export { IDEMPOTENT_REPLAYED_HEADER, PROBLEM_CONTENT_TYPE } from './idempotency.
 export type {
   IdempotencyModuleOptions,
   IdempotencyPurgeOptions,
+  IdempotencyReplayCacheOptions,
   IdempotencyRouteOptions,
   IdempotencyScopeResolver,
   IdempotentOptions,

@@ -29,6 +29,25 @@ export interface IdempotencyPurgeOptions {
   batchSize: number;
 }
 
+/** Settings of the in-process cache of completed records that serves replays. */
+export interface IdempotencyReplayCacheOptions {
+  /**
+   * Whether replays of records this instance completed or replayed are served from memory.
+   * @defaultValue `DEFAULT_IDEMPOTENCY_OPTIONS.replayCache.enabled` (true)
+   */
+  enabled: boolean;
+  /**
+   * Completed records kept at most; least recently used go first.
+   * @defaultValue `DEFAULT_IDEMPOTENCY_OPTIONS.replayCache.maxEntries` (10000)
+   */
+  maxEntries: number;
+  /**
+   * Bytes kept at most (bodies, headers and about 256 bytes of bookkeeping per entry).
+   * @defaultValue `DEFAULT_IDEMPOTENCY_OPTIONS.replayCache.maxBytes` (16 MiB)
+   */
+  maxBytes: number;
+}
+
 /**
  * Options that may be set per route with `@Idempotent()` as well as for the whole module.
  * Handler options are merged over class options over module options, field by field.
@@ -100,6 +119,11 @@ export interface ResolvedIdempotencyOptions extends IdempotencyRouteOptions {
    */
   purge: IdempotencyPurgeOptions;
   /**
+   * In-process cache of completed records for replays.
+   * @defaultValue `DEFAULT_IDEMPOTENCY_OPTIONS.replayCache` (on, 10000 entries, 16 MiB)
+   */
+  replayCache: IdempotencyReplayCacheOptions;
+  /**
    * Storage table (optionally schema-qualified, e.g. `billing.idempotency_records`).
    * @defaultValue `DEFAULT_IDEMPOTENCY_OPTIONS.tableName` (`idempotency_records`)
    */
@@ -124,10 +148,12 @@ export interface ResolvedIdempotencyOptions extends IdempotencyRouteOptions {
 
 /** What `IdempotencyModule.forRoot()` accepts: any subset of the options. */
 export interface IdempotencyModuleOptions extends Partial<
-  Omit<ResolvedIdempotencyOptions, 'purge'>
+  Omit<ResolvedIdempotencyOptions, 'purge' | 'replayCache'>
 > {
   /** TTL purge schedule, merged over the defaults; `false` disables the schedule. */
   purge?: Partial<IdempotencyPurgeOptions> | false;
+  /** Replay cache, merged over the defaults; `false` turns it off. */
+  replayCache?: Partial<IdempotencyReplayCacheOptions> | false;
 }
 
 /** What `@Idempotent()` accepts. */

@@ -39,7 +39,16 @@ export type ClaimResult =
       /** 1 for a fresh key; more when a released or lapsed record was taken again. */
       attempt: number;
     }
-  | { outcome: 'completed'; recordId: string; response: StoredResponse }
+  | {
+      outcome: 'completed';
+      recordId: string;
+      response: StoredResponse;
+      /**
+       * Milliseconds until the record expires, as the store's clock saw it during the claim.
+       * Lets the replay cache keep it no longer than that; without it the record is not cached.
+       */
+      expiresInMs?: number;
+    }
   | { outcome: 'in_flight'; recordId: string }
   | { outcome: 'mismatch'; recordId: string };
 

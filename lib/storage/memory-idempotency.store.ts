@@ -64,7 +64,12 @@ export class MemoryIdempotencyStore extends IdempotencyStore {
       return { outcome: 'mismatch', recordId: existing.recordId };
     }
     if (existing.status === 'completed' && existing.response) {
-      return { outcome: 'completed', recordId: existing.recordId, response: existing.response };
+      return {
+        outcome: 'completed',
+        recordId: existing.recordId,
+        response: existing.response,
+        expiresInMs: existing.expiresAt - now,
+      };
     }
     if (existing.status === 'in_flight' && existing.lockedUntil > now) {
       return { outcome: 'in_flight', recordId: existing.recordId };

@@ -4,7 +4,10 @@ import { format, resolveConfig } from 'prettier';
 import type { ChaosRunResult, ScenarioResult } from './chaos-result';
 
 /** Where the last run's result is written. */
-export const RESULTS_FILE = resolve(__dirname, 'results/latest.json');
+/** Where a run's results go: `latest.json`, or `quick.json` for a `--quick` run. */
+export function resultsFile(mode: ChaosRunResult['mode']): string {
+  return resolve(__dirname, mode === 'quick' ? 'results/quick.json' : 'results/latest.json');
+}
 
 const COLUMNS: { title: string; value: (result: ScenarioResult) => string; left?: boolean }[] = [
   { title: 'scenario', value: (r) => r.scenario, left: true },
@@ -65,13 +68,14 @@ export function formatViolations(results: readonly ScenarioResult[]): string {
 }
 
 /**
- * Writes the run as JSON to `test/chaos/results/latest.json`, formatted with the project's
+ * Writes the run as JSON to `resultsFile(run.mode)`, formatted with the project's
  * Prettier settings so the format check stays green.
  */
 export async function writeResults(run: ChaosRunResult): Promise<string> {
-  const options = (await resolveConfig(RESULTS_FILE)) ?? {};
+  const file = resultsFile(run.mode);
+  const options = (await resolveConfig(file)) ?? {};
   const text = await format(JSON.stringify(run), { ...options, parser: 'json' });
-  await mkdir(dirname(RESULTS_FILE), { recursive: true });
-  await writeFile(RESULTS_FILE, text);
-  return RESULTS_FILE;
+  await mkdir(dirname(file), { recursive: true });
+  await writeFile(file, text);
+  return file;
 }

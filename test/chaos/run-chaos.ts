@@ -2,7 +2,7 @@
  * `npm run chaos`: throws storms, crashes, database outages and cross-tenant replays at the
  * sample payments app running as real child processes on the local PostgreSQL, then counts
  * executions, payments and provider charges in the database and checks them against the
- * responses the clients got. Prints one row per scenario, writes `results/latest.json`, and
+ * responses the clients got. Prints one row per scenario, writes `results/latest.json` (`quick.json` for `--quick`), and
  * exits non-zero when any invariant is violated. `--help` for the flags.
  */
 import { killAllApps } from './app-cluster';

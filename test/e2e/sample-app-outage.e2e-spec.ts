@@ -1,54 +1,33 @@
-import { Client } from 'pg';
 import request from 'supertest';
 import { createTestDatabase } from '../fixtures/database';
 import type { TestDatabase } from '../fixtures/database';
+import { DatabaseOutage } from '../fixtures/database-outage';
 import { countRows, startSampleApp } from '../fixtures/sample-app';
 import type { InProcessSampleApp } from '../fixtures/sample-app';
 import { waitFor } from '../fixtures/wait-for';
 
 const ACCOUNT = 'acct_outage';
 
-/** Runs one statement on the server's maintenance database (not the one being cut off). */
-async function admin(sql: string, params: unknown[] = []): Promise<void> {
-  const client = new Client({ connectionString: process.env.DATABASE_URL });
-  await client.connect();
-  try {
-    await client.query(sql, params);
-  } finally {
-    await client.end();
-  }
-}
-
 describe.each(['express', 'fastify'] as const)(
   'sample app during a database outage (%s)',
   (adapter) => {
     let db: TestDatabase;
     let sample: InProcessSampleApp;
-    let ownPid: number;
+    let outage: DatabaseOutage;
 
     beforeAll(async () => {
       db = await createTestDatabase();
-      [{ pid: ownPid }] = await db.query<{ pid: number }>('SELECT pg_backend_pid() AS pid');
+      outage = await DatabaseOutage.of(db);
       // A slow provider keeps the handler busy while the database goes away; a 1 s lease lets
       // the retry take the key over soon after.
       sample = await startSampleApp(adapter, db, { lockTimeoutSeconds: 1, providerLatencyMs: 300 });
     });
 
     afterAll(async () => {
-      await admin(`ALTER DATABASE ${db.name} ALLOW_CONNECTIONS true`).catch(() => undefined);
+      await outage?.end().catch(() => undefined);
       await sample?.close();
       await db?.drop();
     });
-
-    /** The outage: no new connections to the app's database, and every existing one cut. */
-    const cutDatabase = async () => {
-      await admin(`ALTER DATABASE ${db.name} ALLOW_CONNECTIONS false`);
-      await admin(
-        `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
-        WHERE datname = $1 AND pid <> $2 AND pid <> pg_backend_pid()`,
-        [db.name, ownPid],
-      );
-    };
 
     const pay = (key: string, body: object) =>
       request(sample.server)
@@ -69,7 +48,7 @@ describe.each(['express', 'fastify'] as const)(
             ])
           ).length === 1,
       );
-      await cutDatabase();
+      await outage.begin();
 
       // The handler was running when the database went away: its query fails, and the client
       // is told to retry (503, not a bare 500), with nothing stored.
@@ -85,7 +64,7 @@ describe.each(['express', 'fastify'] as const)(
       expect(refused.headers['retry-after']).toBe('1');
       expect(refused.body.code).toBe('idempotency_store_unavailable');
 
-      await admin(`ALTER DATABASE ${db.name} ALLOW_CONNECTIONS true`);
+      await outage.end();
 
       // Without a restart, the interrupted key is taken over once its lease lapses (409 until
       // then) and charges exactly once; the refused key runs for the first time.

@@ -96,6 +96,14 @@ describe('defaults (SPEC §2)', () => {
     expect(o.replayHeaders).toEqual(['content-type', 'x-request-id']);
   });
 
+  it('replayCache: false turns the cache off and keeps its bounds', () => {
+    expect(resolveIdempotencyOptions({ replayCache: false }).replayCache).toEqual({
+      enabled: false,
+      maxEntries: 10_000,
+      maxBytes: 16 * 1024 * 1024,
+    });
+  });
+
   it('purge: false disables the schedule and keeps the rest', () => {
     expect(resolveIdempotencyOptions({ purge: false }).purge).toEqual({
       enabled: false,
@@ -142,6 +150,24 @@ describe('bad options fail with a message that names the option and the fix', ()
     ['unknown store', { store: 'redis' as never }, 'store', /"typeorm", "memory" or a class/],
     ['empty dataSource', { dataSource: '' }, 'dataSource', /TypeOrmModule\.forRoot/],
     ['purge.batchSize 0', { purge: { batchSize: 0 } }, 'purge.batchSize', /greater than 0/],
+    [
+      'replayCache.maxEntries 0',
+      { replayCache: { maxEntries: 0 } },
+      'replayCache.maxEntries',
+      /replayCache: false/,
+    ],
+    [
+      'replayCache.maxBytes fractional',
+      { replayCache: { maxBytes: 1.5 } },
+      'replayCache.maxBytes',
+      /whole number of bytes/,
+    ],
+    [
+      'replayCache.enabled not a boolean',
+      { replayCache: { enabled: 'yes' as never } },
+      'replayCache.enabled',
+      /true or false/,
+    ],
     [
       'purge.intervalSeconds negative',
       { purge: { intervalSeconds: -5 } },

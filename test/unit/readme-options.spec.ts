@@ -26,8 +26,8 @@ function optionsTable(): Map<string, string> {
 function flatDefaults(): Map<string, unknown> {
   const flat = new Map<string, unknown>();
   for (const [name, value] of Object.entries(DEFAULT_IDEMPOTENCY_OPTIONS)) {
-    if (name === 'purge') {
-      for (const [sub, v] of Object.entries(value as object)) flat.set(`purge.${sub}`, v);
+    if (name === 'purge' || name === 'replayCache') {
+      for (const [sub, v] of Object.entries(value as object)) flat.set(`${name}.${sub}`, v);
     } else flat.set(name, value);
   }
   return flat;

@@ -62,7 +62,8 @@ export class TypeOrmIdempotencyStore extends IdempotencyStore {
                    WHEN r.status = 'in_flight' AND r.locked_until > now() THEN 'in_flight'
                    ELSE 'retry'
                  END AS outcome,
-                 r.record_id, r.attempts, r.response_status, r.response_headers, r.response_body
+                 r.record_id, r.attempts, r.response_status, r.response_headers, r.response_body,
+                 EXTRACT(EPOCH FROM r.expires_at - now())::float8 * 1000 AS expires_in_ms
             FROM ${t} r
            WHERE r.scope = $1 AND r.idempotency_key = $2
         ), claimed AS (
@@ -94,11 +95,11 @@ export class TypeOrmIdempotencyStore extends IdempotencyStore {
         )
         SELECT 'claimed' AS outcome, c.record_id, c.attempts,
                NULL::smallint AS response_status, NULL::jsonb AS response_headers,
-               NULL::bytea AS response_body
+               NULL::bytea AS response_body, NULL::float8 AS expires_in_ms
           FROM claimed c
         UNION ALL
         SELECT e.outcome, e.record_id, e.attempts, e.response_status, e.response_headers,
-               e.response_body
+               e.response_body, e.expires_in_ms
           FROM existing e
          WHERE NOT EXISTS (SELECT 1 FROM claimed)`,
       complete: `
@@ -184,6 +185,7 @@ export class TypeOrmIdempotencyStore extends IdempotencyStore {
               headers: row.response_headers ?? {},
               body: row.response_body ?? Buffer.alloc(0),
             },
+            expiresInMs: Number(row.expires_in_ms),
           };
         case 'mismatch':
           return { outcome: 'mismatch', recordId: row.record_id };

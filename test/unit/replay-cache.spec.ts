@@ -1,0 +1,89 @@
+import { ReplayCache } from '../../lib/utils/replay-cache';
+import type { CachedCompletion } from '../../lib/utils/replay-cache';
+
+/** A completion whose body is `bodyBytes` long; the entry costs 256 + key + scope + body bytes. */
+function completion(bodyBytes = 10, fingerprint = 'f'): CachedCompletion {
+  return {
+    recordId: 'r',
+    fingerprint,
+    response: { status: 201, headers: {}, body: Buffer.alloc(bodyBytes, 'x') },
+  };
+}
+
+describe('ReplayCache', () => {
+  let clock: number;
+  const now = () => clock;
+  beforeEach(() => (clock = 1_000));
+
+  it('serves an entry until its expiry, and not at or after it', () => {
+    const cache = new ReplayCache(10, 1 << 20, now);
+    cache.set('s', 'k', completion(), 1_500);
+    clock = 1_499;
+    expect(cache.get('s', 'k')?.fingerprint).toBe('f');
+    clock = 1_500;
+    expect(cache.get('s', 'k')).toBeUndefined();
+    expect(cache.size).toBe(0);
+  });
+
+  it('refuses an entry that has already expired', () => {
+    const cache = new ReplayCache(10, 1 << 20, now);
+    cache.set('s', 'k', completion(), 1_000);
+    expect(cache.get('s', 'k')).toBeUndefined();
+  });
+
+  it('keeps scopes apart, even when scope and key could be concatenated alike', () => {
+    const cache = new ReplayCache(10, 1 << 20, now);
+    cache.set('a:b', 'c', completion(1, 'first'), 9_999);
+    expect(cache.get('a', 'b:c')).toBeUndefined();
+    expect(cache.get('', 'a:b:c')).toBeUndefined();
+    expect(cache.get('a:b', 'c')?.fingerprint).toBe('first');
+  });
+
+  it('evicts the least recently used entry beyond maxEntries', () => {
+    const cache = new ReplayCache(2, 1 << 20, now);
+    cache.set('s', 'a', completion(), 9_999);
+    cache.set('s', 'b', completion(), 9_999);
+    cache.get('s', 'a'); // a is now more recent than b
+    cache.set('s', 'c', completion(), 9_999);
+    expect(cache.get('s', 'b')).toBeUndefined();
+    expect(cache.get('s', 'a')).toBeDefined();
+    expect(cache.get('s', 'c')).toBeDefined();
+    expect(cache.size).toBe(2);
+  });
+
+  it('evicts by bytes and never holds more than maxBytes', () => {
+    // Each entry: 256 + 1 (scope) + 1 (key) + 100 (body) = 358 bytes; three fit in 1100.
+    const cache = new ReplayCache(100, 1_100, now);
+    for (const key of ['a', 'b', 'c', 'd']) cache.set('s', key, completion(100), 9_999);
+    expect(cache.get('s', 'a')).toBeUndefined();
+    expect(['b', 'c', 'd'].map((key) => cache.get('s', key) !== undefined)).toEqual([
+      true,
+      true,
+      true,
+    ]);
+  });
+
+  it('does not cache a response larger than maxBytes, and keeps what it had', () => {
+    const cache = new ReplayCache(100, 1_000, now);
+    cache.set('s', 'small', completion(10), 9_999);
+    cache.set('s', 'huge', completion(5_000), 9_999);
+    expect(cache.get('s', 'huge')).toBeUndefined();
+    expect(cache.get('s', 'small')).toBeDefined();
+  });
+
+  it('replaces the entry of a key instead of counting it twice', () => {
+    // 558 bytes each: two fit in 1200, three would not.
+    const cache = new ReplayCache(100, 1_200, now);
+    cache.set('s', 'k', completion(300, 'old'), 9_999);
+    cache.set('s', 'k', completion(300, 'new'), 9_999);
+    cache.set('s', 'other', completion(300), 9_999);
+    expect(cache.get('s', 'k')?.fingerprint).toBe('new');
+    expect(cache.size).toBe(2);
+  });
+
+  it('holds nothing when maxEntries is 0 (the cache is off)', () => {
+    const cache = new ReplayCache(0, 1 << 20, now);
+    cache.set('s', 'k', completion(), 9_999);
+    expect(cache.get('s', 'k')).toBeUndefined();
+  });
+});
