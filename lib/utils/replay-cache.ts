@@ -81,7 +81,8 @@ export class ReplayCache {
     const id = cacheId(scope, key);
     const previous = this.entries.get(id);
     if (previous) this.remove(id, previous);
-    this.entries.set(id, { ...completion, expiresAt, bytes });
+    const response = { ...completion.response, body: ownCopy(completion.response.body) };
+    this.entries.set(id, { ...completion, response, expiresAt, bytes });
     this.bytes += bytes;
     for (const [oldId, oldest] of this.entries) {
       if (this.entries.size <= this.maxEntries && this.bytes <= this.maxBytes) break;
@@ -93,6 +94,17 @@ export class ReplayCache {
     this.entries.delete(id);
     this.bytes -= entry.bytes;
   }
+}
+
+/**
+ * The bytes in a buffer of their own. A small Buffer is usually a view of a larger one (Node's
+ * 8 KiB allocation pool, a socket read): caching the view would keep the whole parent alive and
+ * make `maxBytes` a lie.
+ */
+function ownCopy(body: Buffer): Buffer {
+  const copy = Buffer.allocUnsafeSlow(body.length);
+  body.copy(copy);
+  return copy;
 }
 
 /** One string per (scope, key) pair; the length prefix keeps `a:b` + `c` apart from `a` + `b:c`. */

@@ -87,3 +87,20 @@ describe('ReplayCache', () => {
     expect(cache.get('s', 'k')).toBeUndefined();
   });
 });
+
+describe('ReplayCache memory', () => {
+  it('keeps a copy of a body that is a view of a larger buffer, not the larger buffer', () => {
+    const parent = Buffer.alloc(64 * 1024, 'p');
+    const view = parent.subarray(100, 110);
+    const cache = new ReplayCache(10, 1 << 20, () => 0);
+    cache.set(
+      's',
+      'k',
+      { recordId: 'r', fingerprint: 'f', response: { status: 200, headers: {}, body: view } },
+      1,
+    );
+    const body = cache.get('s', 'k')!.response.body;
+    expect(body.equals(view)).toBe(true);
+    expect(body.buffer.byteLength).toBe(10);
+  });
+});
