@@ -10,6 +10,7 @@ import type {
 } from './interfaces/idempotency-record.interface';
 import type { IdempotencyStore } from './storage/idempotency.store';
 import { LeaseHeartbeat } from './utils/lease-heartbeat';
+import type { InFlightClaims } from './utils/in-flight-claims';
 import type { ReplayCache } from './utils/replay-cache';
 import type { OutgoingResponse } from './utils/response-send-hook';
 
@@ -21,6 +22,8 @@ export interface ExecutionDeps {
   problemTypeBaseUri: string;
   /** Completed records are cached here once stored, for replays on this instance. */
   replayCache: ReplayCache;
+  /** Forgets this execution's key once its record is completed or released. */
+  inFlight: InFlightClaims;
   /** Logs once per route that its responses cannot be stored. */
   warnUnstorable: (why: string) => void;
 }
@@ -76,6 +79,29 @@ export class IdempotencyExecution {
     if (this.settled) return undefined;
     this.settled = true;
     this.heartbeat.stop();
+    try {
+      return await this.decide(outgoing);
+    } finally {
+      this.deps.inFlight.end(this.ref.scope, this.ref.key, this.ref.ownerToken);
+    }
+  }
+
+  /** The response ended without going through `send` (stream, SSE): release the key. */
+  async abandon(): Promise<void> {
+    if (this.settled) return;
+    this.settled = true;
+    this.heartbeat.stop();
+    this.deps.warnUnstorable('its response does not go through send() (a stream or SSE)');
+    try {
+      await this.giveUp('retry', 'abandoned');
+    } finally {
+      this.deps.inFlight.end(this.ref.scope, this.ref.key, this.ref.ownerToken);
+    }
+  }
+
+  private async decide(
+    outgoing: OutgoingResponse | undefined,
+  ): Promise<OutgoingResponse | undefined> {
     if (!this.state.handlerStarted) {
       await this.giveUp('forget', 'rejected_before_handler');
       return undefined;
@@ -113,15 +139,6 @@ export class IdempotencyExecution {
     }
     this.emitExecuted(outgoing.status, true);
     return outgoing;
-  }
-
-  /** The response ended without going through `send` (stream, SSE): release the key. */
-  async abandon(): Promise<void> {
-    if (this.settled) return;
-    this.settled = true;
-    this.heartbeat.stop();
-    this.deps.warnUnstorable('its response does not go through send() (a stream or SSE)');
-    await this.giveUp('retry', 'abandoned');
   }
 
   private async completeInTransaction(

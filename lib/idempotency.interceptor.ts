@@ -19,6 +19,7 @@ import type { StoredResponse } from './interfaces/idempotency-record.interface';
 import { IdempotencyStore } from './storage/idempotency.store';
 import { fingerprintRequest } from './utils/fingerprint';
 import type { ParsedIdempotencyKey } from './utils/parse-idempotency-key';
+import { InFlightClaims } from './utils/in-flight-claims';
 import { ReplayCache } from './utils/replay-cache';
 import { installSendHook } from './utils/response-send-hook';
 
@@ -40,6 +41,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
     private readonly events: IdempotencyEvents,
     @Inject(IDEMPOTENCY_OPTIONS) private readonly options: ResolvedIdempotencyOptions,
     private readonly replayCache: ReplayCache,
+    private readonly inFlight: InFlightClaims,
   ) {}
 
   /** @inheritDoc */
@@ -83,20 +85,9 @@ export class IdempotencyInterceptor implements NestInterceptor {
         return [name, Array.isArray(value) ? value.join(', ') : value];
       }),
     });
-    const cached = this.replayCache.get(scope, key);
-    if (cached) {
-      // A completed record does not change until it expires: answer as the store would.
-      if (cached.fingerprint !== fingerprint) throw this.keyReused(route, scope, key);
-      const state: IdempotencyRequestState = {
-        scope,
-        key,
-        fingerprint,
-        recordId: cached.recordId,
-        attempt: 0,
-        handlerStarted: false,
-      };
-      return { replay: cached.response, state };
-    }
+    const local = await this.answerLocally(route, scope, key, fingerprint);
+    if (local) return local;
+    const endClaim = this.inFlight.begin(scope, key);
     const ownerToken = randomUUID();
     const claimedAt = this.replayCache.now();
     let result;
@@ -112,8 +103,23 @@ export class IdempotencyInterceptor implements NestInterceptor {
         ttlSeconds: route.ttlSeconds,
       });
     } catch (error) {
+      endClaim?.({ claimed: false });
       throw this.storeUnavailable(error, route, 'claim');
     }
+    if (result.outcome === 'completed' && result.expiresInMs !== undefined) {
+      this.replayCache.set(
+        scope,
+        key,
+        { recordId: result.recordId, fingerprint, response: result.response },
+        claimedAt + result.expiresInMs,
+      );
+    }
+    // After the cache is filled: duplicates waiting on this claim look there first.
+    endClaim?.(
+      result.outcome === 'claimed'
+        ? { claimed: true, fingerprint, ownerToken, lockTimeoutSeconds: route.lockTimeoutSeconds }
+        : { claimed: false },
+    );
     const state: IdempotencyRequestState = {
       scope,
       key,
@@ -126,24 +132,8 @@ export class IdempotencyInterceptor implements NestInterceptor {
       case 'mismatch':
         throw this.keyReused(route, scope, key);
       case 'in_flight':
-        throw this.reject(
-          new IdempotencyProblemException(
-            'idempotency_key_in_use',
-            `A request with this ${route.header} is still being processed. Retry after it finishes.`,
-            route.retryAfterSeconds,
-          ),
-          scope,
-          key,
-        );
+        throw this.keyInUse(route, scope, key);
       case 'completed':
-        if (result.expiresInMs !== undefined) {
-          this.replayCache.set(
-            scope,
-            key,
-            { recordId: result.recordId, fingerprint, response: result.response },
-            claimedAt + result.expiresInMs,
-          );
-        }
         return { replay: result.response, state };
     }
     const execution = new IdempotencyExecution({ scope, key, ownerToken }, state, route, {
@@ -152,6 +142,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
       logger: this.logger,
       problemTypeBaseUri: this.options.problemTypeBaseUri,
       replayCache: this.replayCache,
+      inFlight: this.inFlight,
       warnUnstorable: (why) => this.warnOnce(request, why),
     });
     try {
@@ -161,6 +152,42 @@ export class IdempotencyInterceptor implements NestInterceptor {
       throw this.storeUnavailable(error, route, 'begin');
     }
     return { execution };
+  }
+
+  /**
+   * Answers from this instance's own knowledge when it is the store's answer too: a cached
+   * completed record (replay, or 422 for another payload), or a key whose handler runs here
+   * (409, or 422). A duplicate of a claim still on its way waits for it once, then looks again.
+   */
+  private async answerLocally(
+    route: IdempotencyRouteOptions,
+    scope: string,
+    key: string,
+    fingerprint: string,
+  ): Promise<{ replay: StoredResponse; state: IdempotencyRequestState } | undefined> {
+    for (let waited = false; ; waited = true) {
+      const cached = this.replayCache.get(scope, key);
+      if (cached) {
+        // A completed record does not change until it expires: answer as the store would.
+        if (cached.fingerprint !== fingerprint) throw this.keyReused(route, scope, key);
+        const state: IdempotencyRequestState = {
+          scope,
+          key,
+          fingerprint,
+          recordId: cached.recordId,
+          attempt: 0,
+          handlerStarted: false,
+        };
+        return { replay: cached.response, state };
+      }
+      const local = this.inFlight.get(scope, key);
+      if (local?.state === 'running') {
+        if (local.fingerprint !== fingerprint) throw this.keyReused(route, scope, key);
+        throw this.keyInUse(route, scope, key);
+      }
+      if (local?.state !== 'claiming' || waited) return undefined;
+      await local.settled;
+    }
   }
 
   /**
@@ -249,6 +276,22 @@ export class IdempotencyInterceptor implements NestInterceptor {
         'The request was not processed because its idempotency record could not be written. Retry with the same key.',
         route.retryAfterSeconds,
       ),
+    );
+  }
+
+  private keyInUse(
+    route: IdempotencyRouteOptions,
+    scope: string,
+    key: string,
+  ): IdempotencyProblemException {
+    return this.reject(
+      new IdempotencyProblemException(
+        'idempotency_key_in_use',
+        `A request with this ${route.header} is still being processed. Retry after it finishes.`,
+        route.retryAfterSeconds,
+      ),
+      scope,
+      key,
     );
   }
 

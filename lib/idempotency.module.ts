@@ -26,6 +26,7 @@ import { IdempotencyPurgeService } from './purge/idempotency-purge.service';
 import { IdempotencyStore } from './storage/idempotency.store';
 import { MemoryIdempotencyStore } from './storage/memory-idempotency.store';
 import { TypeOrmIdempotencyStore } from './storage/typeorm/typeorm-idempotency.store';
+import { InFlightClaims } from './utils/in-flight-claims';
 import { ReplayCache } from './utils/replay-cache';
 
 function createStore(
@@ -66,6 +67,7 @@ const providers: Provider[] = [
       new ReplayCache(replayCache.enabled ? replayCache.maxEntries : 0, replayCache.maxBytes),
     inject: [IDEMPOTENCY_OPTIONS],
   },
+  { provide: InFlightClaims, useFactory: () => new InFlightClaims() },
   IdempotencyRouteOptionsResolver,
   IdempotencyEvents,
   IdempotencyGuard,
@@ -94,6 +96,7 @@ const providers: Provider[] = [
     IDEMPOTENCY_OPTIONS,
     IdempotencyStore,
     ReplayCache,
+    InFlightClaims,
     IdempotencyRouteOptionsResolver,
     IdempotencyEvents,
     IdempotencyGuard,

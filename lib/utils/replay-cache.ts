@@ -1,4 +1,5 @@
 import type { StoredResponse } from '../interfaces/idempotency-record.interface';
+import { scopedKey } from './scoped-key';
 
 /** A completed record as the replay cache holds it. */
 export interface CachedCompletion {
@@ -54,7 +55,7 @@ export class ReplayCache {
   /** The completed record of this scope and key, if it is cached and not expired. */
   get(scope: string, key: string): CachedCompletion | undefined {
     if (this.maxEntries === 0) return undefined;
-    const id = cacheId(scope, key);
+    const id = scopedKey(scope, key);
     const entry = this.entries.get(id);
     if (!entry) return undefined;
     this.remove(id, entry);
@@ -78,7 +79,7 @@ export class ReplayCache {
       completion.response.body.length +
       headerBytes(completion.response.headers);
     if (bytes > this.maxBytes) return;
-    const id = cacheId(scope, key);
+    const id = scopedKey(scope, key);
     const previous = this.entries.get(id);
     if (previous) this.remove(id, previous);
     const response = { ...completion.response, body: ownCopy(completion.response.body) };
@@ -105,9 +106,4 @@ function ownCopy(body: Buffer): Buffer {
   const copy = Buffer.allocUnsafeSlow(body.length);
   body.copy(copy);
   return copy;
-}
-
-/** One string per (scope, key) pair; the length prefix keeps `a:b` + `c` apart from `a` + `b:c`. */
-function cacheId(scope: string, key: string): string {
-  return `${scope.length}:${scope}:${key}`;
 }

@@ -1,0 +1,99 @@
+import { scopedKey } from './scoped-key';
+
+/** A key this instance is claiming in the store right now. */
+export interface ClaimingEntry {
+  readonly state: 'claiming';
+  /** Settles (never rejects) once the claim has an answer. */
+  readonly settled: Promise<void>;
+}
+
+/** A key this instance claimed and whose handler is running, within its first lease. */
+export interface RunningEntry {
+  readonly state: 'running';
+  readonly fingerprint: string;
+  readonly ownerToken: string;
+  /** When the lease taken by the claim ends at the latest, on the registry's clock. */
+  readonly leaseEndsAt: number;
+}
+
+/** How a claim begun with {@link InFlightClaims.begin} ended. */
+export type ClaimEnd =
+  | { claimed: true; fingerprint: string; ownerToken: string; lockTimeoutSeconds: number }
+  | { claimed: false };
+
+/**
+ * The keys this instance is claiming or executing, so that a duplicate arriving at the same
+ * instance gets the store's answer without asking the store: a same-key storm costs one claim
+ * per instance instead of one per request.
+ *
+ * Sound because it only ever answers what the store would: while this instance holds a live
+ * lease on a record (its handler is running and the lease it took has not run out), the store
+ * answers every other claim of the key with `mismatch` for another fingerprint and `in_flight`
+ * for the same one. The local lease end is measured from before the claim was sent, so it is
+ * never later than the store's. A duplicate that arrives while the claim itself is on its way
+ * waits for it and then looks again; if the claim did not end in a running handler (the key was
+ * completed, owned elsewhere, or the store failed), the duplicate asks the store itself.
+ */
+export class InFlightClaims {
+  private readonly entries = new Map<string, ClaimingEntry | RunningEntry>();
+
+  /** @param now - monotonic clock in milliseconds (injected by tests) */
+  constructor(private readonly now: () => number = () => performance.now()) {}
+
+  /** Entries held now (claims on their way and running handlers). */
+  get size(): number {
+    return this.entries.size;
+  }
+
+  /** What this instance is doing with the key, if anything; a lapsed local lease is forgotten. */
+  get(scope: string, key: string): ClaimingEntry | RunningEntry | undefined {
+    const id = scopedKey(scope, key);
+    const entry = this.entries.get(id);
+    if (entry?.state === 'running' && entry.leaseEndsAt <= this.now()) {
+      this.entries.delete(id);
+      return undefined;
+    }
+    return entry;
+  }
+
+  /**
+   * Marks the key as being claimed by this instance.
+   * @returns the function to call with the claim's end, or `undefined` when the key already has
+   *   an entry (the caller then claims without one)
+   */
+  begin(scope: string, key: string): ((end: ClaimEnd) => void) | undefined {
+    const id = scopedKey(scope, key);
+    if (this.get(scope, key)) return undefined;
+    const startedAt = this.now();
+    let settle!: () => void;
+    const entry: ClaimingEntry = {
+      state: 'claiming',
+      settled: new Promise<void>((resolve) => (settle = resolve)),
+    };
+    this.entries.set(id, entry);
+    return (end) => {
+      if (this.entries.get(id) !== entry) return;
+      if (end.claimed) {
+        this.entries.set(id, {
+          state: 'running',
+          fingerprint: end.fingerprint,
+          ownerToken: end.ownerToken,
+          leaseEndsAt: startedAt + end.lockTimeoutSeconds * 1000,
+        });
+      } else {
+        this.entries.delete(id);
+      }
+      settle();
+    };
+  }
+
+  /**
+   * Forgets a running handler once its record is completed or released (or its lease lost).
+   * Does nothing when the key is held by another owner by now.
+   */
+  end(scope: string, key: string, ownerToken: string): void {
+    const id = scopedKey(scope, key);
+    const entry = this.entries.get(id);
+    if (entry?.state === 'running' && entry.ownerToken === ownerToken) this.entries.delete(id);
+  }
+}
