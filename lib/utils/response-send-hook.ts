@@ -19,7 +19,10 @@ export interface SendHookCallbacks {
    * let the original payload through untouched. Nothing is written before it settles.
    */
   decide: SendDecision;
-  /** Called when the response ended without ever going through `send` (a stream, SSE, `@Res()`). */
+  /**
+   * Called when the response was finished without ever going through `send` (a stream, SSE,
+   * `@Res()`). Not called when the client disconnects first: `send` may still come.
+   */
   bypassed: () => void;
 }
 
@@ -90,11 +93,14 @@ export function installSendHook(res: any, callbacks: SendHookCallbacks): void {
     raw.removeListener?.('close', onClose);
   };
   const onClose = () => {
-    if (state === 'idle') {
-      state = 'done';
-      restore();
-      callbacks.bypassed();
-    }
+    if (state !== 'idle') return;
+    // Closed before anything was sent: the client went away (a timeout, a dropped connection)
+    // while the handler runs. The handler goes on and may still act, so the hook stays in place
+    // to store its response, and the client's retry gets it instead of a second execution.
+    if (!raw.writableFinished) return;
+    state = 'done';
+    restore();
+    callbacks.bypassed();
   };
 
   const writeOut = (outgoing: OutgoingResponse) => {
