@@ -18,6 +18,8 @@ export interface Exchange {
   retryAfterSeconds: number | undefined;
   body: Buffer;
   error?: string;
+  /** The client hung up on purpose before the answer (see `send`'s `hangUpAfterMs`). */
+  hungUp?: boolean;
 }
 
 /** A request to send, possibly several times. */
@@ -84,9 +86,16 @@ export class ChaosClient {
 
   /**
    * Sends one request to one slot. A slot that is down yields a transport error.
+   * @param hangUpAfterMs - close the connection after this long if no answer came yet, as a
+   *   client that times out does (recorded as a transport error with `hungUp`)
    * @returns the recorded exchange
    */
-  async send(slot: number, request: ChaosRequest, phase: string): Promise<Exchange> {
+  async send(
+    slot: number,
+    request: ChaosRequest,
+    phase: string,
+    hangUpAfterMs?: number,
+  ): Promise<Exchange> {
     const url = this.cluster.url(slot);
     const startedAt = this.now();
     const exchange: Exchange = {
@@ -115,7 +124,7 @@ export class ChaosClient {
         method: request.method,
         headers,
         body: request.body ? JSON.stringify(request.body) : undefined,
-        signal: AbortSignal.timeout(this.timeoutMs),
+        signal: AbortSignal.timeout(hangUpAfterMs ?? this.timeoutMs),
       });
       const body = Buffer.from(await response.arrayBuffer());
       const retryAfter = response.headers.get('retry-after');
@@ -129,6 +138,7 @@ export class ChaosClient {
     } catch (error) {
       const cause = (error as { cause?: { code?: string; message?: string } }).cause;
       exchange.error = cause?.code ?? cause?.message ?? (error as Error).message;
+      exchange.hungUp = hangUpAfterMs !== undefined && (error as Error).name === 'TimeoutError';
     } finally {
       this.pendingBySlot.set(slot, this.pending(slot) - 1);
     }

@@ -72,10 +72,11 @@ export function buildResult(input: {
   disruptions: string;
   details?: Record<string, unknown>;
   /** Scenario-specific violations on top of the verification's. */
-  extra?: { leaks?: string[]; failures?: string[] };
+  extra?: { leaks?: string[]; failures?: string[]; duplicates?: string[] };
 }): ScenarioResult {
   const { verification, cluster } = input;
   const leaks = input.extra?.leaks ?? [];
+  const duplicates = input.extra?.duplicates ?? [];
   const failures = [...(input.extra?.failures ?? []), ...cluster.unexpectedExits];
   const result: ScenarioResult = {
     scenario: input.scenario,
@@ -87,7 +88,7 @@ export function buildResult(input: {
     payments: verification.payments,
     charges: verification.charges,
     keys: input.keys,
-    duplicates: verification.duplicates,
+    duplicates: verification.duplicates + duplicates.length,
     lost: verification.lost,
     stuck: verification.stuck,
     leaks: verification.leaks + leaks.length,
@@ -95,6 +96,7 @@ export function buildResult(input: {
     durationMs: Date.now() - input.startedAt,
     verdict: 'PASS',
     violations: [
+      ...duplicates.map((line) => `duplicate: ${line}`),
       ...leaks.map((line) => `leak: ${line}`),
       ...failures.map((line) => `failure: ${line}`),
       ...verification.violations,
@@ -129,7 +131,7 @@ export async function finishScenario(
     allowStoreUnavailable?: boolean;
     disruptions: string;
     details?: Record<string, unknown>;
-    extra?: { leaks?: string[]; failures?: string[] };
+    extra?: { leaks?: string[]; failures?: string[]; duplicates?: string[] };
   },
 ): Promise<ScenarioResult> {
   context.log(`${input.scenario}: load over, verifying`);
