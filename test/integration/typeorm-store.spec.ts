@@ -353,6 +353,34 @@ describe('TypeOrmIdempotencyStore on PostgreSQL', () => {
     );
   });
 
+  it('deletes in a later pass what a pass went past: the oldest record, whose lease lapsed since', async () => {
+    const insert = (key: string, expiredAgo: string, lease: string | null) =>
+      db.query(
+        `INSERT INTO ${TABLE} (scope, idempotency_key, record_id, fingerprint, status, owner_token,
+           locked_until, expires_at, method, path)
+         SELECT 's', $1 || g, gen_random_uuid(), repeat('a', 64),
+                CASE WHEN $2::interval IS NULL THEN 'completed' ELSE 'in_flight' END,
+                CASE WHEN $2::interval IS NULL THEN NULL ELSE gen_random_uuid() END,
+                now() + $2::interval, now() - $3::interval - g * interval '1 ms', 'POST', '/p'
+           FROM generate_series(1, $4::int) g`,
+        [key, lease, expiredAgo, key === 'held-' ? 1 : 2500],
+      );
+    await insert('held-', '2 hours', '1 hour'); // the oldest expiry, but a live lease
+    await insert('old-', '1 hour', null);
+    const pass = async () => {
+      const batches: number[] = [];
+      for (;;) {
+        const n = await store.purgeExpired(1000);
+        batches.push(n);
+        if (n < 1000) return batches;
+      }
+    };
+    expect(await pass()).toEqual([1000, 1000, 500]);
+    await db.query(`UPDATE ${TABLE} SET locked_until = now() - interval '1 second'`);
+    expect(await pass()).toEqual([1]);
+    expect(await db.query(`SELECT count(*)::int AS n FROM ${TABLE}`)).toEqual([{ n: 0 }]);
+  });
+
   it('two purgers running at once delete each expired row once', async () => {
     await db.query(
       `INSERT INTO ${TABLE} (scope, idempotency_key, record_id, fingerprint, status, expires_at,

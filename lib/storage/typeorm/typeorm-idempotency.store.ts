@@ -23,7 +23,8 @@ const CLAIM_ATTEMPTS = 5;
  * - `claim` is one statement (`INSERT … ON CONFLICT DO UPDATE … WHERE`), so of any number of
  *   concurrent callers exactly one wins; losers read the existing row in the same statement.
  * - `complete`, `release` and `renew` are `UPDATE`/`DELETE … WHERE owner_token = $n`.
- * - `purgeExpired` deletes a batch chosen with `FOR UPDATE SKIP LOCKED`.
+ * - `purgeExpired` deletes a batch chosen with `FOR UPDATE SKIP LOCKED`, oldest expiry first;
+ *   successive full batches of one pass each start where the previous one ended.
  */
 export class TypeOrmIdempotencyStore extends IdempotencyStore {
   private readonly table: string;
@@ -33,6 +34,8 @@ export class TypeOrmIdempotencyStore extends IdempotencyStore {
   >;
 
   private resolved?: DataSource;
+  /** The latest expiry the current purge pass deleted; `null` between passes. */
+  private purgedUpTo: string | null = null;
 
   /**
    * @param dataSource - a PostgreSQL DataSource, or a function that returns it once the
@@ -123,11 +126,19 @@ export class TypeOrmIdempotencyStore extends IdempotencyStore {
            WHERE ${owned} AND attempts > 1 RETURNING 1
         )
         SELECT (SELECT count(*) FROM forgotten) + (SELECT count(*) FROM kept) AS n`,
+      // Oldest expiry first, from where the pass has got to ($2): the index scan starts there
+      // rather than walking over the entries of every row the pass already deleted.
       purge: `
-        DELETE FROM ${t} WHERE ctid = ANY(ARRAY(
-          SELECT ctid FROM ${t} r
-           WHERE r.expires_at <= now() AND NOT (r.status = 'in_flight' AND r.locked_until > now())
-           LIMIT $1 FOR UPDATE SKIP LOCKED))`,
+        WITH gone AS (
+          DELETE FROM ${t} WHERE ctid = ANY(ARRAY(
+            SELECT ctid FROM ${t} r
+             WHERE r.expires_at <= now() AND NOT (r.status = 'in_flight' AND r.locked_until > now())
+               AND r.expires_at >= coalesce($2::timestamptz, '-infinity')
+             ORDER BY r.expires_at
+             LIMIT $1 FOR UPDATE SKIP LOCKED))
+          RETURNING expires_at
+        )
+        SELECT count(*)::int AS deleted, max(expires_at)::text AS last FROM gone`,
       verify: 'SELECT to_regclass($1) IS NOT NULL AS present',
     };
     this.sql = Object.fromEntries(
@@ -223,7 +234,13 @@ export class TypeOrmIdempotencyStore extends IdempotencyStore {
 
   /** @inheritDoc */
   async purgeExpired(batchSize: number): Promise<number> {
-    return (await this.run(this.sql.purge, [batchSize])).rowCount ?? 0;
+    const { rows } = await this.run(this.sql.purge, [batchSize, this.purgedUpTo]);
+    const deleted = Number(rows[0]?.deleted ?? 0);
+    // A full batch: the pass goes on from the latest expiry it deleted. A short one ends the
+    // pass, and the next starts from the oldest record again, so a row passed over (a live
+    // lease then, or locked by another purger) is deleted by a later pass.
+    this.purgedUpTo = deleted === batchSize ? (rows[0].last ?? null) : null;
+    return deleted;
   }
 
   /** @inheritDoc */
