@@ -42,6 +42,7 @@ export const DEFAULT_IDEMPOTENCY_OPTIONS: Readonly<ResolvedIdempotencyOptions> =
   transactional: false,
   purge: { enabled: true, intervalSeconds: 60, batchSize: 1_000 },
   replayCache: { enabled: true, maxEntries: 10_000, maxBytes: 16 * 1024 * 1024 },
+  storeTimeoutSeconds: 5,
   tableName: 'idempotency_records',
   store: 'typeorm',
   dataSource: undefined,
@@ -51,12 +52,128 @@ export const DEFAULT_IDEMPOTENCY_OPTIONS: Readonly<ResolvedIdempotencyOptions> =
 const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
 const TABLE_NAME = /^([a-z_][a-z0-9_]{0,62}\.)?[a-z_][a-z0-9_]{0,62}$/;
 
+/** The range a numeric option must fall in, and what to say when it does not. */
+export interface IdempotencyOptionLimit {
+  /** Smallest accepted value (inclusive). */
+  readonly min: number;
+  /** Largest accepted value (inclusive). */
+  readonly max: number;
+  /** Whether only whole numbers are accepted. */
+  readonly integer: boolean;
+  /** What the number counts, as written in the message ("seconds", "bytes"...). */
+  readonly unit: string;
+  /** A good value, shown in the message: the option's default. */
+  readonly example: number;
+  /** Why the range is what it is, or another hint; appended to the message. */
+  readonly note?: string;
+}
+
+function limit(spec: IdempotencyOptionLimit): IdempotencyOptionLimit {
+  return Object.freeze(spec);
+}
+
+/**
+ * The ranges the library can honour for each numeric option, checked at bootstrap (and at
+ * decoration for route options). Internal: the messages and the tests read the bounds from here.
+ */
+export const OPTION_LIMITS = Object.freeze({
+  ttlSeconds: limit({
+    min: 0.1,
+    max: 315_360_000,
+    integer: false,
+    unit: 'seconds',
+    example: DEFAULT_IDEMPOTENCY_OPTIONS.ttlSeconds,
+    note: 'At most 10 years, so PostgreSQL timestamps and JavaScript timers stay in range.',
+  }),
+  lockTimeoutSeconds: limit({
+    min: 0.1,
+    max: 86_400,
+    integer: false,
+    unit: 'seconds',
+    example: DEFAULT_IDEMPOTENCY_OPTIONS.lockTimeoutSeconds,
+    note:
+      'The lease is renewed every third of it (never more often than every 20 ms), so a shorter ' +
+      'one lapses before it can be renewed; values under 1 s are for tests.',
+  }),
+  maxLockHoldSeconds: limit({
+    min: 0.1,
+    max: 31_536_000,
+    integer: false,
+    unit: 'seconds',
+    example: DEFAULT_IDEMPOTENCY_OPTIONS.maxLockHoldSeconds,
+    note: 'At most 1 year.',
+  }),
+  retryAfterSeconds: limit({
+    min: 0,
+    max: 86_400,
+    integer: true,
+    unit: 'seconds',
+    example: DEFAULT_IDEMPOTENCY_OPTIONS.retryAfterSeconds,
+  }),
+  storeTimeoutSeconds: limit({
+    min: 0.05,
+    max: 300,
+    integer: false,
+    unit: 'seconds',
+    example: DEFAULT_IDEMPOTENCY_OPTIONS.storeTimeoutSeconds,
+  }),
+  'purge.intervalSeconds': limit({
+    min: 0.1,
+    max: 2_147_483,
+    integer: false,
+    unit: 'seconds',
+    example: DEFAULT_IDEMPOTENCY_OPTIONS.purge.intervalSeconds,
+    note:
+      'Longer periods overflow setInterval (2^31-1 ms), which then fires every millisecond; ' +
+      'purge: false turns the schedule off.',
+  }),
+  'purge.batchSize': limit({
+    min: 1,
+    max: 100_000,
+    integer: true,
+    unit: 'rows',
+    example: DEFAULT_IDEMPOTENCY_OPTIONS.purge.batchSize,
+  }),
+  'replayCache.maxEntries': limit({
+    min: 1,
+    max: 10_000_000,
+    integer: true,
+    unit: 'entries',
+    example: DEFAULT_IDEMPOTENCY_OPTIONS.replayCache.maxEntries,
+    note: 'replayCache: false turns the cache off.',
+  }),
+  'replayCache.maxBytes': limit({
+    min: 1,
+    max: 4 * 1024 ** 3,
+    integer: true,
+    unit: 'bytes',
+    example: DEFAULT_IDEMPOTENCY_OPTIONS.replayCache.maxBytes,
+    note: 'At most 4 GiB; replayCache: false turns the cache off.',
+  }),
+});
+
+/** A numeric option with a range in `OPTION_LIMITS`. */
+export type IdempotencyLimitedOption = keyof typeof OPTION_LIMITS;
+
 function check(ok: boolean, option: string, value: unknown, fix: string): void {
   if (!ok) throw IdempotencyConfigurationError.invalidOption(option, value, fix);
 }
 
-function positive(value: unknown): boolean {
-  return typeof value === 'number' && Number.isFinite(value) && value > 0;
+/**
+ * Refuses a value of a numeric option outside its range in `OPTION_LIMITS` (NaN, Infinity and
+ * non-numbers included), with a message that gives the range and an example.
+ */
+function checkRange(option: IdempotencyLimitedOption, value: unknown): void {
+  const { min, max, integer, unit, example, note } = OPTION_LIMITS[option];
+  const ok =
+    typeof value === 'number' &&
+    Number.isFinite(value) &&
+    value >= min &&
+    value <= max &&
+    (!integer || Number.isInteger(value));
+  const kind = integer ? `a whole number of ${unit}` : `a number of ${unit}`;
+  const fix = `Use ${kind} from ${min} to ${max}, e.g. ${example}.${note ? ` ${note}` : ''}`;
+  check(ok, option, value, fix);
 }
 
 function headerList(value: unknown): boolean {
@@ -90,41 +207,13 @@ export function validateRouteOptions<T extends IdempotentOptions>(options: T): T
       'Use true or false.',
     );
   }
-  if ('ttlSeconds' in o) {
-    check(
-      positive(o.ttlSeconds),
-      'ttlSeconds',
-      o.ttlSeconds,
-      'Use a number of seconds greater than 0, e.g. 86400.',
-    );
-  }
-  if ('lockTimeoutSeconds' in o) {
-    check(
-      positive(o.lockTimeoutSeconds),
-      'lockTimeoutSeconds',
-      o.lockTimeoutSeconds,
-      'Use a number of seconds greater than 0, e.g. 60.',
-    );
-  }
-  if ('maxLockHoldSeconds' in o) {
-    check(
-      positive(o.maxLockHoldSeconds),
-      'maxLockHoldSeconds',
-      o.maxLockHoldSeconds,
-      'Use a number of seconds greater than 0, e.g. 3600.',
-    );
-  }
+  if ('ttlSeconds' in o) checkRange('ttlSeconds', o.ttlSeconds);
+  if ('lockTimeoutSeconds' in o) checkRange('lockTimeoutSeconds', o.lockTimeoutSeconds);
+  if ('maxLockHoldSeconds' in o) checkRange('maxLockHoldSeconds', o.maxLockHoldSeconds);
   if ('scope' in o) {
     check(typeof o.scope === 'function', 'scope', o.scope, 'Use a function (request) => string.');
   }
-  if ('retryAfterSeconds' in o) {
-    check(
-      Number.isInteger(o.retryAfterSeconds) && o.retryAfterSeconds >= 0,
-      'retryAfterSeconds',
-      o.retryAfterSeconds,
-      'Use a whole number of seconds, 0 or more.',
-    );
-  }
+  if ('retryAfterSeconds' in o) checkRange('retryAfterSeconds', o.retryAfterSeconds);
   if ('fingerprintHeaders' in o) {
     check(
       headerList(o.fingerprintHeaders),
@@ -199,35 +288,16 @@ export function resolveIdempotencyOptions(
   ) as IdempotencyModuleOptions;
   const { purge, replayCache, ...rest } = defined;
   const purgeOptions = switchableSection('purge', purge);
-  check(
-    positive(purgeOptions.intervalSeconds),
-    'purge.intervalSeconds',
-    purgeOptions.intervalSeconds,
-    'Use a number of seconds greater than 0, e.g. 60.',
-  );
-  check(
-    Number.isInteger(purgeOptions.batchSize) && purgeOptions.batchSize > 0,
-    'purge.batchSize',
-    purgeOptions.batchSize,
-    'Use a whole number greater than 0, e.g. 1000.',
-  );
+  checkRange('purge.intervalSeconds', purgeOptions.intervalSeconds);
+  checkRange('purge.batchSize', purgeOptions.batchSize);
   const cacheOptions = switchableSection('replayCache', replayCache);
-  check(
-    Number.isInteger(cacheOptions.maxEntries) && cacheOptions.maxEntries > 0,
-    'replayCache.maxEntries',
-    cacheOptions.maxEntries,
-    'Use a whole number greater than 0, e.g. 10000 (replayCache: false turns the cache off).',
-  );
-  check(
-    Number.isInteger(cacheOptions.maxBytes) && cacheOptions.maxBytes > 0,
-    'replayCache.maxBytes',
-    cacheOptions.maxBytes,
-    'Use a whole number of bytes greater than 0, e.g. 16777216.',
-  );
+  checkRange('replayCache.maxEntries', cacheOptions.maxEntries);
+  checkRange('replayCache.maxBytes', cacheOptions.maxBytes);
   const merged = validateRouteOptions({
     ...DEFAULT_IDEMPOTENCY_OPTIONS,
     ...rest,
   } as ResolvedIdempotencyOptions);
+  checkRange('storeTimeoutSeconds', merged.storeTimeoutSeconds);
   check(
     typeof merged.tableName === 'string' && TABLE_NAME.test(merged.tableName),
     'tableName',

@@ -3,23 +3,18 @@ import type { CanActivate, ExecutionContext } from '@nestjs/common';
 import { IdempotencyProblemException } from './errors/idempotency-problem.exception';
 import { IdempotencyEvents } from './events/idempotency.events';
 import { IdempotencyRouteOptionsResolver } from './idempotency-route-options.resolver';
-import type { IdempotencyRouteOptions } from './interfaces/idempotency-module-options.interface';
-import { headerLines, parseIdempotencyKey } from './utils/parse-idempotency-key';
-import type { ParsedIdempotencyKey } from './utils/parse-idempotency-key';
-
-/** Where the guard leaves the parsed key for the interceptor. */
-export const PARSED_KEY = Symbol('nest-idempotency:parsed-key');
+import { readIdempotencyKey } from './utils/parse-idempotency-key';
 
 /**
- * Enforces the key header on decorated routes (SPEC §3). Runs before pipes, so a request with
- * no key, or a malformed one, never reaches validation or the handler: 400 problem+json.
- * Subclass it and override `readKey()` to take the key from elsewhere.
+ * Enforces the key header on decorated routes. Runs with the route's guards, before pipes, so a
+ * request with no key (on a route that requires one) or a malformed key never reaches
+ * validation or the handler: 400 problem+json.
  */
 @Injectable()
 export class IdempotencyGuard implements CanActivate {
   constructor(
-    protected readonly routes: IdempotencyRouteOptionsResolver,
-    protected readonly events: IdempotencyEvents,
+    private readonly routes: IdempotencyRouteOptionsResolver,
+    private readonly events: IdempotencyEvents,
   ) {}
 
   /** @inheritDoc */
@@ -27,35 +22,14 @@ export class IdempotencyGuard implements CanActivate {
     const request = context.switchToHttp().getRequest();
     const route = this.routes.resolve(context, request.method);
     if (!route) return true;
-    const parsed = this.readKey(request, route);
-    request[PARSED_KEY] = parsed;
+    const parsed = readIdempotencyKey(request, route.header);
     if (parsed.kind === 'missing' && route.required) {
-      this.reject(
-        new IdempotencyProblemException(
-          'idempotency_key_missing',
-          `This request needs an ${route.header} header: send a unique value (a UUID is a good choice) and reuse it when you retry.`,
-        ),
-      );
+      this.reject(IdempotencyProblemException.keyMissing(route.header));
     }
     if (parsed.kind === 'invalid') {
-      this.reject(
-        new IdempotencyProblemException(
-          'idempotency_key_invalid',
-          `The ${route.header} header is invalid: ${parsed.reason}. Send 1 to 255 printable ASCII characters, bare or as a quoted string.`,
-        ),
-      );
+      this.reject(IdempotencyProblemException.keyInvalid(route.header, parsed.reason));
     }
     return true;
-  }
-
-  /**
-   * Reads and parses the key of one request, one value per header line.
-   * @param request - Express or Fastify request
-   * @param route - options in force for the route
-   */
-  protected readKey(request: any, route: IdempotencyRouteOptions): ParsedIdempotencyKey {
-    const rawHeaders: string[] | undefined = request.rawHeaders ?? request.raw?.rawHeaders;
-    return parseIdempotencyKey(headerLines(rawHeaders, route.header));
   }
 
   private reject(error: IdempotencyProblemException): never {

@@ -8,6 +8,8 @@ import { IdempotencyConfigurationError } from './errors/idempotency-configuratio
 import { IdempotencyExceptionFilter } from './errors/idempotency-exception.filter';
 import { IdempotencyEvents } from './events/idempotency.events';
 import { resolveIdempotencyOptions } from './idempotency.defaults';
+import { IdempotencyExecutionFactory } from './execution/idempotency-execution.factory';
+import { ResponseAdapterResolver } from './http/response-adapter.resolver';
 import { IdempotencyGuard } from './idempotency.guard';
 import { IdempotencyInterceptor } from './idempotency.interceptor';
 import {
@@ -26,17 +28,30 @@ import { IdempotencyPurgeService } from './purge/idempotency-purge.service';
 import { IdempotencyStore } from './storage/idempotency.store';
 import { MemoryIdempotencyStore } from './storage/memory-idempotency.store';
 import { TypeOrmIdempotencyStore } from './storage/typeorm/typeorm-idempotency.store';
-import { InFlightClaims } from './utils/in-flight-claims';
-import { ReplayCache } from './utils/replay-cache';
+import { LocalFirstIdempotencyStore } from './storage/local-first-idempotency.store';
 
-function createStore(
+async function createStore(
+  options: ResolvedIdempotencyOptions,
+  moduleRef: ModuleRef,
+): Promise<IdempotencyStore> {
+  const { replayCache } = options;
+  return new LocalFirstIdempotencyStore(await createDecidingStore(options, moduleRef), {
+    maxEntries: replayCache.enabled ? replayCache.maxEntries : 0,
+    maxBytes: replayCache.maxBytes,
+  });
+}
+
+/** The store that decides every claim this instance cannot answer itself. */
+function createDecidingStore(
   options: ResolvedIdempotencyOptions,
   moduleRef: ModuleRef,
 ): IdempotencyStore | Promise<IdempotencyStore> {
   if (options.store === 'memory') return new MemoryIdempotencyStore();
   if (typeof options.store === 'function') return moduleRef.create(options.store);
   // The DataSource is created by TypeOrmModule, possibly after this provider: look it up lazily.
-  return new TypeOrmIdempotencyStore(() => findDataSource(options, moduleRef), options.tableName);
+  return new TypeOrmIdempotencyStore(() => findDataSource(options, moduleRef), options.tableName, {
+    timeoutMs: options.storeTimeoutSeconds * 1000,
+  });
 }
 
 function findDataSource(options: ResolvedIdempotencyOptions, moduleRef: ModuleRef): DataSource {
@@ -61,14 +76,9 @@ const providers: Provider[] = [
     useFactory: createStore,
     inject: [IDEMPOTENCY_OPTIONS, ModuleRef],
   },
-  {
-    provide: ReplayCache,
-    useFactory: ({ replayCache }: ResolvedIdempotencyOptions) =>
-      new ReplayCache(replayCache.enabled ? replayCache.maxEntries : 0, replayCache.maxBytes),
-    inject: [IDEMPOTENCY_OPTIONS],
-  },
-  { provide: InFlightClaims, useFactory: () => new InFlightClaims() },
   IdempotencyRouteOptionsResolver,
+  ResponseAdapterResolver,
+  IdempotencyExecutionFactory,
   IdempotencyEvents,
   IdempotencyGuard,
   IdempotencyInterceptor,
@@ -95,9 +105,9 @@ const providers: Provider[] = [
   exports: [
     IDEMPOTENCY_OPTIONS,
     IdempotencyStore,
-    ReplayCache,
-    InFlightClaims,
     IdempotencyRouteOptionsResolver,
+    ResponseAdapterResolver,
+    IdempotencyExecutionFactory,
     IdempotencyEvents,
     IdempotencyGuard,
     IdempotencyInterceptor,
@@ -113,7 +123,8 @@ export class IdempotencyModule extends IdempotencyConfigurableModule implements 
 
   /** Checks the store at bootstrap: DataSource found, PostgreSQL, table in place. */
   async onModuleInit(): Promise<void> {
-    if (this.store instanceof TypeOrmIdempotencyStore) await this.store.verify();
+    const store = this.store instanceof LocalFirstIdempotencyStore ? this.store.inner : this.store;
+    if (store instanceof TypeOrmIdempotencyStore) await store.verify();
   }
 
   /**

@@ -28,6 +28,18 @@ export class IdempotencyConfigurationError extends IdempotencyError {
     );
   }
 
+  /**
+   * The `scope` resolver returned something that does not identify a caller (an object, an
+   * array, a boolean, NaN...). Thrown on every request that gets such a value.
+   * @param returned - what was returned, described without its value (e.g. "an object")
+   */
+  static invalidScope(returned: string): IdempotencyConfigurationError {
+    return new IdempotencyConfigurationError(
+      `nest-idempotency: the scope resolver returned ${returned}; return a string (or a number) ` +
+        'that identifies the caller, e.g. scope: (req) => String(req.user.id)',
+    );
+  }
+
   /** The memory store was selected in production. */
   static memoryStoreInProduction(): IdempotencyConfigurationError {
     return new IdempotencyConfigurationError(
@@ -59,6 +71,13 @@ export class IdempotencyConfigurationError extends IdempotencyError {
     return new IdempotencyConfigurationError(
       `nest-idempotency: the table ${table} does not exist. Add CreateIdempotencyRecords1732233600000 ` +
         '(or createIdempotencyRecordsMigration(tableName)) to your DataSource migrations and run them.',
+    );
+  }
+
+  /** The application runs on an HTTP adapter the library has no response adapter for. */
+  static unsupportedHttpAdapter(type: string): IdempotencyConfigurationError {
+    return new IdempotencyConfigurationError(
+      `nest-idempotency: @Idempotent() routes need the Express or Fastify HTTP adapter; got "${type}".`,
     );
   }
 }

@@ -2,13 +2,15 @@ import { HttpException, HttpStatus } from '@nestjs/common';
 import { PROBLEM_CONTENT_TYPE } from '../idempotency.constants';
 import type { StoredResponse } from '../interfaces/idempotency-record.interface';
 
-/** Stable codes of the errors the library answers with (SPEC §9). */
+/** Stable codes of the errors the library answers with. */
 export type IdempotencyErrorCode =
   | 'idempotency_key_missing'
   | 'idempotency_key_invalid'
   | 'idempotency_key_reused'
   | 'idempotency_key_in_use'
-  | 'idempotency_store_unavailable';
+  | 'idempotency_store_unavailable'
+  | 'idempotency_body_unreadable'
+  | 'idempotency_scope_invalid';
 
 const PROBLEMS: Record<IdempotencyErrorCode, { status: number; title: string }> = {
   idempotency_key_missing: {
@@ -30,6 +32,14 @@ const PROBLEMS: Record<IdempotencyErrorCode, { status: number; title: string }> 
   idempotency_store_unavailable: {
     status: HttpStatus.SERVICE_UNAVAILABLE,
     title: 'Idempotency store is unavailable',
+  },
+  idempotency_body_unreadable: {
+    status: HttpStatus.UNSUPPORTED_MEDIA_TYPE,
+    title: 'Request body cannot be compared',
+  },
+  idempotency_scope_invalid: {
+    status: HttpStatus.INTERNAL_SERVER_ERROR,
+    title: 'Idempotency scope is misconfigured',
   },
 };
 
@@ -59,6 +69,85 @@ export class IdempotencyProblemException extends HttpException {
     readonly retryAfterSeconds?: number,
   ) {
     super({ code, title: PROBLEMS[code].title, detail }, PROBLEMS[code].status);
+  }
+
+  /** No key on a route that requires one. */
+  static keyMissing(header: string): IdempotencyProblemException {
+    return new IdempotencyProblemException(
+      'idempotency_key_missing',
+      `This request needs an ${header} header: send a unique value (a UUID is a good choice) and reuse it when you retry.`,
+    );
+  }
+
+  /** A key that is not 1–255 printable ASCII characters, bare or quoted. */
+  static keyInvalid(header: string, reason: string): IdempotencyProblemException {
+    return new IdempotencyProblemException(
+      'idempotency_key_invalid',
+      `The ${header} header is invalid: ${reason}. Send 1 to 255 printable ASCII characters, bare or as a quoted string.`,
+    );
+  }
+
+  /** The key was used before with another request (another payload, path or method). */
+  static keyReused(header: string): IdempotencyProblemException {
+    return new IdempotencyProblemException(
+      'idempotency_key_reused',
+      `This ${header} was already used with a different request. Use a new key for a new request.`,
+    );
+  }
+
+  /** The same request is still being processed. */
+  static keyInUse(header: string, retryAfterSeconds: number): IdempotencyProblemException {
+    return new IdempotencyProblemException(
+      'idempotency_key_in_use',
+      `A request with this ${header} is still being processed. Retry after it finishes.`,
+      retryAfterSeconds,
+    );
+  }
+
+  /** The record could not be claimed (or the transaction opened): nothing ran. */
+  static storeUnavailable(retryAfterSeconds: number): IdempotencyProblemException {
+    return new IdempotencyProblemException(
+      'idempotency_store_unavailable',
+      'The request was not processed because its idempotency record could not be written. Retry with the same key.',
+      retryAfterSeconds,
+    );
+  }
+
+  /** A transactional handler ran but its completion could not be stored: all rolled back. */
+  static notStored(retryAfterSeconds: number): IdempotencyProblemException {
+    return new IdempotencyProblemException(
+      'idempotency_store_unavailable',
+      'The response could not be stored, so its changes were rolled back. Retry with the same key.',
+      retryAfterSeconds,
+    );
+  }
+
+  /** A transactional handler outlived its lease and was taken over: its writes rolled back. */
+  static leaseLost(retryAfterSeconds: number): IdempotencyProblemException {
+    return new IdempotencyProblemException(
+      'idempotency_key_in_use',
+      'This request took longer than its lease and another attempt took it over; its changes ' +
+        'were rolled back. Retry with the same key to get the final response.',
+      retryAfterSeconds,
+    );
+  }
+
+  /** The body was not parsed by the application, so it cannot be compared with a retry's. */
+  static bodyUnreadable(contentType: string): IdempotencyProblemException {
+    return new IdempotencyProblemException(
+      'idempotency_body_unreadable',
+      `This endpoint cannot compare request bodies of type "${contentType}", so it cannot ` +
+        'accept them with an idempotency key. Send the body as JSON, or ask the API owner to ' +
+        'enable parsing of this type.',
+    );
+  }
+
+  /** The scope resolver returned something that does not identify a caller. */
+  static scopeInvalid(): IdempotencyProblemException {
+    return new IdempotencyProblemException(
+      'idempotency_scope_invalid',
+      'The server could not tell which caller this request belongs to. Nothing was processed.',
+    );
   }
 
   /**

@@ -5,10 +5,22 @@ import type { IdempotencyStore } from '../storage/idempotency.store';
  * Works out the caller identity (the scope) of a request. Keys are unique per scope, so one
  * caller can never see another caller's stored response.
  *
+ * A number (or bigint) is accepted as its string form, so a numeric user id `42` and the string
+ * `'42'` are the same scope. A scope longer than 256 bytes of UTF-8 (or one that starts with
+ * `sha256:`, contains a NUL character or an unpaired surrogate) is stored as `sha256:` followed by
+ * the hex SHA-256 of it, so any length is safe. Anything else (an object, an array, a boolean,
+ * NaN) fails the request with an `IdempotencyConfigurationError` that says how to fix the resolver.
+ *
  * @param request - the adapter's request object (Express `Request` or Fastify `FastifyRequest`)
- * @returns the scope; `undefined` or `''` both mean "no scope"
+ * @returns the scope; `undefined`, `null` or `''` all mean "no scope"
+ * @example
+ * ```ts
+ * scope: (req) => req.user?.accountId // a string, or a number such as 42
+ * ```
  */
-export type IdempotencyScopeResolver = (request: any) => string | undefined | null;
+export type IdempotencyScopeResolver = (
+  request: any,
+) => string | number | bigint | undefined | null;
 
 /** Settings of the scheduled TTL purge. */
 export interface IdempotencyPurgeOptions {
@@ -18,12 +30,13 @@ export interface IdempotencyPurgeOptions {
    */
   enabled: boolean;
   /**
-   * Seconds between two purge runs.
+   * Seconds between two purge runs. Accepted: 0.1 to 2147483 (the longest `setInterval` period).
    * @defaultValue `DEFAULT_IDEMPOTENCY_OPTIONS.purge.intervalSeconds` (60)
    */
   intervalSeconds: number;
   /**
-   * Rows deleted per statement; a run repeats batches until nothing expired is left.
+   * Rows deleted per statement; a run repeats batches until nothing expired is left. Accepted:
+   * whole numbers from 1 to 100000.
    * @defaultValue `DEFAULT_IDEMPOTENCY_OPTIONS.purge.batchSize` (1000)
    */
   batchSize: number;
@@ -37,12 +50,14 @@ export interface IdempotencyReplayCacheOptions {
    */
   enabled: boolean;
   /**
-   * Completed records kept at most; least recently used go first.
+   * Completed records kept at most; least recently used go first. Accepted: whole numbers from 1
+   * to 10000000.
    * @defaultValue `DEFAULT_IDEMPOTENCY_OPTIONS.replayCache.maxEntries` (10000)
    */
   maxEntries: number;
   /**
-   * Bytes kept at most (bodies, headers and about 256 bytes of bookkeeping per entry).
+   * Bytes kept at most (bodies, headers and about 256 bytes of bookkeeping per entry). Accepted:
+   * whole numbers from 1 to 4294967296 (4 GiB).
    * @defaultValue `DEFAULT_IDEMPOTENCY_OPTIONS.replayCache.maxBytes` (16 MiB)
    */
   maxBytes: number;
@@ -64,23 +79,27 @@ export interface IdempotencyRouteOptions {
    */
   required: boolean;
   /**
-   * How long a completed response is replayed, in seconds.
+   * How long a completed response is replayed, in seconds. Accepted: 0.1 to 315360000 (10 years).
    * @defaultValue `DEFAULT_IDEMPOTENCY_OPTIONS.ttlSeconds` (86400)
    */
   ttlSeconds: number;
   /**
    * Lease of an in-flight request, in seconds. Renewed while the handler runs; the expiry is
    * written on the record (database clock), so every instance agrees when it lapsed.
+   * Accepted: 0.1 to 86400. The lease is renewed every third of it, so values under 1 s are for
+   * tests.
    * @defaultValue `DEFAULT_IDEMPOTENCY_OPTIONS.lockTimeoutSeconds` (60)
    */
   lockTimeoutSeconds: number;
   /**
-   * Stop renewing the lease of a hung handler after this many seconds.
+   * Stop renewing the lease of a hung handler after this many seconds. Accepted: 0.1 to
+   * 31536000 (1 year).
    * @defaultValue `DEFAULT_IDEMPOTENCY_OPTIONS.maxLockHoldSeconds` (3600)
    */
   maxLockHoldSeconds: number;
   /**
-   * Caller identity; keys are unique per scope.
+   * Caller identity; keys are unique per scope. Numbers are accepted as their string form and
+   * scopes longer than 256 bytes are hashed (see {@link IdempotencyScopeResolver}).
    * @defaultValue `DEFAULT_IDEMPOTENCY_OPTIONS.scope` (`req.user?.id` when present, else `''`)
    */
   scope: IdempotencyScopeResolver;
@@ -100,12 +119,12 @@ export interface IdempotencyRouteOptions {
    */
   replayHeaders: string[];
   /**
-   * `Retry-After` seconds sent with 409 and 503.
+   * `Retry-After` seconds sent with 409 and 503. Accepted: whole numbers from 0 to 86400.
    * @defaultValue `DEFAULT_IDEMPOTENCY_OPTIONS.retryAfterSeconds` (1)
    */
   retryAfterSeconds: number;
   /**
-   * Run the handler inside one PostgreSQL transaction that also completes the record (SPEC §7).
+   * Run the handler inside one PostgreSQL transaction that also completes the record.
    * @defaultValue `DEFAULT_IDEMPOTENCY_OPTIONS.transactional` (false)
    */
   transactional: boolean;
@@ -123,6 +142,13 @@ export interface ResolvedIdempotencyOptions extends IdempotencyRouteOptions {
    * @defaultValue `DEFAULT_IDEMPOTENCY_OPTIONS.replayCache` (on, 10000 entries, 16 MiB)
    */
   replayCache: IdempotencyReplayCacheOptions;
+  /**
+   * How long a call to the store on the request path (claim, begin, complete, release, renew) may
+   * wait, including for a pooled connection, before it fails closed (503 + `Retry-After` for a
+   * claim). Module-level only. Accepted: 0.05 to 300.
+   * @defaultValue `DEFAULT_IDEMPOTENCY_OPTIONS.storeTimeoutSeconds` (5)
+   */
+  storeTimeoutSeconds: number;
   /**
    * Storage table (optionally schema-qualified, e.g. `billing.idempotency_records`).
    * @defaultValue `DEFAULT_IDEMPOTENCY_OPTIONS.tableName` (`idempotency_records`)

@@ -9,6 +9,7 @@ import type {
   StoredResponse,
 } from '../interfaces/idempotency-record.interface';
 import { IdempotencyStore } from './idempotency.store';
+import { scopedKey } from './local/scoped-key';
 
 interface MemoryRecord {
   recordId: string;
@@ -42,7 +43,7 @@ export class MemoryIdempotencyStore extends IdempotencyStore {
 
   /** @inheritDoc */
   async claim(request: ClaimRequest): Promise<ClaimResult> {
-    const id = `${request.scope}\u0000${request.key}`;
+    const id = scopedKey(request.scope, request.key);
     const now = this.now();
     const existing = this.records.get(id);
     const lapsed = (r: MemoryRecord) => r.status !== 'in_flight' || r.lockedUntil <= now;
@@ -98,7 +99,7 @@ export class MemoryIdempotencyStore extends IdempotencyStore {
     const record = this.owned(ref);
     if (!record) return false;
     if (mode === 'forget' && record.attempts === 1) {
-      this.records.delete(`${ref.scope}\u0000${ref.key}`);
+      this.records.delete(scopedKey(ref.scope, ref.key));
     } else {
       record.status = 'released';
     }
@@ -142,7 +143,7 @@ export class MemoryIdempotencyStore extends IdempotencyStore {
         const before = { ...record };
         await this.complete(ref, response, ttlSeconds);
         undo = () => {
-          if (this.records.get(`${ref.scope}\u0000${ref.key}`) === record)
+          if (this.records.get(scopedKey(ref.scope, ref.key)) === record)
             Object.assign(record, before);
         };
         return true;
@@ -158,7 +159,7 @@ export class MemoryIdempotencyStore extends IdempotencyStore {
   }
 
   private owned(ref: IdempotencyRecordRef): MemoryRecord | undefined {
-    const record = this.records.get(`${ref.scope}\u0000${ref.key}`);
+    const record = this.records.get(scopedKey(ref.scope, ref.key));
     return record && record.status === 'in_flight' && record.ownerToken === ref.ownerToken
       ? record
       : undefined;

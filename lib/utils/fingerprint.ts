@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { canonicalJson } from './canonical-json';
 
-/** What goes into a request fingerprint (SPEC §4). */
+/** What goes into a request fingerprint. */
 export interface FingerprintInput {
   scope: string;
   method: string;

@@ -37,7 +37,7 @@ function unquote(value: string): { text: string } | { reason: string } {
 }
 
 /**
- * Reads the idempotency key from the header values of one request (SPEC §3).
+ * Reads the idempotency key from the header values of one request.
  *
  * Accepts a bare value and an RFC 8941 string; both name the same key. Valid keys are 1–255
  * printable ASCII characters after unquoting and trimming; a bare value may not contain a comma;
@@ -84,4 +84,14 @@ export function headerLines(rawHeaders: readonly string[] | undefined, name: str
     if (rawHeaders[i].toLowerCase() === wanted) values.push(rawHeaders[i + 1]);
   }
   return values;
+}
+
+/**
+ * Reads and parses the key of one request (Express or Fastify), one value per header line.
+ * @param request - the adapter's request object
+ * @param header - the configured header name
+ */
+export function readIdempotencyKey(request: any, header: string): ParsedIdempotencyKey {
+  const rawHeaders: string[] | undefined = request.rawHeaders ?? request.raw?.rawHeaders;
+  return parseIdempotencyKey(headerLines(rawHeaders, header));
 }

@@ -496,9 +496,14 @@ describe.each(ADAPTERS)('fuzzing on %s', (adapter) => {
       expect((await postAny(key, other)).status).toBe(422);
     }
     // A JSON string body was fingerprinted as its bare text, and a JSON null as no body at all.
-    // Fastify parses both; Express's JSON parser refuses any top level but an object or array.
+    // Fastify parses both; Express's JSON parser refuses any top level but an object or array,
+    // and Express has no text parser here: a body nobody parsed is refused, never compared.
+    const unparsed = adapter === 'express' ? 415 : 201;
     const textKey = newKey();
-    expect((await postAny(textKey, 'abc', [['Content-Type', 'text/plain']])).status).toBe(201);
+    const text = await postAny(textKey, 'abc', [['Content-Type', 'text/plain']]);
+    expect(text.status).toBe(unparsed);
+    if (unparsed === 415)
+      expect(JSON.parse(text.body.toString()).code).toBe('idempotency_body_unreadable');
     expect((await postAny(textKey, '"abc"')).status).toBe(adapter === 'fastify' ? 422 : 400);
     const noBodyKey = newKey();
     const noBody = await send({ path: '/orders/any', headers: [['Idempotency-Key', noBodyKey]] });
@@ -515,10 +520,11 @@ describe.each(ADAPTERS)('fuzzing on %s', (adapter) => {
       body: 'hello',
       chunked: true,
     });
-    expect(chunked.status).toBe(201);
+    expect(chunked.status).toBe(unparsed);
     const empty = await send({ path: '/orders/any', headers: [['Idempotency-Key', chunkedKey]] });
-    expect(empty.status).toBe(422);
-    expect(runs()).toBe(before + 4);
+    // Refused unread, the chunked body claimed nothing: the key is still free on Express.
+    expect(empty.status).toBe(unparsed === 415 ? 201 : 422);
+    expect(runs()).toBe(before + (unparsed === 415 ? 3 : 4));
   });
 
   it('survives very deep nesting: runs once, replays, and tells a change at the bottom', async () => {

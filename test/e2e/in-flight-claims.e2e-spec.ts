@@ -77,26 +77,43 @@ describe.each(ADAPTERS)('duplicates of a key running here (%s)', (adapter) => {
     expect(await orderCount(db, key)).toBe(1);
   });
 
-  it('asks the store again once the lease this instance took has run out', async () => {
+  it('renews the lease while the handler runs, and asks the store once it could not', async () => {
     const short = await createTestApp(adapter, db, { module: { lockTimeoutSeconds: 0.3 } });
+    const other = await createTestApp(adapter, db, { module: { lockTimeoutSeconds: 0.3 } });
     try {
       const key = newKey();
       const body = { amount: 4, note: key, gate: key };
+      const lockedUntil = async () =>
+        (
+          await db.query<{ at: Date }>(
+            'SELECT locked_until AS at FROM idempotency_records WHERE idempotency_key = $1',
+            [key],
+          )
+        )[0].at.getTime();
       const held = await holdKey(short, key, body);
+      const firstLease = await lockedUntil();
+      await new Promise((resolve) => setTimeout(resolve, 450));
+      // Past the first lease: the heartbeat moved it forward, so another instance (asking the
+      // database) and this one (asking itself) both still answer 409.
+      expect(await lockedUntil()).toBeGreaterThan(firstLease);
+      expect((await post(other, key, body)).status).toBe(409);
       expect((await post(short, key, body)).status).toBe(409);
-      await new Promise((resolve) => setTimeout(resolve, 350));
       await outage.begin();
       try {
-        // The heartbeat keeps the record's lease alive, but only the store can say so now.
+        // Renewals now fail: once the lease this instance holds has run out, only the store
+        // could say whether the key is still held, and it is unreachable.
+        await new Promise((resolve) => setTimeout(resolve, 400));
         expect((await post(short, key, body)).status).toBe(503);
       } finally {
         await outage.end();
       }
       short.probe.open(`${key}#1`);
       expect((await held.response).status).toBe(201);
+      expect(short.probe.ran('create') + other.probe.ran('create')).toBe(1);
       expect(await orderCount(db, key)).toBe(1);
     } finally {
       await short.close();
+      await other.close();
     }
   });
 

@@ -1,22 +1,34 @@
 /**
  * TypeOrmIdempotencyStore on real PostgreSQL: passes the shared conformance suite (short real
- * leases, database clock), lets exactly one of 50 concurrent claims win (new key, lapsed lease,
- * released key, expired record), commits or rolls back a handler's own rows together with the
- * completion, purges a large expired backlog in batches without touching live leases, and checks
- * its table at bootstrap (default, custom and schema-qualified names, and their migrations).
+ * leases, database clock) on the driver's pool and through query runners, lets exactly one of 50
+ * concurrent claims win (new key, lapsed lease, released key, expired record), commits or rolls
+ * back a handler's own rows together with the completion, measures every lease and expiry from
+ * the moment it is written, settles every call within its timeout when the database freezes or
+ * the pool is exhausted (and never reuses the connection involved), purges a large expired
+ * backlog in batches without touching live leases, and checks its table at bootstrap (default,
+ * custom and schema-qualified names, and their migrations).
+ *
+ * The store is imported from its own files rather than the package root, so this suite depends
+ * on the storage layer only.
  */
 import { randomUUID } from 'node:crypto';
 import { DataSource } from 'typeorm';
-import type { EntityManager } from 'typeorm';
+import type { EntityManager, ReplicationMode } from 'typeorm';
+import { IdempotencyConfigurationError } from '../../lib/errors/idempotency-configuration.error';
+import type {
+  ClaimRequest,
+  StoredResponse,
+} from '../../lib/interfaces/idempotency-record.interface';
 import {
   CreateIdempotencyRecords1732233600000,
-  IdempotencyConfigurationError,
-  TypeOrmIdempotencyStore,
   createIdempotencyRecordsMigration,
-} from '../../lib';
-import type { ClaimRequest, StoredResponse } from '../../lib';
+} from '../../lib/storage/typeorm/create-idempotency-records.migration';
+import { TypeOrmIdempotencyStore } from '../../lib/storage/typeorm/typeorm-idempotency.store';
+import { IdempotencyStoreTimeoutError } from '../../lib/storage/typeorm/with-deadline';
 import { createTestDatabase } from '../fixtures/database';
 import type { TestDatabase } from '../fixtures/database';
+import { FrozenProxy } from '../fixtures/frozen-proxy';
+import { LocalFirstIdempotencyStore } from '../../lib/storage/local-first-idempotency.store';
 import { describeStoreConformance } from '../shared/store-conformance';
 
 const TABLE = 'idempotency_records';
@@ -52,6 +64,52 @@ describeStoreConformance('TypeOrmIdempotencyStore (PostgreSQL)', async () => {
     teardown: async () => undefined,
   };
 });
+
+describeStoreConformance(
+  'TypeOrmIdempotencyStore (PostgreSQL, through query runners: no obtainMasterConnection)',
+  async () => {
+    await db.query(`TRUNCATE ${TABLE}`);
+    return {
+      store: new TypeOrmIdempotencyStore(withoutPoolAccess(dataSource), TABLE),
+      advance: (seconds: number) => sleep(seconds * 1000),
+      teardown: async () => undefined,
+    };
+  },
+);
+
+describeStoreConformance('LocalFirstIdempotencyStore over PostgreSQL', async () => {
+  await db.query(`TRUNCATE ${TABLE}`);
+  return {
+    store: new LocalFirstIdempotencyStore(new TypeOrmIdempotencyStore(dataSource, TABLE), {
+      maxEntries: 100,
+      maxBytes: 1 << 20,
+    }),
+    advance: (seconds: number) => sleep(seconds * 1000),
+    teardown: async () => undefined,
+  };
+});
+
+/**
+ * The DataSource as the store sees it on a TypeORM whose driver has no `obtainMasterConnection`.
+ * The method is shadowed on a view of the driver that only the store gets: TypeORM's own query
+ * runners need the real one to connect at all.
+ */
+function withoutPoolAccess(source: DataSource): DataSource {
+  const driver = Object.create(source.driver, { obtainMasterConnection: { value: undefined } });
+  return Object.create(source, {
+    driver: { value: driver },
+    createQueryRunner: {
+      value: (mode?: ReplicationMode) => source.createQueryRunner(mode),
+      writable: true, // for jest.spyOn
+    },
+  }) as DataSource;
+}
+
+/** The two ways the store reaches PostgreSQL; the bounded-wait tests run on both. */
+const STATEMENT_PATHS = [
+  ['the driver pool', (source: DataSource) => source],
+  ['query runners', withoutPoolAccess],
+] as const;
 
 function claimRequest(overrides: Partial<ClaimRequest> = {}): ClaimRequest {
   return {
@@ -324,6 +382,154 @@ describe('TypeOrmIdempotencyStore on PostgreSQL', () => {
     });
   });
 
+  describe('every lease and expiry is measured from the moment it is written', () => {
+    const TTL = 5;
+    /** The database clock now, to the microsecond. */
+    const dbNow = async () =>
+      (await db.query<{ t: string }>('SELECT clock_timestamp()::text AS t'))[0].t;
+    /** How far `column` lies past `since + seconds`, in ms: negative when measured from earlier. */
+    const margin = async (
+      key: string,
+      column: 'expires_at' | 'locked_until',
+      since: string,
+      seconds: number,
+    ) => {
+      const [row] = await db.query<{ ms: number }>(
+        `SELECT EXTRACT(EPOCH FROM ${column} - ($2::timestamptz + $3::float8 * interval '1 second'))
+                  ::float8 * 1000 AS ms
+           FROM ${TABLE} WHERE idempotency_key = $1`,
+        [key, since, seconds],
+      );
+      return Number(row.ms);
+    };
+    /**
+     * Writes the record's row in another transaction (as a transactional completion does), which
+     * holds its row lock until `unlock()` commits.
+     */
+    const lockRow = async (key: string) => {
+      const locker = dataSource.createQueryRunner();
+      await locker.startTransaction();
+      await locker.query(`UPDATE ${TABLE} SET updated_at = now() WHERE idempotency_key = $1`, [
+        key,
+      ]);
+      return {
+        unlock: async () => {
+          await locker.commitTransaction();
+          await locker.release();
+        },
+      };
+    };
+
+    it('complete on the pool: the replay window starts when the response is stored', async () => {
+      const req = claimRequest();
+      await store.claim(req);
+      await sleep(300);
+      const since = await dbNow();
+      expect(await store.complete(req, RESPONSE, TTL)).toBe(true);
+      const ms = await margin(req.key, 'expires_at', since, TTL);
+      expect(ms).toBeGreaterThanOrEqual(0);
+      expect(ms).toBeLessThan(1000);
+    });
+
+    it('complete in a transaction: the replay window starts at the completion, not at BEGIN', async () => {
+      const req = claimRequest();
+      await store.claim(req);
+      const tx = await store.beginTransaction();
+      await sleep(300); // the handler's work
+      const since = await dbNow();
+      expect(await tx.complete(req, RESPONSE, TTL)).toBe(true);
+      await tx.commit();
+      const ms = await margin(req.key, 'expires_at', since, TTL);
+      expect(ms).toBeGreaterThanOrEqual(0);
+      expect(ms).toBeLessThan(1000);
+    });
+
+    it('renew moves the lease forward from each renewal', async () => {
+      const req = claimRequest();
+      await store.claim(req);
+      const leases: number[] = [];
+      for (let i = 0; i < 2; i++) {
+        if (i > 0) await sleep(200);
+        const since = await dbNow();
+        expect(await store.renew(req, 60)).toBe(true);
+        const ms = await margin(req.key, 'locked_until', since, 60);
+        expect(ms).toBeGreaterThanOrEqual(0);
+        expect(ms).toBeLessThan(1000);
+        const [row] = await db.query(
+          `SELECT locked_until FROM ${TABLE} WHERE idempotency_key = $1`,
+          [req.key],
+        );
+        leases.push(row.locked_until.getTime());
+      }
+      expect(leases[1] - leases[0]).toBeGreaterThanOrEqual(190);
+    });
+
+    it.each(['complete', 'renew'] as const)(
+      '%s that waited behind another writer of its row: measured from the write, not from the statement start',
+      async (call) => {
+        const req = claimRequest();
+        await store.claim(req);
+        const lock = await lockRow(req.key);
+        const pending =
+          call === 'complete' ? store.complete(req, RESPONSE, TTL) : store.renew(req, TTL);
+        await sleep(300); // the statement is waiting for the lock
+        const since = await dbNow();
+        await lock.unlock();
+        expect(await pending).toBe(true);
+        const column = call === 'complete' ? 'expires_at' : 'locked_until';
+        const ms = await margin(req.key, column, since, TTL);
+        expect(ms).toBeGreaterThanOrEqual(0);
+        expect(ms).toBeLessThan(1000);
+      },
+    );
+
+    it('a claim that waited behind another writer of its row gets its whole lease and replay window', async () => {
+      const first = claimRequest();
+      await store.claim(first);
+      expect(await store.release(first, 'retry')).toBe(true);
+      const lock = await lockRow(first.key);
+      const retry = { ...first, ownerToken: randomUUID(), lockTimeoutSeconds: TTL };
+      const pending = store.claim(retry);
+      await sleep(300); // the takeover is waiting for the lock
+      const since = await dbNow();
+      await lock.unlock();
+      expect(await pending).toMatchObject({ outcome: 'claimed', attempt: 2 });
+      const lease = await margin(first.key, 'locked_until', since, TTL);
+      const window = await margin(first.key, 'expires_at', since, first.ttlSeconds);
+      expect(lease).toBeGreaterThanOrEqual(0);
+      expect(window).toBeGreaterThanOrEqual(0);
+      expect(lease).toBeLessThan(1000);
+    });
+  });
+
+  it('without obtainMasterConnection on the driver, runs claim, complete and a transaction through query runners', async () => {
+    const view = withoutPoolAccess(dataSource);
+    const createQueryRunner = jest.spyOn(view, 'createQueryRunner');
+    const fallback = new TypeOrmIdempotencyStore(view, TABLE);
+    await expect(fallback.verify()).resolves.toBeUndefined();
+
+    const req = claimRequest();
+    expect(await fallback.claim(req)).toMatchObject({ outcome: 'claimed', attempt: 1 });
+    expect(await fallback.complete(req, RESPONSE, 3600)).toBe(true);
+    const replay = await fallback.claim({ ...req, ownerToken: randomUUID() });
+    if (replay.outcome !== 'completed') throw new Error(`expected a replay, got ${replay.outcome}`);
+    expect(replay.response.status).toBe(201);
+    expect(replay.response.headers).toEqual(RESPONSE.headers);
+    expect(Buffer.compare(replay.response.body, RESPONSE.body)).toBe(0);
+
+    const other = claimRequest();
+    await fallback.claim(other);
+    const tx = await fallback.beginTransaction();
+    expect(await tx.complete(other, RESPONSE, 3600)).toBe(true);
+    await tx.commit();
+    const [row] = await db.query(`SELECT status FROM ${TABLE} WHERE idempotency_key = $1`, [
+      other.key,
+    ]);
+    expect(row.status).toBe('completed');
+    // verify, claim, complete, replay, claim, beginTransaction: one query runner each.
+    expect(createQueryRunner).toHaveBeenCalledTimes(6);
+  });
+
   it('purges a backlog of 5000 expired rows in batches of 1000 and keeps live leases', async () => {
     await db.query(
       `INSERT INTO ${TABLE} (scope, idempotency_key, record_id, fingerprint, status, owner_token,
@@ -516,6 +722,137 @@ describe('TypeOrmIdempotencyStore on PostgreSQL', () => {
         'custom_records_expires_at_idx',
         'custom_records_pkey',
       ]);
+    });
+  });
+});
+
+describe.each(STATEMENT_PATHS)('TypeOrmIdempotencyStore bounded waits, through %s', (_, view) => {
+  const TIMEOUT_MS = 300;
+
+  /** Runs a store call; how long it took to settle, and what it rejected with. */
+  async function settle(call: () => Promise<unknown>) {
+    const started = Date.now();
+    const error = await call().then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    return { ms: Date.now() - started, error };
+  }
+
+  function expectTimeout(
+    outcome: { ms: number; error: unknown },
+    operation: string,
+    waitingFor: string,
+  ) {
+    expect(outcome.error).toBeInstanceOf(IdempotencyStoreTimeoutError);
+    expect((outcome.error as Error).message).toBe(
+      `nest-idempotency: ${operation} timed out after ${TIMEOUT_MS} ms waiting for ${waitingFor}`,
+    );
+    expect(outcome.ms).toBeGreaterThanOrEqual(TIMEOUT_MS - 20);
+    expect(outcome.ms).toBeLessThan(2000);
+  }
+
+  beforeEach(async () => {
+    await db.query(`TRUNCATE ${TABLE}`);
+  });
+
+  describe('a frozen database', () => {
+    let proxy: FrozenProxy;
+    let proxied: DataSource;
+
+    beforeAll(async () => {
+      proxy = await FrozenProxy.start();
+      proxied = new DataSource({ type: 'postgres', url: proxy.urlFor(db.url), extra: { max: 10 } });
+      await proxied.initialize();
+    });
+
+    afterAll(async () => {
+      // First the proxy: it ends the connections frozen for good, which the pool's shutdown
+      // would otherwise wait for.
+      await proxy?.close();
+      if (proxied?.isInitialized) await proxied.destroy();
+    });
+
+    it('every call rejects within the timeout, naming itself; after thawing, fresh connections serve the next calls', async () => {
+      const store = new TypeOrmIdempotencyStore(view(proxied), TABLE, { timeoutMs: TIMEOUT_MS });
+      await store.verify();
+      const tx = await store.beginTransaction(); // open across the freeze, on its own connection
+      const held = claimRequest();
+      expect((await store.claim(held)).outcome).toBe('claimed'); // leaves one idle connection
+
+      proxy.freeze();
+      const calls: Array<[string, () => Promise<unknown>, string]> = [
+        // The idle connection is lent out and its statement never answered...
+        ['claim', () => store.claim(claimRequest()), 'PostgreSQL to answer'],
+        // ...then each call opens a new connection, which never gets past its startup.
+        ['complete', () => store.complete(held, RESPONSE, 60), 'a pooled connection'],
+        ['renew', () => store.renew(held, 60), 'a pooled connection'],
+        ['release', () => store.release(held, 'retry'), 'a pooled connection'],
+        ['purgeExpired', () => store.purgeExpired(100), 'a pooled connection'],
+        ['beginTransaction', () => store.beginTransaction(), 'a pooled connection'],
+        [
+          'complete (in transaction)',
+          () => tx.complete(held, RESPONSE, 60),
+          'PostgreSQL to answer',
+        ],
+      ];
+      for (const [operation, call, waitingFor] of calls) {
+        expectTimeout(await settle(call), operation, waitingFor);
+      }
+      // The transaction's connection was closed with its statement: nothing is left to roll back.
+      const rollback = await settle(() => tx.rollback());
+      expect(rollback.error).toBeUndefined();
+      expect(rollback.ms).toBeLessThan(100);
+      await expect(tx.commit()).rejects.toThrow(/abandoned after a timeout/);
+
+      proxy.thaw();
+      // The pool lends out its most recently returned idle connection first: had a connection
+      // whose statement timed out been given back, these calls would get it and hang.
+      const claims = await Promise.all([1, 2, 3].map(() => store.claim(claimRequest())));
+      expect(claims.map((c) => c.outcome)).toEqual(['claimed', 'claimed', 'claimed']);
+      expect(await store.complete(held, RESPONSE, 60)).toBe(true);
+      const after = await store.beginTransaction();
+      await after.rollback();
+    });
+  });
+
+  describe('an exhausted pool', () => {
+    let single: DataSource;
+
+    beforeAll(async () => {
+      single = new DataSource({ type: 'postgres', url: db.url, extra: { max: 1 } });
+      await single.initialize();
+    });
+
+    afterAll(async () => {
+      if (single?.isInitialized) await single.destroy();
+    });
+
+    it('claim and beginTransaction wait for a connection no longer than the timeout; once one is free, they work', async () => {
+      const store = new TypeOrmIdempotencyStore(view(single), TABLE, { timeoutMs: TIMEOUT_MS });
+      const holder = single.createQueryRunner();
+      await holder.connect();
+      try {
+        expectTimeout(
+          await settle(() => store.claim(claimRequest())),
+          'claim',
+          'a pooled connection',
+        );
+        expectTimeout(
+          await settle(() => store.beginTransaction()),
+          'beginTransaction',
+          'a pooled connection',
+        );
+      } finally {
+        await holder.release();
+      }
+      // The freed connection reaches the two callers that gave up first; each hands it straight
+      // back, or these calls would time out too.
+      const req = claimRequest();
+      expect(await store.claim(req)).toMatchObject({ outcome: 'claimed' });
+      const tx = await store.beginTransaction();
+      expect(await tx.complete(req, RESPONSE, 60)).toBe(true);
+      await tx.commit();
     });
   });
 });

@@ -3,6 +3,8 @@
  * at decoration for `@Idempotent`) with an IdempotencyConfigurationError that names the option
  * and says how to fix it; route options merge handler over class over module, field by field.
  */
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { Controller, Get, Post } from '@nestjs/common';
 import type { ExecutionContext } from '@nestjs/common';
 import { Test } from '@nestjs/testing';
@@ -16,7 +18,12 @@ import {
   resolveIdempotencyOptions,
 } from '../../lib';
 import type { IdempotencyModuleOptions, ResolvedIdempotencyOptions } from '../../lib';
-import { mergeRouteOptions } from '../../lib/idempotency.defaults';
+import {
+  OPTION_LIMITS,
+  mergeRouteOptions,
+  validateRouteOptions,
+} from '../../lib/idempotency.defaults';
+import type { IdempotencyLimitedOption } from '../../lib/idempotency.defaults';
 import { IdempotencyRouteOptionsResolver } from '../../lib/idempotency-route-options.resolver';
 
 function configurationError(fn: () => unknown): IdempotencyConfigurationError {
@@ -120,12 +127,12 @@ describe('defaults (SPEC §2)', () => {
 
 describe('bad options fail with a message that names the option and the fix', () => {
   it.each<[string, IdempotencyModuleOptions, string, RegExp]>([
-    ['negative ttl', { ttlSeconds: -1 }, 'ttlSeconds', /greater than 0/],
-    ['zero ttl', { ttlSeconds: 0 }, 'ttlSeconds', /greater than 0/],
-    ['NaN ttl', { ttlSeconds: NaN }, 'ttlSeconds', /greater than 0/],
+    ['negative ttl', { ttlSeconds: -1 }, 'ttlSeconds', /from 0\.1 to 315360000/],
+    ['zero ttl', { ttlSeconds: 0 }, 'ttlSeconds', /from 0\.1 to 315360000/],
+    ['NaN ttl', { ttlSeconds: NaN }, 'ttlSeconds', /from 0\.1 to 315360000/],
     ['string ttl', { ttlSeconds: '60' as unknown as number }, 'ttlSeconds', /number of seconds/],
-    ['zero lock timeout', { lockTimeoutSeconds: 0 }, 'lockTimeoutSeconds', /greater than 0/],
-    ['zero max lock hold', { maxLockHoldSeconds: 0 }, 'maxLockHoldSeconds', /greater than 0/],
+    ['zero lock timeout', { lockTimeoutSeconds: 0 }, 'lockTimeoutSeconds', /from 0\.1 to 86400/],
+    ['zero max lock hold', { maxLockHoldSeconds: 0 }, 'maxLockHoldSeconds', /from 0\.1/],
     ['fractional retryAfter', { retryAfterSeconds: 1.5 }, 'retryAfterSeconds', /whole number/],
     ['bad header name', { header: 'Idempotency Key' }, 'header', /HTTP header name/],
     ['empty header name', { header: '' }, 'header', /HTTP header name/],
@@ -149,7 +156,7 @@ describe('bad options fail with a message that names the option and the fix', ()
     ['tableName three parts', { tableName: 'a.b.c' }, 'tableName', /schema-qualified/],
     ['unknown store', { store: 'redis' as never }, 'store', /"typeorm", "memory" or a class/],
     ['empty dataSource', { dataSource: '' }, 'dataSource', /TypeOrmModule\.forRoot/],
-    ['purge.batchSize 0', { purge: { batchSize: 0 } }, 'purge.batchSize', /greater than 0/],
+    ['purge.batchSize 0', { purge: { batchSize: 0 } }, 'purge.batchSize', /from 1 to 100000/],
     [
       'replayCache.maxEntries 0',
       { replayCache: { maxEntries: 0 } },
@@ -172,7 +179,7 @@ describe('bad options fail with a message that names the option and the fix', ()
       'purge.intervalSeconds negative',
       { purge: { intervalSeconds: -5 } },
       'purge.intervalSeconds',
-      /greater than 0/,
+      /from 0\.1 to 2147483/,
     ],
     [
       'relative problemTypeBaseUri',
@@ -197,6 +204,214 @@ describe('bad options fail with a message that names the option and the fix', ()
       expect(error.message).toMatch(/Remove it/);
     },
   );
+});
+
+describe('numeric options have a range the library can honour (OPTION_LIMITS)', () => {
+  const limited = Object.keys(OPTION_LIMITS) as IdempotencyLimitedOption[];
+  const routeLevel: IdempotencyLimitedOption[] = [
+    'ttlSeconds',
+    'lockTimeoutSeconds',
+    'maxLockHoldSeconds',
+    'retryAfterSeconds',
+  ];
+
+  /** Module options that set one (possibly nested) numeric option. */
+  function withOption(option: IdempotencyLimitedOption, value: number): IdempotencyModuleOptions {
+    const [group, field] = option.split('.');
+    return (
+      field ? { [group]: { [field]: value } } : { [group]: value }
+    ) as IdempotencyModuleOptions;
+  }
+
+  function resolvedValue(option: IdempotencyLimitedOption, value: number): unknown {
+    const resolved = resolveIdempotencyOptions(withOption(option, value)) as unknown as Record<
+      string,
+      Record<string, unknown>
+    >;
+    const [group, field] = option.split('.');
+    return field ? resolved[group][field] : resolved[group];
+  }
+
+  /** The closest refused values on either side of the range. */
+  function pastEdges(option: IdempotencyLimitedOption): [number, number] {
+    const { min, max, integer } = OPTION_LIMITS[option];
+    return integer ? [min - 1, max + 1] : [min - min / 1000, max + 0.001];
+  }
+
+  function expectRefusal(option: string, value: number, fn: () => unknown): string {
+    const { message } = configurationError(fn);
+    const { min, max, example } = OPTION_LIMITS[option as IdempotencyLimitedOption];
+    expect(message).toContain(`option "${option}" is invalid`);
+    if (Number.isFinite(value)) expect(message).toContain(`(got ${value})`);
+    expect(message).toContain(` from ${min} to ${max}, e.g. ${example}.`);
+    return message;
+  }
+
+  it('has a range for every numeric option, the default inside it', () => {
+    expect([...limited].sort()).toEqual(
+      [
+        ...routeLevel,
+        'storeTimeoutSeconds',
+        'purge.intervalSeconds',
+        'purge.batchSize',
+        'replayCache.maxEntries',
+        'replayCache.maxBytes',
+      ].sort(),
+    );
+    for (const option of limited) {
+      const { min, max, example } = OPTION_LIMITS[option];
+      expect(min).toBeLessThan(max);
+      expect(example).toBeGreaterThanOrEqual(min);
+      expect(example).toBeLessThanOrEqual(max);
+      expect(resolvedValue(option, example)).toBe(example);
+    }
+    expect(Object.isFrozen(OPTION_LIMITS)).toBe(true);
+    expect(Object.isFrozen(OPTION_LIMITS.ttlSeconds)).toBe(true);
+  });
+
+  it('uses the documented bounds', () => {
+    expect(OPTION_LIMITS).toMatchObject({
+      lockTimeoutSeconds: { min: 0.1, max: 86_400, integer: false },
+      maxLockHoldSeconds: { min: 0.1, max: 31_536_000, integer: false },
+      ttlSeconds: { min: 0.1, max: 315_360_000, integer: false },
+      retryAfterSeconds: { min: 0, max: 86_400, integer: true },
+      storeTimeoutSeconds: { min: 0.05, max: 300, integer: false },
+      'purge.intervalSeconds': { min: 0.1, max: 2_147_483, integer: false },
+      'purge.batchSize': { min: 1, max: 100_000, integer: true },
+      'replayCache.maxEntries': { min: 1, max: 10_000_000, integer: true },
+      'replayCache.maxBytes': { min: 1, max: 4 * 1024 ** 3, integer: true },
+    });
+    // setInterval fires every millisecond past 2^31-1 ms; the longest period stays under it.
+    expect(OPTION_LIMITS['purge.intervalSeconds'].max * 1000).toBeLessThanOrEqual(2 ** 31 - 1);
+    // The heartbeat renews every third of the lease: the longest lease's period fits setInterval.
+    expect((OPTION_LIMITS.lockTimeoutSeconds.max * 1000) / 3).toBeLessThanOrEqual(2 ** 31 - 1);
+  });
+
+  describe.each(Object.keys(OPTION_LIMITS) as IdempotencyLimitedOption[])('%s', (option) => {
+    const { min, max, integer } = OPTION_LIMITS[option];
+    const [below, above] = pastEdges(option);
+
+    it(`accepts ${min} and ${max}, its edges`, () => {
+      expect(resolvedValue(option, min)).toBe(min);
+      expect(resolvedValue(option, max)).toBe(max);
+    });
+
+    it(`refuses ${below} and ${above}, just past them, with the range and an example`, () => {
+      expectRefusal(option, below, () => resolveIdempotencyOptions(withOption(option, below)));
+      expectRefusal(option, above, () => resolveIdempotencyOptions(withOption(option, above)));
+    });
+
+    it('refuses NaN, Infinity and -Infinity', () => {
+      for (const value of [NaN, Infinity, -Infinity]) {
+        expectRefusal(option, value, () => resolveIdempotencyOptions(withOption(option, value)));
+      }
+    });
+
+    if (integer) {
+      it('refuses a fraction', () => {
+        const message = expectRefusal(option, min + 0.5, () =>
+          resolveIdempotencyOptions(withOption(option, min + 0.5)),
+        );
+        expect(message).toContain('Use a whole number of');
+      });
+    }
+  });
+
+  describe('the values from the issue are refused at bootstrap', () => {
+    it('lockTimeoutSeconds: 0.001 (a lease shorter than the heartbeat can renew)', () => {
+      const message = expectRefusal('lockTimeoutSeconds', 0.001, () =>
+        resolveIdempotencyOptions({ lockTimeoutSeconds: 0.001 }),
+      );
+      expect(message).toMatch(/renewed every third of it/);
+      expect(message).toMatch(/values under 1 s are for tests/);
+    });
+
+    it('purge.intervalSeconds: 3e6 (past setInterval, which would fire every millisecond)', () => {
+      const message = expectRefusal('purge.intervalSeconds', 3e6, () =>
+        resolveIdempotencyOptions({ purge: { intervalSeconds: 3e6 } }),
+      );
+      expect(message).toMatch(/setInterval/);
+    });
+
+    it('ttlSeconds: 1e13 (an interval PostgreSQL cannot add to now())', () => {
+      const message = expectRefusal('ttlSeconds', 1e13, () =>
+        resolveIdempotencyOptions({ ttlSeconds: 1e13 }),
+      );
+      expect(message).toMatch(/10 years/);
+    });
+
+    it('and by the module at compile()', async () => {
+      const compiling = Test.createTestingModule({
+        imports: [IdempotencyModule.forRoot({ lockTimeoutSeconds: 0.001, store: 'memory' })],
+      }).compile();
+      await expect(compiling).rejects.toThrow(/option "lockTimeoutSeconds".*from 0\.1 to 86400/);
+    });
+  });
+
+  it('accepts the short leases the test suite runs with', () => {
+    for (const seconds of [0.1, 0.2, 0.3, 0.6]) {
+      const o = resolveIdempotencyOptions({ lockTimeoutSeconds: seconds, ttlSeconds: seconds });
+      expect(o.lockTimeoutSeconds).toBe(seconds);
+    }
+  });
+
+  describe('per route, through validateRouteOptions and @Idempotent()', () => {
+    it.each(routeLevel)('%s: edges accepted, just past them refused', (option) => {
+      const { min, max } = OPTION_LIMITS[option];
+      const [below, above] = pastEdges(option);
+      expect(validateRouteOptions({ [option]: min })).toEqual({ [option]: min });
+      expect(validateRouteOptions({ [option]: max })).toEqual({ [option]: max });
+      for (const value of [below, above, NaN, Infinity]) {
+        expectRefusal(option, value, () => validateRouteOptions({ [option]: value }));
+      }
+    });
+
+    it.each<[IdempotencyLimitedOption, number]>([
+      ['lockTimeoutSeconds', 0.001],
+      ['ttlSeconds', 1e13],
+    ])('refuses %s: %d from the issue', (option, value) => {
+      expectRefusal(option, value, () => validateRouteOptions({ [option]: value }));
+      expectRefusal(option, value, () => {
+        class Payments {
+          @Idempotent({ [option]: value })
+          create() {
+            return 1;
+          }
+        }
+        return Payments;
+      });
+    });
+  });
+});
+
+describe('storeTimeoutSeconds', () => {
+  it('defaults to 5 seconds and is a module option', () => {
+    expect(DEFAULT_IDEMPOTENCY_OPTIONS.storeTimeoutSeconds).toBe(5);
+    expect(resolveIdempotencyOptions().storeTimeoutSeconds).toBe(5);
+    expect(resolveIdempotencyOptions({ storeTimeoutSeconds: 0.5 }).storeTimeoutSeconds).toBe(0.5);
+  });
+
+  it('is refused at 0 and past 300 with the range', () => {
+    for (const value of [0, 0.04, 301, -1]) {
+      const { message } = configurationError(() =>
+        resolveIdempotencyOptions({ storeTimeoutSeconds: value }),
+      );
+      expect(message).toContain('option "storeTimeoutSeconds"');
+      expect(message).toContain('from 0.05 to 300, e.g. 5.');
+    }
+  });
+});
+
+describe('the README options table gives each numeric range', () => {
+  const readme = readFileSync(join(__dirname, '../../README.md'), 'utf8');
+  const section = readme.split(/^## Options$/m)[1].split(/^## /m)[0];
+
+  it.each(Object.keys(OPTION_LIMITS) as IdempotencyLimitedOption[])('%s', (option) => {
+    const { min, max } = OPTION_LIMITS[option];
+    const row = section.split('\n').find((line) => line.startsWith(`| \`${option}\` `));
+    expect(row).toBeDefined();
+    expect(row).toContain(`${min} to ${max}`);
+  });
 });
 
 describe('@Idempotent()', () => {
@@ -290,7 +505,7 @@ describe('IdempotencyModule bootstrap', () => {
       imports: [IdempotencyModule.forRoot({ ttlSeconds: 0, store: 'memory' })],
     }).compile();
     await expect(compiling).rejects.toThrow(IdempotencyConfigurationError);
-    await expect(compiling).rejects.toThrow(/option "ttlSeconds".*greater than 0/);
+    await expect(compiling).rejects.toThrow(/option "ttlSeconds".*from 0\.1 to 315360000/);
   });
 
   it('fails at compile() for a bad option from a forRootAsync factory', async () => {

@@ -1,4 +1,4 @@
-import { InFlightClaims } from '../../lib/utils/in-flight-claims';
+import { InFlightClaims } from '../../lib/storage/local/in-flight-claims';
 
 describe('InFlightClaims', () => {
   let time = 0;
@@ -6,7 +6,7 @@ describe('InFlightClaims', () => {
   beforeEach(() => (time = 1_000));
 
   const claimed = (ownerToken: string, lockTimeoutSeconds = 1) =>
-    ({ claimed: true, fingerprint: 'fp', ownerToken, lockTimeoutSeconds }) as const;
+    ({ claimed: true, fingerprint: 'fp', ownerToken, recordId: 'r1', lockTimeoutSeconds }) as const;
 
   it('holds a claim on its way, and lets duplicates wait for its answer', async () => {
     const claims = new InFlightClaims(now);
@@ -24,6 +24,7 @@ describe('InFlightClaims', () => {
       state: 'running',
       fingerprint: 'fp',
       ownerToken: 'owner-1',
+      recordId: 'r1',
       leaseEndsAt: 2_000,
     });
   });
@@ -55,6 +56,19 @@ describe('InFlightClaims', () => {
     claims.end('s', 'k', 'stale');
     expect(claims.get('s', 'k')).toMatchObject({ state: 'running', ownerToken: 'successor' });
     claims.end('s', 'k', 'successor');
+    expect(claims.get('s', 'k')).toBeUndefined();
+  });
+
+  it('moves the local lease forward when its owner renews it, never back', () => {
+    const claims = new InFlightClaims(now);
+    claims.begin('s', 'k')!(claimed('owner-1'));
+    time = 1_600;
+    claims.extend('s', 'k', 'owner-1', 1, 1_500);
+    time = 2_400;
+    expect(claims.get('s', 'k')?.state).toBe('running');
+    claims.extend('s', 'k', 'someone-else', 10, 2_400);
+    claims.extend('s', 'k', 'owner-1', 0.1, 2_400);
+    time = 2_500;
     expect(claims.get('s', 'k')).toBeUndefined();
   });
 

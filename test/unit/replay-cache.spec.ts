@@ -1,5 +1,5 @@
-import { ReplayCache } from '../../lib/utils/replay-cache';
-import type { CachedCompletion } from '../../lib/utils/replay-cache';
+import { ReplayCache } from '../../lib/storage/local/replay-cache';
+import type { CachedCompletion } from '../../lib/storage/local/replay-cache';
 
 /** A completion whose body is `bodyBytes` long; the entry costs 256 + key + scope + body bytes. */
 function completion(bodyBytes = 10, fingerprint = 'f'): CachedCompletion {
@@ -23,6 +23,16 @@ describe('ReplayCache', () => {
     clock = 1_500;
     expect(cache.get('s', 'k')).toBeUndefined();
     expect(cache.size).toBe(0);
+  });
+
+  it("keeps one key of two scopes apart: alice never gets bob's completion", () => {
+    const cache = new ReplayCache(10, 1 << 20, now);
+    cache.set('alice', 'order-1', completion(10, 'alice-fp'), 5_000);
+    expect(cache.get('bob', 'order-1')).toBeUndefined();
+    cache.set('bob', 'order-1', completion(10, 'bob-fp'), 5_000);
+    expect(cache.get('alice', 'order-1')?.fingerprint).toBe('alice-fp');
+    expect(cache.get('bob', 'order-1')?.fingerprint).toBe('bob-fp');
+    expect(cache.get('', 'order-1')).toBeUndefined();
   });
 
   it('refuses an entry that has already expired', () => {

@@ -21,7 +21,7 @@ export class IdempotencyRecordEntity {
   @Column({ name: 'record_id', type: 'uuid' })
   recordId!: string;
 
-  /** SHA-256 (hex) of the request, SPEC §4. */
+  /** SHA-256 (hex) of the request. */
   @Column({ type: 'char', length: 64 })
   fingerprint!: string;
 

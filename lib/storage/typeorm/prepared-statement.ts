@@ -1,5 +1,7 @@
 import { createHash } from 'node:crypto';
-import type { DataSource, QueryRunner } from 'typeorm';
+import type { DataSource } from 'typeorm';
+import { isStoreTimeout } from './with-deadline';
+import type { Deadline } from './with-deadline';
 
 /**
  * A SQL statement with a stable name. node-postgres prepares a named statement once per
@@ -18,7 +20,7 @@ export interface StatementResult {
 }
 
 /** The part of a node-postgres client the store uses. */
-interface PgClient {
+export interface PgClient {
   query(config: { name: string; text: string; values: unknown[] }): Promise<StatementResult>;
   on(event: 'error', listener: (error: Error) => void): unknown;
   removeListener(event: 'error', listener: (error: Error) => void): unknown;
@@ -39,43 +41,55 @@ export function prepareStatement(text: string): PreparedStatement {
 }
 
 /**
+ * Whether the DataSource's driver lends out pg connections directly. `obtainMasterConnection`
+ * is not part of TypeORM's public API, so the store uses it only when this holds at bootstrap,
+ * and otherwise runs its statements through query runners.
+ */
+export function hasPoolAccess(dataSource: DataSource): boolean {
+  const driver = dataSource.driver as unknown as Partial<PostgresDriverLike> & {
+    options?: { type?: unknown };
+  };
+  return (
+    driver?.options?.type === 'postgres' && typeof driver.obtainMasterConnection === 'function'
+  );
+}
+
+/**
  * Runs a prepared statement on a connection of the DataSource's pool and gives the connection
- * back. A connection that failed underneath (the server went away) is handed back with the
- * error, so the pool discards it instead of lending it out again.
+ * back, all within `deadline`. A connection that failed underneath (the server went away) or
+ * whose statement ran out of time is handed back with the error, so the pool closes it instead
+ * of lending it out again; one that arrives after the deadline is given back at once.
+ * Call only when `hasPoolAccess(dataSource)` holds.
  */
 export async function runOnPool(
   dataSource: DataSource,
   statement: PreparedStatement,
   values: unknown[],
+  deadline: Deadline,
 ): Promise<StatementResult> {
   const driver = dataSource.driver as unknown as PostgresDriverLike;
-  const [client, release] = await driver.obtainMasterConnection();
+  const [client, release] = await deadline.race(
+    driver.obtainMasterConnection(),
+    'a pooled connection',
+    ([, releaseLate]) => releaseLate(),
+  );
   let broken: unknown;
   const onError = (error: Error) => (broken = error);
   // A checked-out pg client has no error listener of its own: without this one, a connection
   // dropped by the server between two queries would crash the process.
   client.on('error', onError);
   try {
-    return await client.query({ ...statement, values });
+    return await deadline.race(client.query({ ...statement, values }), 'PostgreSQL to answer');
   } catch (error) {
-    if (!isServerError(error)) broken = error;
+    // After a timeout the statement is still pending on this connection (or lost in a dead
+    // socket): pg-pool, given an error, ends the client, which destroys the socket because a
+    // query is active. Handed back without one, the next caller would queue behind it.
+    if (isStoreTimeout(error) || !isServerError(error)) broken = error;
     throw error;
   } finally {
     client.removeListener('error', onError);
     release(broken);
   }
-}
-
-/**
- * Runs a prepared statement on the connection of a query runner (inside its transaction).
- */
-export async function runOnQueryRunner(
-  runner: QueryRunner,
-  statement: PreparedStatement,
-  values: unknown[],
-): Promise<StatementResult> {
-  const client = (await runner.connect()) as PgClient;
-  return client.query({ ...statement, values });
 }
 
 /**

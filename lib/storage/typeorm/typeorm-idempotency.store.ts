@@ -10,15 +10,48 @@ import type {
 import { IdempotencyConfigurationError } from '../../errors/idempotency-configuration.error';
 import { IdempotencyStore } from '../idempotency.store';
 import { quoteTableName } from './idempotency-table.sql';
-import { prepareStatement, runOnPool, runOnQueryRunner } from './prepared-statement';
+import { hasPoolAccess, prepareStatement, runOnPool } from './prepared-statement';
 import type { PreparedStatement, StatementResult } from './prepared-statement';
+import { runOnNewQueryRunner } from './query-runner-statements';
+import { TypeOrmStoreTransaction } from './typeorm-store-transaction';
+import { Deadline } from './with-deadline';
 
 /** How often a claim is retried when a concurrent writer changed the row under it. */
 const CLAIM_ATTEMPTS = 5;
 
+/** The longest a timer can wait in Node.js (about 24.8 days). */
+const MAX_TIMER_MS = 2_147_483_647;
+
+/** Tuning of the TypeORM store. */
+export interface TypeOrmIdempotencyStoreSettings {
+  /**
+   * How long one store call (claim, complete, release, renew, purgeExpired, beginTransaction,
+   * and a transaction's complete, commit and rollback) may take, counting the wait for a pooled
+   * connection, before it rejects with `IdempotencyStoreTimeoutError`. The module passes
+   * `storeTimeoutSeconds * 1000`.
+   * @defaultValue 5000
+   */
+  timeoutMs: number;
+}
+
 /**
- * PostgreSQL store on the application's TypeORM DataSource. All time comparisons use the
- * database clock (`now()`), so every instance agrees when a lease lapsed or a record expired.
+ * PostgreSQL store on the application's TypeORM DataSource. All times come from the database
+ * clock, so every instance agrees when a lease lapsed or a record expired:
+ *
+ * - Every lease and expiry is written as `clock_timestamp() + duration`, measured when the row
+ *   is written: not from the start of the transaction (`now()`), which in a transactional
+ *   completion is the handler's BEGIN, nor from the start of a statement that waited for a row
+ *   lock (`statement_timestamp()`). (A plain `UPDATE` computes its new row before it waits, and
+ *   again after only if the row changed meanwhile: behind a writer that rolled back, a renewal
+ *   or completion can come out short by that wait. The claim's `ON CONFLICT` locks first, then
+ *   computes.)
+ * - Every comparison uses `statement_timestamp()`: one instant for the whole statement, so the
+ *   claim's snapshot read and its `ON CONFLICT` re-check judge a lease by the same clock. When a
+ *   statement waited for a lock, that instant is a little early, which only makes a lease look
+ *   live (or a record unexpired) a little longer: the caller gets 409 or retries, and two owners
+ *   never hold one key.
+ * - Every call settles within `timeoutMs`, counting the wait for a pooled connection; a
+ *   connection whose statement ran out of time is closed, never lent out again.
  *
  * - `claim` is one statement (`INSERT … ON CONFLICT DO UPDATE … WHERE`), so of any number of
  *   concurrent callers exactly one wins; losers read the existing row in the same statement.
@@ -33,7 +66,14 @@ export class TypeOrmIdempotencyStore extends IdempotencyStore {
     PreparedStatement
   >;
 
+  private readonly timeoutMs: number;
   private resolved?: DataSource;
+  /**
+   * Whether statements run on pg connections lent by TypeORM's driver (named, prepared once
+   * per connection) or, where the driver offers no such thing, through query runners.
+   * Decided by `verify()` at bootstrap, or by the first call.
+   */
+  private poolAccess?: boolean;
   /** The latest expiry the current purge pass deleted; `null` between passes. */
   private purgedUpTo: string | null = null;
 
@@ -41,16 +81,32 @@ export class TypeOrmIdempotencyStore extends IdempotencyStore {
    * @param dataSource - a PostgreSQL DataSource, or a function that returns it once the
    *   application has initialised it
    * @param tableName - the record table (see the shipped migration)
+   * @param settings - the time each call may take (default 5 s)
+   * @throws IdempotencyConfigurationError when `settings.timeoutMs` is not a positive number of
+   *   milliseconds
    */
   constructor(
     private readonly dataSourceRef: DataSource | (() => DataSource),
     tableName: string,
+    settings: TypeOrmIdempotencyStoreSettings = { timeoutMs: 5000 },
   ) {
     super();
+    const { timeoutMs } = settings;
+    if (typeof timeoutMs !== 'number' || !(timeoutMs > 0 && timeoutMs <= MAX_TIMER_MS)) {
+      throw IdempotencyConfigurationError.invalidOption(
+        'timeoutMs',
+        timeoutMs,
+        `Use a number of milliseconds from 1 to ${MAX_TIMER_MS}, e.g. 5000.`,
+      );
+    }
+    this.timeoutMs = timeoutMs;
     this.table = quoteTableName(tableName);
     const t = this.table;
     const owned = `scope = $1 AND idempotency_key = $2 AND owner_token = $3 AND status = 'in_flight'`;
-    const expired = `r.expires_at <= now() AND (r.status <> 'in_flight' OR r.locked_until <= now())`;
+    // Comparisons: one instant per statement. Writes: the moment the row is written (see above).
+    const at = 'statement_timestamp()';
+    const written = 'clock_timestamp()';
+    const expired = `r.expires_at <= ${at} AND (r.status <> 'in_flight' OR r.locked_until <= ${at})`;
     const sql = {
       // The snapshot's row answers most calls without writing: a replay, a mismatch or a live
       // lease is read, not locked, so the statement takes no transaction id and no WAL flush.
@@ -62,38 +118,41 @@ export class TypeOrmIdempotencyStore extends IdempotencyStore {
                    WHEN ${expired} THEN 'retry'
                    WHEN r.fingerprint <> $3 THEN 'mismatch'
                    WHEN r.status = 'completed' THEN 'completed'
-                   WHEN r.status = 'in_flight' AND r.locked_until > now() THEN 'in_flight'
+                   WHEN r.status = 'in_flight' AND r.locked_until > ${at} THEN 'in_flight'
                    ELSE 'retry'
                  END AS outcome,
                  r.record_id, r.attempts, r.response_status, r.response_headers, r.response_body,
-                 EXTRACT(EPOCH FROM r.expires_at - now())::float8 * 1000 AS expires_in_ms
+                 EXTRACT(EPOCH FROM r.expires_at - ${at})::float8 * 1000 AS expires_in_ms
             FROM ${t} r
            WHERE r.scope = $1 AND r.idempotency_key = $2
         ), claimed AS (
           INSERT INTO ${t} AS r (scope, idempotency_key, record_id, fingerprint, status, owner_token,
             locked_until, expires_at, attempts, method, path, created_at, updated_at)
           SELECT $1::text, $2::varchar, $7::uuid, $3::char(64), 'in_flight', $4::uuid,
-                 now() + $5::float8 * interval '1 second', now() + $6::float8 * interval '1 second',
-                 1, $8::varchar, $9::text, now(), now()
+                 ${written} + $5::float8 * interval '1 second',
+                 ${written} + $6::float8 * interval '1 second',
+                 1, $8::varchar, $9::text, ${written}, ${written}
            WHERE NOT EXISTS (SELECT 1 FROM existing WHERE outcome <> 'retry')
           ON CONFLICT (scope, idempotency_key) DO UPDATE SET
             record_id = CASE WHEN ${expired} THEN EXCLUDED.record_id ELSE r.record_id END,
             attempts = CASE WHEN ${expired} THEN 1 ELSE r.attempts + 1 END,
-            created_at = CASE WHEN ${expired} THEN now() ELSE r.created_at END,
+            created_at = CASE WHEN ${expired} THEN ${written} ELSE r.created_at END,
             fingerprint = EXCLUDED.fingerprint,
             status = 'in_flight',
             owner_token = EXCLUDED.owner_token,
-            locked_until = EXCLUDED.locked_until,
-            expires_at = EXCLUDED.expires_at,
+            -- Not EXCLUDED's times: those were computed before this update waited for the
+            -- row lock (behind a transactional completion, say), and the lease would be short.
+            locked_until = ${written} + $5::float8 * interval '1 second',
+            expires_at = ${written} + $6::float8 * interval '1 second',
             method = EXCLUDED.method,
             path = EXCLUDED.path,
             response_status = NULL,
             response_headers = NULL,
             response_body = NULL,
-            updated_at = now()
+            updated_at = ${written}
           WHERE (${expired})
              OR (r.fingerprint = EXCLUDED.fingerprint
-                 AND (r.status = 'released' OR (r.status = 'in_flight' AND r.locked_until <= now())))
+                 AND (r.status = 'released' OR (r.status = 'in_flight' AND r.locked_until <= ${at})))
           RETURNING r.record_id, r.attempts
         )
         SELECT 'claimed' AS outcome, c.record_id, c.attempts,
@@ -107,14 +166,15 @@ export class TypeOrmIdempotencyStore extends IdempotencyStore {
          WHERE NOT EXISTS (SELECT 1 FROM claimed)`,
       complete: `
         UPDATE ${t} SET status = 'completed', response_status = $4, response_headers = $5,
-               response_body = $6, expires_at = now() + $7::float8 * interval '1 second',
-               locked_until = NULL, updated_at = now()
+               response_body = $6, expires_at = ${written} + $7::float8 * interval '1 second',
+               locked_until = NULL, updated_at = ${written}
          WHERE ${owned}`,
       renew: `
-        UPDATE ${t} SET locked_until = now() + $4::float8 * interval '1 second', updated_at = now()
+        UPDATE ${t} SET locked_until = ${written} + $4::float8 * interval '1 second',
+               updated_at = ${written}
          WHERE ${owned}`,
       releaseRetry: `
-        UPDATE ${t} SET status = 'released', locked_until = NULL, updated_at = now()
+        UPDATE ${t} SET status = 'released', locked_until = NULL, updated_at = ${written}
          WHERE ${owned}`,
       // A request rejected before its handler started leaves nothing behind, unless an earlier
       // attempt of the same key did run its handler: then the key stays released.
@@ -122,7 +182,7 @@ export class TypeOrmIdempotencyStore extends IdempotencyStore {
         WITH forgotten AS (
           DELETE FROM ${t} WHERE ${owned} AND attempts = 1 RETURNING 1
         ), kept AS (
-          UPDATE ${t} SET status = 'released', locked_until = NULL, updated_at = now()
+          UPDATE ${t} SET status = 'released', locked_until = NULL, updated_at = ${written}
            WHERE ${owned} AND attempts > 1 RETURNING 1
         )
         SELECT (SELECT count(*) FROM forgotten) + (SELECT count(*) FROM kept) AS n`,
@@ -132,7 +192,7 @@ export class TypeOrmIdempotencyStore extends IdempotencyStore {
         WITH gone AS (
           DELETE FROM ${t} WHERE ctid = ANY(ARRAY(
             SELECT ctid FROM ${t} r
-             WHERE r.expires_at <= now() AND NOT (r.status = 'in_flight' AND r.locked_until > now())
+             WHERE r.expires_at <= ${at} AND NOT (r.status = 'in_flight' AND r.locked_until > ${at})
                AND r.expires_at >= coalesce($2::timestamptz, '-infinity')
              ORDER BY r.expires_at
              LIMIT $1 FOR UPDATE SKIP LOCKED))
@@ -147,15 +207,19 @@ export class TypeOrmIdempotencyStore extends IdempotencyStore {
   }
 
   /**
-   * Resolves the DataSource and checks it is PostgreSQL with the record table in place.
+   * Resolves the DataSource, checks it is PostgreSQL with the record table in place, and decides
+   * how statements reach the database: on connections lent by TypeORM's PostgreSQL driver when
+   * it offers them (`obtainMasterConnection`, not public API), else through query runners.
    * Called by the module at bootstrap.
    * @throws IdempotencyConfigurationError with the fix when it is not
+   * @throws IdempotencyStoreTimeoutError when the database does not answer in time
    */
   async verify(): Promise<void> {
     const dataSource = this.dataSource;
     const type = String(dataSource.options?.type);
     if (type !== 'postgres') throw IdempotencyConfigurationError.unsupportedDatabase(type);
-    const { rows } = await this.run(this.sql.verify, [this.table]);
+    this.poolAccess = hasPoolAccess(dataSource);
+    const { rows } = await this.run('verify', this.sql.verify, [this.table]);
     if (rows[0]?.present !== true) throw IdempotencyConfigurationError.tableMissing(this.table);
   }
 
@@ -180,8 +244,10 @@ export class TypeOrmIdempotencyStore extends IdempotencyStore {
       request.method,
       request.path,
     ];
+    // One deadline for all attempts: the claim as a whole answers within the timeout.
+    const deadline = new Deadline('claim', this.timeoutMs);
     for (let attempt = 0; attempt < CLAIM_ATTEMPTS; attempt++) {
-      const { rows } = await this.run(this.sql.claim, params);
+      const { rows } = await this.run(deadline, this.sql.claim, params);
       const row = rows[0];
       if (!row || row.outcome === 'retry') continue;
       switch (row.outcome) {
@@ -215,26 +281,33 @@ export class TypeOrmIdempotencyStore extends IdempotencyStore {
     response: StoredResponse,
     ttlSeconds: number,
   ): Promise<boolean> {
-    return this.completeWith((sql, params) => this.run(sql, params), ref, response, ttlSeconds);
+    return this.completeWith(
+      (sql, params) => this.run('complete', sql, params),
+      ref,
+      response,
+      ttlSeconds,
+    );
   }
 
   /** @inheritDoc */
   async release(ref: IdempotencyRecordRef, mode: 'retry' | 'forget'): Promise<boolean> {
     const params = [ref.scope, ref.key, ref.ownerToken];
-    if (mode === 'retry') return (await this.run(this.sql.releaseRetry, params)).rowCount === 1;
-    const { rows } = await this.run(this.sql.releaseForget, params);
+    if (mode === 'retry') {
+      return (await this.run('release', this.sql.releaseRetry, params)).rowCount === 1;
+    }
+    const { rows } = await this.run('release', this.sql.releaseForget, params);
     return Number(rows[0]?.n) === 1;
   }
 
   /** @inheritDoc */
   async renew(ref: IdempotencyRecordRef, lockTimeoutSeconds: number): Promise<boolean> {
     const params = [ref.scope, ref.key, ref.ownerToken, lockTimeoutSeconds];
-    return (await this.run(this.sql.renew, params)).rowCount === 1;
+    return (await this.run('renew', this.sql.renew, params)).rowCount === 1;
   }
 
   /** @inheritDoc */
   async purgeExpired(batchSize: number): Promise<number> {
-    const { rows } = await this.run(this.sql.purge, [batchSize, this.purgedUpTo]);
+    const { rows } = await this.run('purgeExpired', this.sql.purge, [batchSize, this.purgedUpTo]);
     const deleted = Number(rows[0]?.deleted ?? 0);
     // A full batch: the pass goes on from the latest expiry it deleted. A short one ends the
     // pass, and the next starts from the oldest record again, so a row passed over (a live
@@ -245,33 +318,22 @@ export class TypeOrmIdempotencyStore extends IdempotencyStore {
 
   /** @inheritDoc */
   async beginTransaction(): Promise<IdempotencyStoreTransaction> {
-    const runner = this.dataSource.createQueryRunner();
-    try {
-      await runner.connect();
-      await runner.startTransaction();
-    } catch (err) {
-      await runner.release().catch(() => undefined);
-      throw err;
-    }
-    const finish = async (how: 'commit' | 'rollback') => {
-      try {
-        if (how === 'commit') await runner.commitTransaction();
-        else if (runner.isTransactionActive) await runner.rollbackTransaction();
-      } finally {
-        await runner.release();
-      }
-    };
+    const tx = await TypeOrmStoreTransaction.begin(
+      this.dataSource,
+      this.timeoutMs,
+      this.usesPoolAccess(),
+    );
     return {
-      manager: runner.manager,
+      manager: tx.manager,
       complete: (ref, response, ttlSeconds) =>
         this.completeWith(
-          (statement, values) => runOnQueryRunner(runner, statement, values),
+          (statement, values) => tx.run('complete (in transaction)', statement, values),
           ref,
           response,
           ttlSeconds,
         ),
-      commit: () => finish('commit'),
-      rollback: () => finish('rollback'),
+      commit: () => tx.commit(),
+      rollback: () => tx.rollback(),
     };
   }
 
@@ -293,7 +355,23 @@ export class TypeOrmIdempotencyStore extends IdempotencyStore {
     return result.rowCount === 1;
   }
 
-  private run(statement: PreparedStatement, values: unknown[]): Promise<StatementResult> {
-    return runOnPool(this.dataSource, statement, values);
+  private usesPoolAccess(): boolean {
+    return (this.poolAccess ??= hasPoolAccess(this.dataSource));
+  }
+
+  /**
+   * Runs one statement outside any transaction, within `operation`'s deadline.
+   * @param operation - a deadline shared with other statements, or the name of a new one
+   */
+  private run(
+    operation: string | Deadline,
+    statement: PreparedStatement,
+    values: unknown[],
+  ): Promise<StatementResult> {
+    const deadline =
+      typeof operation === 'string' ? new Deadline(operation, this.timeoutMs) : operation;
+    return this.usesPoolAccess()
+      ? runOnPool(this.dataSource, statement, values, deadline)
+      : runOnNewQueryRunner(this.dataSource, statement, values, deadline);
   }
 }

@@ -1,4 +1,4 @@
-import type { StoredResponse } from '../interfaces/idempotency-record.interface';
+import type { StoredResponse } from '../../interfaces/idempotency-record.interface';
 import { scopedKey } from './scoped-key';
 
 /** A completed record as the replay cache holds it. */

@@ -7,18 +7,25 @@ export interface ClaimingEntry {
   readonly settled: Promise<void>;
 }
 
-/** A key this instance claimed and whose handler is running, within its first lease. */
+/** A key this instance claimed and whose handler is running, within a lease it took or renewed. */
 export interface RunningEntry {
   readonly state: 'running';
   readonly fingerprint: string;
   readonly ownerToken: string;
-  /** When the lease taken by the claim ends at the latest, on the registry's clock. */
-  readonly leaseEndsAt: number;
+  readonly recordId: string;
+  /** When the lease this instance holds ends at the latest, on the registry's clock. */
+  leaseEndsAt: number;
 }
 
 /** How a claim begun with {@link InFlightClaims.begin} ended. */
 export type ClaimEnd =
-  | { claimed: true; fingerprint: string; ownerToken: string; lockTimeoutSeconds: number }
+  | {
+      claimed: true;
+      fingerprint: string;
+      ownerToken: string;
+      recordId: string;
+      lockTimeoutSeconds: number;
+    }
   | { claimed: false };
 
 /**
@@ -78,6 +85,7 @@ export class InFlightClaims {
           state: 'running',
           fingerprint: end.fingerprint,
           ownerToken: end.ownerToken,
+          recordId: end.recordId,
           leaseEndsAt: startedAt + end.lockTimeoutSeconds * 1000,
         });
       } else {
@@ -85,6 +93,28 @@ export class InFlightClaims {
       }
       settle();
     };
+  }
+
+  /** The running entry of `ownerToken`, if this instance still holds the key for it. */
+  owned(scope: string, key: string, ownerToken: string): RunningEntry | undefined {
+    const entry = this.get(scope, key);
+    return entry?.state === 'running' && entry.ownerToken === ownerToken ? entry : undefined;
+  }
+
+  /**
+   * Moves the local lease end of a renewed lease forward.
+   * @param renewedAt - on the registry's clock, taken before the renewal was sent
+   */
+  extend(
+    scope: string,
+    key: string,
+    ownerToken: string,
+    lockTimeoutSeconds: number,
+    renewedAt: number,
+  ): void {
+    const entry = this.owned(scope, key, ownerToken);
+    if (entry)
+      entry.leaseEndsAt = Math.max(entry.leaseEndsAt, renewedAt + lockTimeoutSeconds * 1000);
   }
 
   /**

@@ -1,0 +1,58 @@
+import { idempotencyRequestStorage } from '../context/idempotency-request-state';
+
+const MARKED = Symbol('nest-idempotency:marks-handler-start');
+
+/** Metadata key Nest's route decorators (`@Post()`, …) set on a handler. */
+const ROUTE_PATH_METADATA = 'path';
+
+/**
+ * A handler that tells the library when its body starts, so a request rejected before that (by
+ * a pipe) is not stored and its key stays usable. Metadata set on the original function by
+ * other decorators is carried over.
+ */
+export function markingStart(
+  original: (...args: unknown[]) => unknown,
+): (...args: unknown[]) => unknown {
+  const wrapped = function (this: unknown, ...args: unknown[]) {
+    const state = idempotencyRequestStorage.getStore();
+    if (state) state.handlerStarted = true;
+    return original.apply(this, args);
+  };
+  Object.defineProperty(wrapped, 'name', { value: original.name });
+  for (const key of Reflect.getOwnMetadataKeys(original)) {
+    Reflect.defineMetadata(key, Reflect.getOwnMetadata(key, original), wrapped);
+  }
+  (wrapped as any)[MARKED] = true;
+  return wrapped;
+}
+
+/**
+ * Whether a route handler tells the library when it starts. Handlers it cannot mark (a route
+ * declared in a subclass of a class-decorated base) are treated as started whatever happened,
+ * so no outcome of theirs ever frees the key.
+ * @param handler - `ExecutionContext.getHandler()`
+ */
+export function isHandlerStartMarked(handler: unknown): boolean {
+  return typeof handler === 'function' && (handler as any)[MARKED] === true;
+}
+
+/**
+ * Marks the start of every route handler a decorated class serves, its own and those it
+ * inherits (from a base class or a mixin): an inherited one gets a marking copy on the
+ * decorated class, so the base class itself is left as it was.
+ */
+export function markRoutesOf(target: abstract new (...args: any[]) => unknown): void {
+  const prototype = target.prototype;
+  const seen = new Set<string | symbol>(['constructor']);
+  for (let p = prototype; p && p !== Object.prototype; p = Object.getPrototypeOf(p)) {
+    for (const name of Reflect.ownKeys(p)) {
+      if (seen.has(name)) continue;
+      seen.add(name);
+      const method = Object.getOwnPropertyDescriptor(p, name);
+      const fn = method?.value;
+      if (typeof fn !== 'function' || fn[MARKED]) continue;
+      if (!Reflect.hasOwnMetadata(ROUTE_PATH_METADATA, fn)) continue;
+      Object.defineProperty(prototype, name, { ...method, value: markingStart(fn) });
+    }
+  }
+}

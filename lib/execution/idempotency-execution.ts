@@ -1,0 +1,345 @@
+import type { CallHandler, Logger } from '@nestjs/common';
+import { Observable } from 'rxjs';
+import { idempotencyRequestStorage } from '../context/idempotency-request-state';
+import type { IdempotencyRequestState } from '../context/idempotency-request-state';
+import { IdempotencyProblemException } from '../errors/idempotency-problem.exception';
+import type { IdempotencyEvents } from '../events/idempotency.events';
+import type { ResponseSink, ResponseSnapshot } from '../http/response-sink.interface';
+import type { IdempotencyRouteOptions } from '../interfaces/idempotency-module-options.interface';
+import type {
+  IdempotencyRecordRef,
+  IdempotencyStoreTransaction,
+  StoredResponse,
+} from '../interfaces/idempotency-record.interface';
+import type { IdempotencyStore } from '../storage/idempotency.store';
+import type { OutgoingResponse } from '../utils/response-bytes';
+import { renderHandlerOutcome } from './handler-outcome';
+import type { HandlerOutcome } from './handler-outcome';
+import { LeaseHeartbeat } from './lease-heartbeat';
+
+/** What an execution needs from its surroundings; built by `IdempotencyExecutionFactory`. */
+export interface IdempotencyExecutionDeps {
+  store: IdempotencyStore;
+  events: IdempotencyEvents;
+  logger: Logger;
+  problemTypeBaseUri: string;
+  /** Logs once per route that its responses cannot be stored. */
+  warnUnstorable: (why: string) => void;
+  /** Status and headers the route set before its handler ran (its status, `@Header()`s). */
+  before: ResponseSnapshot;
+  /** The adapter's content type for string bodies. */
+  textContentType: string;
+  /**
+   * Whether `@Idempotent()` marks the moment this route's handler starts. Where it cannot (a
+   * route declared in a subclass of a decorated base class), the handler is taken to have
+   * started: a request rejected by a pipe is then treated like the handler's own 4xx.
+   */
+  startMarked: boolean;
+}
+
+type Phase = 'begun' | 'running' | 'settled' | 'deciding' | 'done';
+
+/**
+ * One claimed request, from its claim to its end: its lease, its transaction, its handler's
+ * own settlement, its response and whether that response is stored or the key released. Every
+ * rule about one request's life is here:
+ *
+ * | phase    | event                                                   | what happens                                                                  |
+ * | -------- | ------------------------------------------------------- | ----------------------------------------------------------------------------- |
+ * | begun    | `begin()`                                               | lease heartbeat on; a transactional route opens its transaction               |
+ * | running  | the handler's own code writes a response (`@Res()`)     | held until the handler settles, then decided                                  |
+ * | running  | a response leaves from elsewhere (outer timeout's 408)  | written as it is, not stored; the key stays claimed                           |
+ * | running  | the response streams (chunks, a file)                   | noted; decided when the handler settles                                       |
+ * | running  | the handler settles (completes or throws)               | a throw rolls the transaction back; a held response is decided; after an early response the handler's own outcome is decided; after a stream the key is released; else → settled |
+ * | settled  | the response is about to be written                     | decided, then written                                                         |
+ * | settled  | the response streamed                                   | key released                                                                  |
+ * | deciding | —                                                       | heartbeat stops; rejected before the handler started → record deleted; not bytes → released (warned once per route); status not final → released; final → stored (in the transaction, which then commits) before it is written |
+ * | done     | anything                                                | ignored                                                                       |
+ *
+ * The key is therefore held until the handler's own work has settled, whoever wrote a
+ * response first, and the handler never runs twice under one claim.
+ */
+export class IdempotencyExecution implements ResponseSink {
+  private phase: Phase = 'begun';
+  private outcome?: HandlerOutcome;
+  private held?: { outgoing: OutgoingResponse; answer: (decision: Promise<any>) => void };
+  private leftEarly = false;
+  private streamed = false;
+  private subscribed = false;
+  private transaction?: IdempotencyStoreTransaction;
+  private readonly heartbeat: LeaseHeartbeat;
+
+  /**
+   * @param ref - the claimed record and this execution's owner token
+   * @param state - what the handler can read through `IdempotencyContext`
+   * @param route - options in force for the route
+   * @param deps - services and facts about the route
+   */
+  constructor(
+    readonly ref: IdempotencyRecordRef,
+    readonly state: IdempotencyRequestState,
+    private readonly route: IdempotencyRouteOptions,
+    private readonly deps: IdempotencyExecutionDeps,
+  ) {
+    this.heartbeat = new LeaseHeartbeat(
+      deps.store,
+      ref,
+      route.lockTimeoutSeconds,
+      route.maxLockHoldSeconds,
+      () => this.emitLockLost('renew'),
+      (error) => deps.events.emit({ type: 'store_error', operation: 'renew', error }),
+    );
+  }
+
+  /**
+   * Starts the lease heartbeat and, on transactional routes, opens the transaction.
+   * @throws when the store cannot open the transaction; call `abort()` then
+   */
+  async begin(): Promise<void> {
+    this.heartbeat.start();
+    if (!this.route.transactional) return;
+    this.transaction = await this.deps.store.beginTransaction();
+    this.state.manager = this.transaction.manager;
+  }
+
+  /** Gives the key back when `begin()` failed: the handler never ran. */
+  async abort(): Promise<void> {
+    this.phase = 'deciding';
+    this.heartbeat.stop();
+    await this.release('forget', 'rejected_before_handler');
+    this.phase = 'done';
+  }
+
+  /**
+   * Runs the handler once. Its work is followed to the end even when the caller stops
+   * listening (an outer `timeout()`), because its outcome decides what happens to the key.
+   * @param next - the handler, as the interceptor received it
+   */
+  run(next: CallHandler): Observable<unknown> {
+    return new Observable((subscriber) => {
+      if (this.subscribed) {
+        // An outer retry() would run the handler a second time under one claim.
+        subscriber.error(new Error('nest-idempotency: an idempotent handler was subscribed twice'));
+        return;
+      }
+      this.subscribed = true;
+      this.phase = 'running';
+      let last: unknown;
+      idempotencyRequestStorage.run(this.state, () =>
+        next.handle().subscribe({
+          next: (value) => {
+            last = value;
+            subscriber.next(value);
+          },
+          error: (error) =>
+            void this.settle({ kind: 'error', error }).then(() => subscriber.error(error)),
+          complete: () =>
+            void this.settle({ kind: 'value', value: last }).then(() => subscriber.complete()),
+        }),
+      );
+      // No teardown: unsubscribing must not cancel the handler's work.
+    });
+  }
+
+  /** @inheritDoc */
+  onResponse(outgoing: OutgoingResponse | undefined): Promise<OutgoingResponse | undefined> {
+    if (this.phase === 'settled') return this.decide(outgoing);
+    if (this.phase !== 'begun' && this.phase !== 'running') return Promise.resolve(undefined);
+    if (outgoing === undefined) {
+      this.streamed = true;
+    } else if (idempotencyRequestStorage.getStore() === this.state) {
+      // Written by the handler's own code (@Res()): stored once the handler has settled.
+      return new Promise((answer) => (this.held = { outgoing, answer }));
+    } else {
+      this.leftEarly = true;
+    }
+    return Promise.resolve(undefined);
+  }
+
+  /** @inheritDoc */
+  onResponseEnded(): void {
+    if (this.phase === 'settled') void this.decide(undefined);
+    else if (this.phase === 'begun' || this.phase === 'running') this.streamed = true;
+  }
+
+  /** @inheritDoc */
+  onWriteFailed(error: unknown): void {
+    this.deps.logger.error(
+      'Could not write the response of an idempotent request; the client got a 500',
+      error as Error,
+    );
+  }
+
+  private async settle(outcome: HandlerOutcome): Promise<void> {
+    this.outcome = outcome;
+    // A failed handler's writes are rolled back before anything answers its client.
+    if (outcome.kind === 'error') await this.rollback();
+    if (this.phase !== 'running') return;
+    this.phase = 'settled';
+    const held = this.held;
+    this.held = undefined;
+    if (held) held.answer(this.decide(held.outgoing));
+    else if (this.leftEarly) void this.decideOwnOutcome(outcome);
+    else if (this.streamed) void this.decide(undefined);
+  }
+
+  /** After an early response: what the handler itself produced decides. */
+  private async decideOwnOutcome(outcome: HandlerOutcome): Promise<void> {
+    const own = renderHandlerOutcome(outcome, this.deps.before, this.deps.textContentType);
+    if (own || outcome.kind === 'value') {
+      await this.decide(own);
+      return;
+    }
+    this.phase = 'deciding';
+    this.heartbeat.stop();
+    await this.release('retry', 'not_final');
+    this.phase = 'done';
+  }
+
+  private async decide(
+    outgoing: OutgoingResponse | undefined,
+  ): Promise<OutgoingResponse | undefined> {
+    if (this.phase === 'deciding' || this.phase === 'done') return undefined;
+    this.phase = 'deciding';
+    this.heartbeat.stop();
+    try {
+      if (!this.handlerStarted()) {
+        await this.release('forget', 'rejected_before_handler');
+        return undefined;
+      }
+      if (!outgoing) {
+        this.deps.warnUnstorable('it is not sent as bytes (a stream, a file or SSE)');
+        await this.release('retry', 'unstorable');
+        return undefined;
+      }
+      if (!this.route.storeStatuses.includes(outgoing.status)) {
+        await this.release('retry', 'not_final');
+        this.emitExecuted(outgoing.status, false);
+        return undefined;
+      }
+      return await this.store(outgoing);
+    } finally {
+      this.phase = 'done';
+    }
+  }
+
+  private handlerStarted(): boolean {
+    return this.outcome?.kind === 'value' || this.state.handlerStarted || !this.deps.startMarked;
+  }
+
+  private async store(outgoing: OutgoingResponse): Promise<OutgoingResponse> {
+    const stored = this.toStored(outgoing);
+    const transaction = this.transaction;
+    this.transaction = undefined;
+    if (transaction) return this.storeInTransaction(transaction, stored, outgoing);
+    try {
+      const owned = await this.deps.store.complete(this.ref, stored, this.route.ttlSeconds);
+      if (!owned) this.emitLockLost('complete');
+    } catch (error) {
+      // The handler ran and its client gets its response; a retry after the lease lapses runs
+      // it again. Logged loudly: this is the one window the store cannot close.
+      this.deps.events.emit({ type: 'store_error', operation: 'complete', error });
+      this.deps.logger.error(
+        `Could not store the response of an idempotent request (${outgoing.status}); ` +
+          'a retry after the lease lapses will run the handler again',
+        error as Error,
+      );
+    }
+    this.emitExecuted(outgoing.status, true);
+    return outgoing;
+  }
+
+  /** The completion commits with the handler's writes, or neither does and the client is told. */
+  private async storeInTransaction(
+    transaction: IdempotencyStoreTransaction,
+    stored: StoredResponse,
+    outgoing: OutgoingResponse,
+  ): Promise<OutgoingResponse> {
+    let owned: boolean;
+    try {
+      owned = await transaction.complete(this.ref, stored, this.route.ttlSeconds);
+      if (owned) await transaction.commit();
+      else await transaction.rollback();
+    } catch (error) {
+      this.deps.events.emit({ type: 'store_error', operation: 'complete', error });
+      await transaction.rollback().catch(() => undefined);
+      await this.release('retry', 'not_final');
+      return this.problem(IdempotencyProblemException.notStored(this.route.retryAfterSeconds));
+    }
+    if (!owned) {
+      this.emitLockLost('complete');
+      return this.problem(IdempotencyProblemException.leaseLost(this.route.retryAfterSeconds));
+    }
+    this.emitExecuted(outgoing.status, true);
+    return outgoing;
+  }
+
+  private toStored(outgoing: OutgoingResponse): StoredResponse {
+    const headers: StoredResponse['headers'] = {};
+    for (const name of this.route.replayHeaders) {
+      const value = outgoing.headers[name];
+      if (value !== undefined) headers[name] = value;
+    }
+    return { status: outgoing.status, headers, body: outgoing.body };
+  }
+
+  private problem(exception: IdempotencyProblemException): OutgoingResponse {
+    this.deps.events.emit({
+      type: 'rejected',
+      scope: this.ref.scope,
+      key: this.ref.key,
+      code: exception.code,
+      status: exception.getStatus(),
+    });
+    return exception.toResponse(this.deps.problemTypeBaseUri);
+  }
+
+  private async release(
+    mode: 'retry' | 'forget',
+    reason: 'not_final' | 'rejected_before_handler' | 'unstorable',
+  ): Promise<void> {
+    await this.rollback();
+    try {
+      if (await this.deps.store.release(this.ref, mode)) {
+        this.deps.events.emit({
+          type: 'released',
+          scope: this.ref.scope,
+          key: this.ref.key,
+          reason,
+        });
+      } else {
+        this.emitLockLost('release');
+      }
+    } catch (error) {
+      // The lease lapses on its own; a retry then takes the key over.
+      this.deps.events.emit({ type: 'store_error', operation: 'release', error });
+    }
+  }
+
+  private async rollback(): Promise<void> {
+    const transaction = this.transaction;
+    this.transaction = undefined;
+    if (!transaction) return;
+    try {
+      await transaction.rollback();
+    } catch (error) {
+      this.deps.events.emit({ type: 'store_error', operation: 'rollback', error });
+    }
+  }
+
+  private emitExecuted(status: number, stored: boolean): void {
+    this.deps.events.emit({
+      type: 'executed',
+      scope: this.ref.scope,
+      key: this.ref.key,
+      status,
+      stored,
+      attempt: this.state.attempt,
+    });
+  }
+
+  private emitLockLost(during: 'renew' | 'complete' | 'release'): void {
+    this.deps.events.emit({ type: 'lock_lost', scope: this.ref.scope, key: this.ref.key, during });
+    this.deps.logger.warn(`Lost the lease of an idempotent request during ${during}`);
+  }
+}

@@ -1,0 +1,121 @@
+import type { StoredResponse } from '../interfaces/idempotency-record.interface';
+import { lowerCaseHeaders, isStreamLike, responseBytes } from '../utils/response-bytes';
+import type { OutgoingResponse } from '../utils/response-bytes';
+import { IdempotencyResponseAdapter } from './idempotency-response.adapter';
+import { hookMethod, silenceMethods } from './method-hook';
+import { replayBody, replayHeaders } from './replay-headers';
+import { ResponseCaptureState, failClosed } from './response-capture-state';
+import type { ResponseSink, ResponseSnapshot } from './response-sink.interface';
+
+/** Methods of an Express response that write, made no-ops once a replay was written. */
+const WRITERS = [
+  'send',
+  'json',
+  'jsonp',
+  'end',
+  'write',
+  'redirect',
+  'sendFile',
+  'render',
+  'setHeader',
+  'writeHead',
+];
+
+/**
+ * Express 5 responses. A response ends through `res.send` (and `res.json`, which calls it),
+ * through `res.end` directly (`res.redirect`, raw `@Res()` code), or chunk by chunk through
+ * `res.write` (streams, `sendFile`): all three are watched.
+ */
+export class ExpressResponseAdapter extends IdempotencyResponseAdapter {
+  /** @inheritDoc */
+  readonly textContentType = 'text/html';
+
+  /** @inheritDoc */
+  capture(res: any, sink: ResponseSink): void {
+    const send = res.send;
+    const end = res.end;
+    const write = res.write;
+    const capture = new ResponseCaptureState(sink, () => failClosed(res, end));
+    const replace = (decision: OutgoingResponse) => {
+      res.statusCode = decision.status;
+      res.removeHeader('content-length');
+      for (const [name, value] of Object.entries(decision.headers)) res.setHeader(name, value);
+      end.call(res, decision.body);
+    };
+
+    capture.onDone(
+      hookMethod(res, 'send', function (payload: unknown) {
+        if (capture.state === 'pending') return res;
+        // Express turns objects into JSON through res.json, which calls send again with text.
+        if (
+          payload !== null &&
+          typeof payload === 'object' &&
+          !Buffer.isBuffer(payload) &&
+          !(payload instanceof Uint8Array) &&
+          !isStreamLike(payload)
+        ) {
+          return send.call(res, payload);
+        }
+        const headers = lowerCaseHeaders(res.getHeaders());
+        const bytes = responseBytes(payload, headers['content-type'] as string, 'text/html');
+        if (bytes?.contentType !== undefined) headers['content-type'] = bytes.contentType;
+        const outgoing = bytes && { status: res.statusCode, headers, body: bytes.body };
+        capture.handOver(outgoing, () => send.call(res, payload), replace);
+        return res;
+      }),
+    );
+    capture.onDone(
+      hookMethod(res, 'end', function (chunk?: unknown, encoding?: unknown, callback?: unknown) {
+        if (capture.state === 'pending') return res;
+        const args = [chunk, encoding, callback];
+        if (res.headersSent) {
+          // Chunks went out already: this ends a stream, which cannot be stored.
+          capture.finish();
+          const result = end.apply(res, args);
+          sink.onResponseEnded();
+          return result;
+        }
+        const body =
+          chunk === undefined || chunk === null || typeof chunk === 'function'
+            ? Buffer.alloc(0)
+            : Buffer.isBuffer(chunk)
+              ? chunk
+              : Buffer.from(
+                  chunk as string,
+                  typeof encoding === 'string' ? (encoding as BufferEncoding) : 'utf8',
+                );
+        const outgoing = {
+          status: res.statusCode,
+          headers: lowerCaseHeaders(res.getHeaders()),
+          body,
+        };
+        capture.handOver(outgoing, () => end.apply(res, args), replace);
+        return res;
+      }),
+    );
+    capture.onDone(
+      hookMethod(res, 'write', function (...args: unknown[]) {
+        // The first chunk of a stream: nothing to store; the lifecycle hears when it ends.
+        capture.finish();
+        res.once('close', () => sink.onResponseEnded());
+        return write.apply(res, args);
+      }),
+    );
+    capture.watchClose(res);
+  }
+
+  /** @inheritDoc */
+  writeReplay(res: any, stored: StoredResponse): void {
+    const headers = replayHeaders(stored);
+    res.statusCode = stored.status;
+    for (const [name, value] of Object.entries(headers)) res.setHeader(name, value);
+    // Express's send adds Content-Length and ETag and answers HEAD and conditional requests.
+    res.send(replayBody(stored));
+    silenceMethods(res, WRITERS);
+  }
+
+  /** @inheritDoc */
+  snapshot(res: any): ResponseSnapshot {
+    return { status: res.statusCode, headers: lowerCaseHeaders(res.getHeaders()) };
+  }
+}

@@ -1,0 +1,60 @@
+import type { StoredResponse } from '../interfaces/idempotency-record.interface';
+import { lowerCaseHeaders, responseBytes } from '../utils/response-bytes';
+import type { OutgoingResponse } from '../utils/response-bytes';
+import { IdempotencyResponseAdapter } from './idempotency-response.adapter';
+import { hookMethod, silenceMethods } from './method-hook';
+import { replayBody, replayHeaders } from './replay-headers';
+import { ResponseCaptureState, failClosed } from './response-capture-state';
+import type { ResponseSink, ResponseSnapshot } from './response-sink.interface';
+
+/**
+ * Fastify replies. Every reply Fastify writes goes through `reply.send` (`reply.redirect`
+ * calls it too); code that writes to `reply.raw` itself is seen only when it ends.
+ */
+export class FastifyResponseAdapter extends IdempotencyResponseAdapter {
+  /** @inheritDoc */
+  readonly textContentType = 'text/plain';
+
+  /** @inheritDoc */
+  capture(reply: any, sink: ResponseSink): void {
+    const raw = reply.raw;
+    const send = reply.send;
+    const capture = new ResponseCaptureState(sink, () => failClosed(raw));
+    const replace = (decision: OutgoingResponse) => {
+      reply.code(decision.status);
+      for (const [name, value] of Object.entries(decision.headers)) {
+        // header() appends set-cookie, so the old value goes first.
+        reply.removeHeader(name).header(name, value);
+      }
+      send.call(reply, decision.body);
+    };
+
+    capture.onDone(
+      hookMethod(reply, 'send', function (payload: unknown) {
+        if (capture.state === 'pending') return reply;
+        const headers = lowerCaseHeaders(reply.getHeaders());
+        const bytes = responseBytes(payload, headers['content-type'] as string, 'text/plain');
+        if (bytes?.contentType !== undefined) headers['content-type'] = bytes.contentType;
+        const outgoing = bytes && { status: reply.statusCode, headers, body: bytes.body };
+        capture.handOver(outgoing, () => send.call(reply, payload), replace);
+        return reply;
+      }),
+    );
+    capture.watchClose(raw);
+  }
+
+  /** @inheritDoc */
+  writeReplay(reply: any, stored: StoredResponse): void {
+    const headers = replayHeaders(stored);
+    reply.code(stored.status);
+    for (const [name, value] of Object.entries(headers))
+      reply.removeHeader(name).header(name, value);
+    reply.send(replayBody(stored));
+    silenceMethods(reply, ['send', 'redirect']);
+  }
+
+  /** @inheritDoc */
+  snapshot(reply: any): ResponseSnapshot {
+    return { status: reply.statusCode, headers: lowerCaseHeaders(reply.getHeaders()) };
+  }
+}

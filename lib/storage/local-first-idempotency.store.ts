@@ -1,0 +1,189 @@
+import type {
+  ClaimRequest,
+  ClaimResult,
+  IdempotencyRecordRef,
+  IdempotencyStoreTransaction,
+  StoredResponse,
+} from '../interfaces/idempotency-record.interface';
+import { IdempotencyStore } from './idempotency.store';
+import { InFlightClaims } from './local/in-flight-claims';
+import type { RunningEntry } from './local/in-flight-claims';
+import { ReplayCache } from './local/replay-cache';
+
+/** Limits of the in-process replay cache; `maxEntries: 0` turns it off. */
+export interface LocalFirstStoreLimits {
+  maxEntries: number;
+  maxBytes: number;
+}
+
+/**
+ * A store that answers from this instance's own knowledge whenever that is exactly what the
+ * wrapped store would answer, and asks the wrapped store otherwise:
+ *
+ * - a completed record never changes until it expires, so records this instance completed or
+ *   replayed are kept in a bounded cache (`ReplayCache`) and their claims answered from it —
+ *   `completed` for the same fingerprint, `mismatch` for another. An entry expires no later
+ *   than its record: its clock starts before the record's expiry was written or read.
+ * - while this instance holds a live lease on a key (a claim it won, renewed by its owner),
+ *   every other claim of the key is answered `in_flight` or `mismatch`, as the store would.
+ *   A claim that arrives while this instance's own claim of the key is on its way waits for it
+ *   once, then looks again.
+ *
+ * Anything else — a first execution, a takeover, another instance's key — is decided by the
+ * wrapped store. Writes always go to the wrapped store; this layer only learns from them.
+ */
+export class LocalFirstIdempotencyStore extends IdempotencyStore {
+  private readonly cache: ReplayCache;
+  private readonly inFlight: InFlightClaims;
+
+  /**
+   * @param inner - the store that decides
+   * @param limits - replay cache size
+   * @param now - monotonic clock in milliseconds (injected by tests; must run at the same pace
+   *   as the wrapped store's clock)
+   */
+  constructor(
+    readonly inner: IdempotencyStore,
+    limits: LocalFirstStoreLimits,
+    private readonly now: () => number = () => performance.now(),
+  ) {
+    super();
+    this.cache = new ReplayCache(limits.maxEntries, limits.maxBytes, now);
+    this.inFlight = new InFlightClaims(now);
+  }
+
+  /** @inheritDoc */
+  async claim(request: ClaimRequest): Promise<ClaimResult> {
+    const local = await this.answerLocally(request);
+    if (local) return local;
+    const { scope, key, fingerprint, ownerToken, lockTimeoutSeconds } = request;
+    const endClaim = this.inFlight.begin(scope, key);
+    const sentAt = this.now();
+    let result: ClaimResult;
+    try {
+      result = await this.inner.claim(request);
+    } catch (error) {
+      endClaim?.({ claimed: false });
+      throw error;
+    }
+    if (result.outcome === 'completed' && result.expiresInMs !== undefined) {
+      this.cache.set(
+        scope,
+        key,
+        { recordId: result.recordId, fingerprint, response: result.response },
+        sentAt + result.expiresInMs,
+      );
+    }
+    // After the cache is filled: claims waiting on this one look there first.
+    endClaim?.(
+      result.outcome === 'claimed'
+        ? { claimed: true, fingerprint, ownerToken, recordId: result.recordId, lockTimeoutSeconds }
+        : { claimed: false },
+    );
+    return result;
+  }
+
+  /** @inheritDoc */
+  async complete(
+    ref: IdempotencyRecordRef,
+    response: StoredResponse,
+    ttlSeconds: number,
+  ): Promise<boolean> {
+    const entry = this.inFlight.owned(ref.scope, ref.key, ref.ownerToken);
+    const sentAt = this.now();
+    const owned = await this.settle(ref, this.inner.complete(ref, response, ttlSeconds));
+    if (owned && entry) this.remember(ref, entry, response, sentAt + ttlSeconds * 1000);
+    return owned;
+  }
+
+  /** @inheritDoc */
+  release(ref: IdempotencyRecordRef, mode: 'retry' | 'forget'): Promise<boolean> {
+    return this.settle(ref, this.inner.release(ref, mode));
+  }
+
+  /** @inheritDoc */
+  async renew(ref: IdempotencyRecordRef, lockTimeoutSeconds: number): Promise<boolean> {
+    const sentAt = this.now();
+    const owned = await this.inner.renew(ref, lockTimeoutSeconds);
+    if (owned) this.inFlight.extend(ref.scope, ref.key, ref.ownerToken, lockTimeoutSeconds, sentAt);
+    else this.inFlight.end(ref.scope, ref.key, ref.ownerToken);
+    return owned;
+  }
+
+  /** @inheritDoc */
+  purgeExpired(batchSize: number): Promise<number> {
+    return this.inner.purgeExpired(batchSize);
+  }
+
+  /**
+   * The completion is remembered once the transaction commits, with an expiry measured from
+   * before its `complete()` was sent.
+   * @inheritDoc
+   */
+  async beginTransaction(): Promise<IdempotencyStoreTransaction> {
+    const transaction = await this.inner.beginTransaction();
+    let completed: { ref: IdempotencyRecordRef; response: StoredResponse; expiresAt: number };
+    return {
+      manager: transaction.manager,
+      complete: async (ref, response, ttlSeconds) => {
+        const sentAt = this.now();
+        const owned = await transaction.complete(ref, response, ttlSeconds);
+        if (owned) completed = { ref, response, expiresAt: sentAt + ttlSeconds * 1000 };
+        return owned;
+      },
+      commit: async () => {
+        await transaction.commit();
+        if (!completed) return;
+        const { ref, response, expiresAt } = completed;
+        const entry = this.inFlight.owned(ref.scope, ref.key, ref.ownerToken);
+        if (entry) this.remember(ref, entry, response, expiresAt);
+        this.inFlight.end(completed.ref.scope, completed.ref.key, completed.ref.ownerToken);
+      },
+      rollback: () => transaction.rollback(),
+    };
+  }
+
+  private async answerLocally(request: ClaimRequest): Promise<ClaimResult | undefined> {
+    const { scope, key, fingerprint } = request;
+    for (let waited = false; ; waited = true) {
+      const cached = this.cache.get(scope, key);
+      if (cached) {
+        if (cached.fingerprint !== fingerprint) {
+          return { outcome: 'mismatch', recordId: cached.recordId };
+        }
+        return { outcome: 'completed', recordId: cached.recordId, response: cached.response };
+      }
+      const local = this.inFlight.get(scope, key);
+      if (local?.state === 'running') {
+        if (local.fingerprint !== fingerprint)
+          return { outcome: 'mismatch', recordId: local.recordId };
+        return { outcome: 'in_flight', recordId: local.recordId };
+      }
+      if (local?.state !== 'claiming' || waited) return undefined;
+      await local.settled;
+    }
+  }
+
+  /** Forgets the key's running entry once a write of its owner settled, whatever the answer. */
+  private async settle(ref: IdempotencyRecordRef, write: Promise<boolean>): Promise<boolean> {
+    try {
+      return await write;
+    } finally {
+      this.inFlight.end(ref.scope, ref.key, ref.ownerToken);
+    }
+  }
+
+  private remember(
+    ref: IdempotencyRecordRef,
+    entry: RunningEntry,
+    response: StoredResponse,
+    expiresAt: number,
+  ): void {
+    this.cache.set(
+      ref.scope,
+      ref.key,
+      { recordId: entry.recordId, fingerprint: entry.fingerprint, response },
+      expiresAt,
+    );
+  }
+}

@@ -1,0 +1,90 @@
+import type { DataSource, QueryRunner } from 'typeorm';
+import type { PgClient, PreparedStatement, StatementResult } from './prepared-statement';
+import { isStoreTimeout } from './with-deadline';
+import type { Deadline } from './with-deadline';
+
+/**
+ * Connects a query runner within `deadline`. When the connection arrives after the deadline,
+ * the runner is released then: released earlier, TypeORM would keep the late connection
+ * checked out for good.
+ * @returns the runner's connection (a pg client on the PostgreSQL driver)
+ * @throws IdempotencyStoreTimeoutError when no connection came in time
+ */
+export function connectQueryRunner(runner: QueryRunner, deadline: Deadline): Promise<unknown> {
+  return deadline.race(runner.connect() as Promise<unknown>, 'a pooled connection', () => {
+    runner.release().catch(() => undefined);
+  });
+}
+
+/**
+ * Closes a query runner's connection and releases the runner, for a runner whose statement ran
+ * out of time: the statement may still be pending on it, so the pool must not lend it out again.
+ * pg's `Client.end()` destroys the socket when a query is active, and pg-pool drops a client
+ * that is ending when it comes back (TypeORM's `release()` passes no error to say so itself).
+ * The database rolls back whatever transaction the connection had open.
+ */
+export async function discardQueryRunner(runner: QueryRunner): Promise<void> {
+  try {
+    const connection = (await runner.connect()) as { end?: () => Promise<void> } | undefined;
+    if (typeof connection?.end === 'function') connection.end().catch(() => undefined);
+  } catch {
+    // Never connected: nothing to close.
+  }
+  await runner.release().catch(() => undefined);
+}
+
+/**
+ * Runs a statement on a connected query runner within `deadline`, inside whatever transaction
+ * the runner has open. `named` sends it as a prepared statement on the runner's pg client;
+ * otherwise it goes through TypeORM's public `QueryRunner.query`. On a timeout the runner is
+ * discarded (see `discardQueryRunner`).
+ */
+export async function runOnQueryRunner(
+  runner: QueryRunner,
+  statement: PreparedStatement,
+  values: unknown[],
+  deadline: Deadline,
+  named: boolean,
+): Promise<StatementResult> {
+  const pending: Promise<StatementResult> = named
+    ? ((await runner.connect()) as PgClient).query({ ...statement, values })
+    : runner.query(statement.text, values, true).then((result) => ({
+        rows: result.records ?? [],
+        rowCount: result.affected ?? null,
+      }));
+  try {
+    return await deadline.race(pending, 'PostgreSQL to answer');
+  } catch (error) {
+    if (isStoreTimeout(error)) await discardQueryRunner(runner);
+    throw error;
+  }
+}
+
+/**
+ * Runs one statement on a query runner of its own (autocommit) and releases it: the path that
+ * needs only TypeORM's public API, used when the driver does not lend out pg connections.
+ */
+export async function runOnNewQueryRunner(
+  dataSource: DataSource,
+  statement: PreparedStatement,
+  values: unknown[],
+  deadline: Deadline,
+): Promise<StatementResult> {
+  const runner = dataSource.createQueryRunner();
+  try {
+    await connectQueryRunner(runner, deadline);
+  } catch (error) {
+    // After a timeout the late connection releases the runner (see connectQueryRunner).
+    if (!isStoreTimeout(error)) await runner.release().catch(() => undefined);
+    throw error;
+  }
+  let discarded = false;
+  try {
+    return await runOnQueryRunner(runner, statement, values, deadline, false);
+  } catch (error) {
+    discarded = isStoreTimeout(error);
+    throw error;
+  } finally {
+    if (!discarded) await runner.release();
+  }
+}

@@ -1,0 +1,90 @@
+import { IdempotencyError } from '../../errors/idempotency-configuration.error';
+
+/** What a store call was waiting for when its time ran out. */
+export type DeadlineWait = 'a pooled connection' | 'PostgreSQL to answer';
+
+/**
+ * A store call that did not settle within the store's timeout (`storeTimeoutSeconds`). The
+ * database, the network or the connection pool did not answer in time; the connection involved,
+ * if any, has been closed rather than given back to the pool.
+ */
+export class IdempotencyStoreTimeoutError extends IdempotencyError {
+  /**
+   * @param operation - the store call, e.g. `claim`
+   * @param timeoutMs - the time it was given
+   * @param waitingFor - what it was waiting for when the time ran out
+   */
+  constructor(
+    readonly operation: string,
+    readonly timeoutMs: number,
+    readonly waitingFor: DeadlineWait,
+  ) {
+    super(
+      `nest-idempotency: ${operation} timed out after ${timeoutMs} ms waiting for ${waitingFor}`,
+    );
+  }
+}
+
+/**
+ * The time one store call may take, shared by every step of it (the wait for a connection, each
+ * statement, a claim's retries), so that the call as a whole settles within `timeoutMs`.
+ *
+ * A step that loses the race keeps running: JavaScript cannot cancel a pending pg call. Its
+ * eventual value is handed to `abandon` so the caller can give back what it holds (a
+ * connection that arrives after the caller stopped waiting), and its eventual failure is
+ * swallowed rather than left unhandled.
+ */
+export class Deadline {
+  private readonly endsAt: number;
+
+  /**
+   * @param operation - named in the timeout error
+   * @param timeoutMs - the time the whole call may take, from now
+   */
+  constructor(
+    readonly operation: string,
+    readonly timeoutMs: number,
+  ) {
+    this.endsAt = Date.now() + timeoutMs;
+  }
+
+  /**
+   * Waits for `step`, but not past the deadline.
+   * @param step - a pending step of the call
+   * @param waitingFor - named in the timeout error
+   * @param abandon - receives the step's value when it arrives after the deadline
+   * @returns the step's value
+   * @throws IdempotencyStoreTimeoutError when the deadline passes first
+   */
+  race<T>(step: Promise<T>, waitingFor: DeadlineWait, abandon?: (late: T) => void): Promise<T> {
+    return new Promise<T>((resolve, reject) => {
+      let expired = false;
+      const timer = setTimeout(
+        () => {
+          expired = true;
+          reject(new IdempotencyStoreTimeoutError(this.operation, this.timeoutMs, waitingFor));
+        },
+        Math.max(0, this.endsAt - Date.now()),
+      );
+      // The timer alone must not keep a process alive that has nothing else to do.
+      timer.unref?.();
+      step.then(
+        (value) => {
+          if (expired) return abandon?.(value);
+          clearTimeout(timer);
+          resolve(value);
+        },
+        (error: unknown) => {
+          if (expired) return;
+          clearTimeout(timer);
+          reject(error);
+        },
+      );
+    });
+  }
+}
+
+/** Whether `error` is a store call that ran out of time. */
+export function isStoreTimeout(error: unknown): error is IdempotencyStoreTimeoutError {
+  return error instanceof IdempotencyStoreTimeoutError;
+}

@@ -1,0 +1,67 @@
+import type { StoredResponse } from '../interfaces/idempotency-record.interface';
+
+/**
+ * A response as it will go on the wire: final status, every header set so far (lower-case
+ * names), the content type the adapter would pick, and the body bytes.
+ */
+export type OutgoingResponse = StoredResponse;
+
+/**
+ * Header names lower-cased, values as strings (arrays kept), unset values dropped.
+ * @param headers - what `getHeaders()` returned
+ */
+export function lowerCaseHeaders(
+  headers: Record<string, unknown>,
+): Record<string, string | string[]> {
+  const out: Record<string, string | string[]> = {};
+  for (const [name, value] of Object.entries(headers)) {
+    if (value === undefined) continue;
+    out[name.toLowerCase()] = Array.isArray(value) ? value.map(String) : String(value);
+  }
+  return out;
+}
+
+function withUtf8Charset(contentType: string): string {
+  return /;\s*charset=/i.test(contentType) ? contentType : `${contentType}; charset=utf-8`;
+}
+
+/** Whether a payload is a stream (or anything else that is piped rather than sent as bytes). */
+export function isStreamLike(payload: unknown): boolean {
+  return typeof (payload as { pipe?: unknown } | null)?.pipe === 'function';
+}
+
+/**
+ * Turns a payload into bytes and a content type, the way the adapter does by default: objects,
+ * numbers and booleans become `JSON.stringify` text, strings get `charset=utf-8` on the given
+ * text type, bytes stay bytes.
+ *
+ * @param payload - what a handler returned or a route sent
+ * @param contentType - the content type already set on the response, if any
+ * @param textDefault - the adapter's content type for strings (`text/html` on Express,
+ *   `text/plain` on Fastify)
+ * @returns undefined for payloads that are not bytes (streams, errors, functions)
+ */
+export function responseBytes(
+  payload: unknown,
+  contentType: string | undefined,
+  textDefault: string,
+): { body: Buffer; contentType: string | undefined } | undefined {
+  if (payload === undefined || payload === null) return { body: Buffer.alloc(0), contentType };
+  if (Buffer.isBuffer(payload) || payload instanceof Uint8Array) {
+    return { body: Buffer.from(payload), contentType: contentType ?? 'application/octet-stream' };
+  }
+  if (typeof payload === 'string') {
+    return {
+      body: Buffer.from(payload, 'utf8'),
+      contentType: withUtf8Charset(contentType ?? textDefault),
+    };
+  }
+  if (isStreamLike(payload) || payload instanceof Error) return undefined;
+  if (typeof payload === 'object' || typeof payload === 'number' || typeof payload === 'boolean') {
+    return {
+      body: Buffer.from(JSON.stringify(payload), 'utf8'),
+      contentType: withUtf8Charset(contentType ?? 'application/json'),
+    };
+  }
+  return undefined;
+}
