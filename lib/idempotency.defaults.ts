@@ -12,10 +12,13 @@ for (let status = 200; status < 500; status++) {
   if (![408, 409, 425, 429].includes(status)) DEFAULT_STORE_STATUSES.push(status);
 }
 
-/** Scope of a request by default: the authenticated user's id when there is one. */
-function defaultScope(request: any): string {
-  const id = request?.user?.id;
-  return id === undefined || id === null ? '' : String(id);
+/**
+ * Scope of a request by default: the authenticated user's id when there is one. Returned as it
+ * is, so a number is used as its string form and an id that is not a string or a number is
+ * refused rather than every such user sharing the scope "[object Object]".
+ */
+function defaultScope(request: any): string | number | bigint | undefined {
+  return request?.user?.id;
 }
 
 /**

@@ -1,9 +1,11 @@
 import { Module } from '@nestjs/common';
 import type { DynamicModule, OnModuleInit, Provider } from '@nestjs/common';
 import type { DataSource } from 'typeorm';
-import { ModuleRef } from '@nestjs/core';
+import { ModuleRef, ModulesContainer } from '@nestjs/core';
 import { getDataSourceToken } from '@nestjs/typeorm';
 import { IdempotencyContext } from './context/idempotency.context';
+import { markCoveredControllers } from './decorators/handler-start';
+import { IDEMPOTENT_CLASS_METADATA } from './idempotency.constants';
 import { IdempotencyConfigurationError } from './errors/idempotency-configuration.error';
 import { IdempotencyExceptionFilter } from './errors/idempotency-exception.filter';
 import { IdempotencyEvents } from './events/idempotency.events';
@@ -117,8 +119,18 @@ const providers: Provider[] = [
   ],
 })
 export class IdempotencyModule extends IdempotencyConfigurableModule implements OnModuleInit {
-  constructor(private readonly store: IdempotencyStore) {
+  constructor(
+    private readonly store: IdempotencyStore,
+    modules: ModulesContainer,
+  ) {
     super();
+    // Before Nest registers routes: a base class's @Idempotent() covers its subclasses' routes.
+    markCoveredControllers(
+      [...modules.values()].flatMap((module) =>
+        [...module.controllers.values()].map((wrapper) => wrapper.metatype),
+      ),
+      (controller) => Reflect.getMetadata(IDEMPOTENT_CLASS_METADATA, controller) !== undefined,
+    );
   }
 
   /** Checks the store at bootstrap: DataSource found, PostgreSQL, table in place. */

@@ -56,3 +56,22 @@ export function markRoutesOf(target: abstract new (...args: any[]) => unknown): 
     }
   }
 }
+
+/**
+ * Marks the route handlers of every controller covered by a class-level `@Idempotent()` —
+ * including one declared on a base class, whose subclass's own routes did not exist yet when
+ * the decorator ran. Called at bootstrap, after the controllers are known and before Nest
+ * reads their handlers to register routes.
+ * @param controllers - the application's controller classes
+ * @param covered - whether a class is covered by a class-level `@Idempotent()`
+ */
+export function markCoveredControllers(
+  controllers: Iterable<unknown>,
+  covered: (controller: abstract new (...args: any[]) => unknown) => boolean,
+): void {
+  for (const controller of controllers) {
+    if (typeof controller !== 'function') continue;
+    const type = controller as abstract new (...args: any[]) => unknown;
+    if (covered(type)) markRoutesOf(type);
+  }
+}

@@ -19,7 +19,12 @@ export class IdempotencyConfigurationError extends IdempotencyError {
   static invalidOption(option: string, value: unknown, fix: string): IdempotencyConfigurationError {
     let shown: string;
     try {
-      shown = typeof value === 'function' ? 'a function' : JSON.stringify(value);
+      shown =
+        typeof value === 'function'
+          ? 'a function'
+          : typeof value === 'number' || typeof value === 'bigint'
+            ? String(value)
+            : JSON.stringify(value);
     } catch {
       shown = String(value);
     }
