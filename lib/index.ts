@@ -34,6 +34,8 @@ export type {
 export { IdempotencyStore } from './storage/idempotency.store';
 export { MemoryIdempotencyStore } from './storage/memory-idempotency.store';
 export { TypeOrmIdempotencyStore } from './storage/typeorm/typeorm-idempotency.store';
+export type { TypeOrmIdempotencyStoreSettings } from './storage/typeorm/typeorm-idempotency.store';
+export { IdempotencyStoreTimeoutError } from './storage/typeorm/with-deadline';
 export { IdempotencyRecordEntity } from './storage/typeorm/idempotency-record.entity';
 export {
   CreateIdempotencyRecords1732233600000,

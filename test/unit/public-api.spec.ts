@@ -25,6 +25,7 @@ describe('public API', () => {
       'IdempotencyPurgeService',
       'IdempotencyRecordEntity',
       'IdempotencyStore',
+      'IdempotencyStoreTimeoutError',
       'Idempotent',
       'MemoryIdempotencyStore',
       'PROBLEM_CONTENT_TYPE',
