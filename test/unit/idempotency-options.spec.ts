@@ -3,6 +3,7 @@
  * at decoration for `@Idempotent`) with an IdempotencyConfigurationError that names the option
  * and says how to fix it; route options merge handler over class over module, field by field.
  */
+import { normaliseScope } from '../../lib/utils/request-scope';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Controller, Get, Post } from '@nestjs/common';
@@ -76,10 +77,13 @@ describe('defaults (SPEC §2)', () => {
   });
 
   it("scope the key by req.user.id, else ''", () => {
-    expect(resolved.scope({ user: { id: 42 } })).toBe('42');
-    expect(resolved.scope({ user: { id: 'u_1' } })).toBe('u_1');
-    expect(resolved.scope({ user: {} })).toBe('');
-    expect(resolved.scope({})).toBe('');
+    const scopeOf = (request: unknown) => normaliseScope(resolved.scope(request));
+    expect(scopeOf({ user: { id: 42 } })).toBe('42');
+    expect(scopeOf({ user: { id: 'u_1' } })).toBe('u_1');
+    expect(scopeOf({ user: {} })).toBe('');
+    expect(scopeOf({})).toBe('');
+    // An id that identifies nobody in particular is refused, not turned into "[object Object]".
+    expect(() => scopeOf({ user: { id: {} } })).toThrow(/scope/);
   });
 
   it('are the exported DEFAULT_IDEMPOTENCY_OPTIONS', () => {

@@ -2,6 +2,7 @@
  * The README's options table and DEFAULT_IDEMPOTENCY_OPTIONS say the same thing: every option
  * has a row, every row is an option, and every default cell matches the code.
  */
+import { normaliseScope } from '../../lib/utils/request-scope';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { DEFAULT_IDEMPOTENCY_OPTIONS } from '../../lib';
@@ -50,7 +51,7 @@ describe('README options table', () => {
       expect(cell.startsWith('2xx, 3xx, 4xx except')).toBe(true);
       expect(value).toEqual(expected);
     } else if (name === 'scope') {
-      const scope = value as (req: unknown) => string;
+      const scope = (req: unknown) => normaliseScope((value as (req: unknown) => unknown)(req));
       expect(cell).toBe("`req.user?.id` when present, else `''`");
       expect(scope({ user: { id: 7 } })).toBe('7');
       expect(scope({})).toBe('');
