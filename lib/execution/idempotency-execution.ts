@@ -37,6 +37,13 @@ export interface IdempotencyExecutionDeps {
   startMarked: boolean;
 }
 
+/** What Nest's default exception filter answers for an error that is not an HttpException. */
+const INTERNAL_ERROR: OutgoingResponse = {
+  status: 500,
+  headers: { 'content-type': 'application/json; charset=utf-8' },
+  body: Buffer.from(JSON.stringify({ statusCode: 500, message: 'Internal server error' })),
+};
+
 type Phase = 'begun' | 'running' | 'settled' | 'deciding' | 'done';
 
 /**
@@ -50,7 +57,7 @@ type Phase = 'begun' | 'running' | 'settled' | 'deciding' | 'done';
  * | running  | the handler's own code writes a response (`@Res()`)     | held until the handler settles, then decided                                  |
  * | running  | a response leaves from elsewhere (outer timeout's 408)  | written as it is, not stored; the key stays claimed                           |
  * | running  | the response streams (chunks, a file)                   | noted; decided when the handler settles                                       |
- * | running  | the handler settles (completes or throws)               | a throw rolls the transaction back; a held response is decided; after an early response the handler's own outcome is decided; after a stream the key is released; else → settled |
+ * | running  | the handler settles (completes or throws)               | a throw rolls the transaction back; a held response is decided (or, when the handler threw after writing it, its failure is); after an early response the handler's own outcome is decided; after a stream the key is released; else → settled |
  * | settled  | the response is about to be written                     | decided, then written                                                         |
  * | settled  | the response streamed                                   | key released                                                                  |
  * | deciding | —                                                       | heartbeat stops; rejected before the handler started → record deleted; not bytes → released (warned once per route); status not final → released; final → stored (in the transaction, which then commits) before it is written |
@@ -178,9 +185,24 @@ export class IdempotencyExecution implements ResponseSink {
     this.phase = 'settled';
     const held = this.held;
     this.held = undefined;
-    if (held) held.answer(this.decide(held.outgoing));
+    if (held && outcome.kind === 'error') held.answer(this.decideFailure(outcome));
+    else if (held) held.answer(this.decide(held.outgoing));
     else if (this.leftEarly) void this.decideOwnOutcome(outcome);
     else if (this.streamed) void this.decide(undefined);
+  }
+
+  /**
+   * The handler wrote a response (`@Res()`) and then threw: its failure is its outcome (its
+   * transaction was rolled back), so the held response is answered with that failure instead.
+   */
+  private async decideFailure(outcome: HandlerOutcome): Promise<OutgoingResponse | undefined> {
+    const failure = renderHandlerOutcome(outcome, this.deps.before, this.deps.textContentType);
+    if (failure) return (await this.decide(failure)) ?? failure;
+    this.phase = 'deciding';
+    this.heartbeat.stop();
+    await this.release('retry', 'not_final');
+    this.phase = 'done';
+    return INTERNAL_ERROR;
   }
 
   /** After an early response: what the handler itself produced decides. */
@@ -232,8 +254,9 @@ export class IdempotencyExecution implements ResponseSink {
     const transaction = this.transaction;
     this.transaction = undefined;
     if (transaction) return this.storeInTransaction(transaction, stored, outgoing);
+    let owned = false;
     try {
-      const owned = await this.deps.store.complete(this.ref, stored, this.route.ttlSeconds);
+      owned = await this.deps.store.complete(this.ref, stored, this.route.ttlSeconds);
       if (!owned) this.emitLockLost('complete');
     } catch (error) {
       // The handler ran and its client gets its response; a retry after the lease lapses runs
@@ -245,7 +268,7 @@ export class IdempotencyExecution implements ResponseSink {
         error as Error,
       );
     }
-    this.emitExecuted(outgoing.status, true);
+    this.emitExecuted(outgoing.status, owned);
     return outgoing;
   }
 

@@ -4,7 +4,7 @@ import type { OutgoingResponse } from '../utils/response-bytes';
 import { IdempotencyResponseAdapter } from './idempotency-response.adapter';
 import { hookMethod, silenceMethods } from './method-hook';
 import { replayBody, replayHeaders } from './replay-headers';
-import { ResponseCaptureState, failClosed } from './response-capture-state';
+import { REPLACED_HEADERS, ResponseCaptureState, failClosed } from './response-capture-state';
 import type { ResponseSink, ResponseSnapshot } from './response-sink.interface';
 
 /** Methods of an Express response that write, made no-ops once a replay was written. */
@@ -38,8 +38,9 @@ export class ExpressResponseAdapter extends IdempotencyResponseAdapter {
     const capture = new ResponseCaptureState(sink, () => failClosed(res, end));
     const replace = (decision: OutgoingResponse) => {
       res.statusCode = decision.status;
-      res.removeHeader('content-length');
+      for (const name of REPLACED_HEADERS) res.removeHeader(name);
       for (const [name, value] of Object.entries(decision.headers)) res.setHeader(name, value);
+      res.setHeader('content-length', decision.body.length);
       end.call(res, decision.body);
     };
 

@@ -4,7 +4,7 @@ import type { OutgoingResponse } from '../utils/response-bytes';
 import { IdempotencyResponseAdapter } from './idempotency-response.adapter';
 import { hookMethod, silenceMethods } from './method-hook';
 import { replayBody, replayHeaders } from './replay-headers';
-import { ResponseCaptureState, failClosed } from './response-capture-state';
+import { REPLACED_HEADERS, ResponseCaptureState, failClosed } from './response-capture-state';
 import type { ResponseSink, ResponseSnapshot } from './response-sink.interface';
 
 /**
@@ -22,6 +22,7 @@ export class FastifyResponseAdapter extends IdempotencyResponseAdapter {
     const capture = new ResponseCaptureState(sink, () => failClosed(raw));
     const replace = (decision: OutgoingResponse) => {
       reply.code(decision.status);
+      for (const name of REPLACED_HEADERS) reply.removeHeader(name);
       for (const [name, value] of Object.entries(decision.headers)) {
         // header() appends set-cookie, so the old value goes first.
         reply.removeHeader(name).header(name, value);

@@ -2,6 +2,21 @@ import type { OutgoingResponse } from '../utils/response-bytes';
 import type { ResponseSink } from './response-sink.interface';
 
 /**
+ * Headers that describe the route's own response and must not go out with another one that
+ * replaces it (a 409 or 503 problem): other headers (CORS, say) are kept.
+ */
+export const REPLACED_HEADERS: readonly string[] = [
+  'location',
+  'set-cookie',
+  'etag',
+  'last-modified',
+  'content-location',
+  'content-language',
+  'content-disposition',
+  'content-length',
+];
+
+/**
  * The part of capturing a response both adapters share: one response is handed to the sink at
  * most once, nothing is written while the sink decides, and a write that throws is reported
  * and answered with a bare 500 instead of becoming an unhandled rejection.

@@ -80,8 +80,8 @@ describe.each(ADAPTERS)('duplicates of a key running here (%s)', (adapter) => {
   it('renews the lease while the handler runs, and asks the store once it could not', async () => {
     const short = await createTestApp(adapter, db, { module: { lockTimeoutSeconds: 0.3 } });
     const other = await createTestApp(adapter, db, { module: { lockTimeoutSeconds: 0.3 } });
+    const key = newKey();
     try {
-      const key = newKey();
       const body = { amount: 4, note: key, gate: key };
       const lockedUntil = async () =>
         (
@@ -112,6 +112,8 @@ describe.each(ADAPTERS)('duplicates of a key running here (%s)', (adapter) => {
       expect(short.probe.ran('create') + other.probe.ran('create')).toBe(1);
       expect(await orderCount(db, key)).toBe(1);
     } finally {
+      // A failed assertion must not leave a handler waiting (and the apps unable to close).
+      for (const app of [short, other]) for (const n of [1, 2]) app.probe.open(`${key}#${n}`);
       await short.close();
       await other.close();
     }
