@@ -1,6 +1,9 @@
 import { ConfigurableModuleBuilder } from '@nestjs/common';
 import type { Provider } from '@nestjs/common';
-import type { IdempotencyModuleOptions } from './interfaces/idempotency-module-options.interface';
+import type {
+  IdempotencyModuleOptions,
+  IdempotencyOptionsFactory,
+} from './interfaces/idempotency-module-options.interface';
 
 /** Extra settings of `forRoot()` / `forRootAsync()` that are not options of the library. */
 export interface IdempotencyModuleExtras {
@@ -10,6 +13,9 @@ export interface IdempotencyModuleExtras {
   extraProviders: Provider[];
 }
 
+// Typed by the public interface, so the method `useClass` must have and its name cannot drift apart.
+const FACTORY_METHOD: keyof IdempotencyOptionsFactory = 'createIdempotencyOptions';
+
 export const {
   ConfigurableModuleClass: IdempotencyConfigurableModule,
   MODULE_OPTIONS_TOKEN: IDEMPOTENCY_MODULE_OPTIONS,
@@ -17,7 +23,7 @@ export const {
   ASYNC_OPTIONS_TYPE: IDEMPOTENCY_ASYNC_OPTIONS_TYPE,
 } = new ConfigurableModuleBuilder<IdempotencyModuleOptions>({ moduleName: 'Idempotency' })
   .setClassMethodName('forRoot')
-  .setFactoryMethodName('createIdempotencyOptions')
+  .setFactoryMethodName(FACTORY_METHOD)
   .setExtras<IdempotencyModuleExtras>(
     { isGlobal: true, extraProviders: [] },
     (definition, extras) => ({

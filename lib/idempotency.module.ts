@@ -70,8 +70,12 @@ function findDataSource(options: ResolvedIdempotencyOptions, moduleRef: ModuleRe
 const providers: Provider[] = [
   {
     provide: IDEMPOTENCY_OPTIONS,
-    useFactory: (options: IdempotencyModuleOptions) => resolveIdempotencyOptions(options),
-    inject: [IDEMPOTENCY_MODULE_OPTIONS],
+    useFactory: (options: IdempotencyModuleOptions | undefined) => {
+      // Only forRoot()/forRootAsync() provide the options: the bare class was imported.
+      if (options === undefined) throw IdempotencyConfigurationError.moduleNotConfigured();
+      return resolveIdempotencyOptions(options);
+    },
+    inject: [{ token: IDEMPOTENCY_MODULE_OPTIONS, optional: true }],
   },
   {
     provide: IdempotencyStore,
@@ -92,6 +96,12 @@ const providers: Provider[] = [
 /**
  * Makes `@Idempotent()` routes safe to retry. Uses the application's TypeORM DataSource (it
  * never calls `TypeOrmModule.forRoot` itself); global by default.
+ *
+ * With `isGlobal: false`, import `forRoot()` in the module that declares the `@Idempotent()`
+ * controllers: the guard, interceptor and filter the decorator binds are built in that module,
+ * from its imports. Several feature modules share one instance through a module that imports
+ * `forRoot()` once and re-exports `IdempotencyModule`; each `forRoot()` is an instance of its own
+ * (store, replay cache, purge).
  *
  * @example
  * \@Module({
@@ -150,8 +160,9 @@ export class IdempotencyModule extends IdempotencyConfigurableModule implements 
 
   /**
    * Registers the module with options from a factory, a class or an existing provider.
-   * @param options - `useFactory` + `inject`, `useClass` or `useExisting`, plus `imports`,
-   *   `isGlobal` and `extraProviders`
+   * @param options - `useFactory` + `inject`, `useClass` or `useExisting` (a class that
+   *   implements `IdempotencyOptionsFactory`), plus `imports`, `isGlobal` and `extraProviders`
+   * @throws IdempotencyConfigurationError at bootstrap when an option is invalid
    */
   static override forRootAsync(options: typeof IDEMPOTENCY_ASYNC_OPTIONS_TYPE): DynamicModule {
     return super.forRootAsync(options);

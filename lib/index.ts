@@ -16,6 +16,7 @@ export { IDEMPOTENCY_OPTIONS } from './idempotency.tokens';
 export { IDEMPOTENT_REPLAYED_HEADER, PROBLEM_CONTENT_TYPE } from './idempotency.constants';
 export type {
   IdempotencyModuleOptions,
+  IdempotencyOptionsFactory,
   IdempotencyPurgeOptions,
   IdempotencyReplayCacheOptions,
   IdempotencyRouteOptions,

@@ -1,7 +1,8 @@
 import { createHash } from 'node:crypto';
-import { Injectable } from '@nestjs/common';
+import { Injectable, Logger } from '@nestjs/common';
 import type { EntityManager } from 'typeorm';
 import { IdempotencyError } from '../errors/idempotency-configuration.error';
+import { IdempotencyProblemException } from '../errors/idempotency-problem.exception';
 import { idempotencyRequestStorage } from './idempotency-request-state';
 
 /** The identity of the idempotent request being handled. */
@@ -29,6 +30,8 @@ export interface IdempotencyRequestIdentity {
  */
 @Injectable()
 export class IdempotencyContext {
+  private readonly logger = new Logger('Idempotency');
+
   /**
    * The identity of the current request, or `undefined` outside an idempotent handler.
    */
@@ -40,17 +43,23 @@ export class IdempotencyContext {
   }
 
   /**
-   * The `EntityManager` of the transaction that will also complete the record.
-   * @throws IdempotencyError outside a `@Idempotent({ transactional: true })` handler
+   * The `EntityManager` of the transaction that will also complete the record. Repositories
+   * injected with `@InjectRepository()` are not part of that transaction: reach them through
+   * this manager (`entityManager.getRepository(Payment)`).
+   * @throws IdempotencyProblemException (`idempotency_transaction_unavailable`, 500) outside a
+   *   `@Idempotent({ transactional: true })` handler on the TypeORM store. On a decorated route
+   *   the client gets it as problem+json and the key is released; what to fix is logged.
    */
   get entityManager(): EntityManager {
     const manager = idempotencyRequestStorage.getStore()?.manager;
     if (!manager) {
-      throw new IdempotencyError(
+      const message =
         'nest-idempotency: no transaction here. IdempotencyContext.entityManager is only ' +
-          'available inside a handler decorated with @Idempotent({ transactional: true }) on the ' +
-          'TypeORM store.',
-      );
+        'available inside a handler decorated with @Idempotent({ transactional: true }) on the ' +
+        'TypeORM store.';
+      // The client sees a generic problem; the developer needs the fix, once per occurrence.
+      this.logger.error(message);
+      throw IdempotencyProblemException.transactionUnavailable(message);
     }
     return manager as EntityManager;
   }

@@ -53,6 +53,17 @@ export class IdempotencyConfigurationError extends IdempotencyError {
     );
   }
 
+  /** `IdempotencyModule` was imported as a bare class, without `forRoot()`/`forRootAsync()`. */
+  static moduleNotConfigured(): IdempotencyConfigurationError {
+    return new IdempotencyConfigurationError(
+      'nest-idempotency: IdempotencyModule was imported without forRoot() or forRootAsync(). ' +
+        'Import IdempotencyModule.forRoot({ ... }) once: in the root module (it is global by ' +
+        'default, so feature modules import nothing), or with isGlobal: false in the module that ' +
+        'declares your @Idempotent() controllers, or in a shared module that re-exports ' +
+        'IdempotencyModule (exports: [IdempotencyModule]) for several feature modules.',
+    );
+  }
+
   /** No TypeORM DataSource could be found for the TypeORM store. */
   static dataSourceMissing(name: string | undefined): IdempotencyConfigurationError {
     const which = name ? `named "${name}"` : '(the default one)';

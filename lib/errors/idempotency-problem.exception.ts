@@ -10,7 +10,8 @@ export type IdempotencyErrorCode =
   | 'idempotency_key_in_use'
   | 'idempotency_store_unavailable'
   | 'idempotency_body_unreadable'
-  | 'idempotency_scope_invalid';
+  | 'idempotency_scope_invalid'
+  | 'idempotency_transaction_unavailable';
 
 const PROBLEMS: Record<IdempotencyErrorCode, { status: number; title: string }> = {
   idempotency_key_missing: {
@@ -40,6 +41,10 @@ const PROBLEMS: Record<IdempotencyErrorCode, { status: number; title: string }> 
   idempotency_scope_invalid: {
     status: HttpStatus.INTERNAL_SERVER_ERROR,
     title: 'Idempotency scope is misconfigured',
+  },
+  idempotency_transaction_unavailable: {
+    status: HttpStatus.INTERNAL_SERVER_ERROR,
+    title: 'Idempotency transaction is unavailable',
   },
 };
 
@@ -148,6 +153,22 @@ export class IdempotencyProblemException extends HttpException {
       'idempotency_scope_invalid',
       'The server could not tell which caller this request belongs to. Nothing was processed.',
     );
+  }
+
+  /**
+   * The handler asked for the request's transaction (`IdempotencyContext.entityManager`) where
+   * there is none: a route without `transactional: true`, or a store without transactions.
+   * @param developerMessage - what to fix; becomes the exception's `message` (for logs and stack
+   *   traces), never part of the response
+   */
+  static transactionUnavailable(developerMessage: string): IdempotencyProblemException {
+    const exception = new IdempotencyProblemException(
+      'idempotency_transaction_unavailable',
+      'The server could not process this request because of a configuration error. Its response ' +
+        'was not stored.',
+    );
+    exception.message = developerMessage;
+    return exception;
   }
 
   /**

@@ -182,5 +182,30 @@ export interface IdempotencyModuleOptions extends Partial<
   replayCache?: Partial<IdempotencyReplayCacheOptions> | false;
 }
 
+/**
+ * A class that supplies the module options to `IdempotencyModule.forRootAsync({ useClass })` (or
+ * `useExisting`). Nest instantiates it with its own dependencies (list them in `imports`, or in
+ * `extraProviders`) and calls `createIdempotencyOptions()` once, at bootstrap.
+ *
+ * @example
+ * \@Injectable()
+ * export class IdempotencyConfig implements IdempotencyOptionsFactory {
+ *   constructor(private readonly config: ConfigService) {}
+ *
+ *   createIdempotencyOptions(): IdempotencyModuleOptions {
+ *     return { ttlSeconds: Number(this.config.getOrThrow('IDEMPOTENCY_TTL_SECONDS')) };
+ *   }
+ * }
+ *
+ * IdempotencyModule.forRootAsync({ imports: [ConfigModule], useClass: IdempotencyConfig })
+ */
+export interface IdempotencyOptionsFactory {
+  /**
+   * @returns the module options (any subset; the rest come from `DEFAULT_IDEMPOTENCY_OPTIONS`),
+   *   or a promise of them
+   */
+  createIdempotencyOptions(): IdempotencyModuleOptions | Promise<IdempotencyModuleOptions>;
+}
+
 /** What `@Idempotent()` accepts. */
 export type IdempotentOptions = Partial<IdempotencyRouteOptions>;

@@ -1,20 +1,38 @@
-import { Column, CreateDateColumn, Entity, Index, PrimaryColumn, UpdateDateColumn } from 'typeorm';
+import {
+  Check,
+  Column,
+  CreateDateColumn,
+  Entity,
+  Index,
+  PrimaryColumn,
+  UpdateDateColumn,
+} from 'typeorm';
 import type { IdempotencyRecordStatus } from '../../interfaces/idempotency-record.interface';
 
 /**
  * The record table as a TypeORM entity (default `tableName` only), for applications that
  * want to read records or let `synchronize` create the table in development. Production
  * schemas should come from the shipped migration.
+ *
+ * It describes exactly the table the shipped migration creates — columns, primary key, check
+ * and index, with the migration's names — so `synchronize` and `migration:generate` in the
+ * application find nothing to change (a test compares the two with TypeORM's schema diff).
  */
 @Entity({ name: 'idempotency_records' })
 @Index('idempotency_records_expires_at_idx', ['expiresAt'])
+@Check('idempotency_records_status_check', `"status" IN ('in_flight', 'completed', 'released')`)
 export class IdempotencyRecordEntity {
   /** Caller identity the key belongs to (`''` when there is none). */
-  @PrimaryColumn({ type: 'text' })
+  @PrimaryColumn({ type: 'text', primaryKeyConstraintName: 'idempotency_records_pkey' })
   scope!: string;
 
   /** The Idempotency-Key, unquoted. */
-  @PrimaryColumn({ name: 'idempotency_key', type: 'varchar', length: 255 })
+  @PrimaryColumn({
+    name: 'idempotency_key',
+    type: 'varchar',
+    length: 255,
+    primaryKeyConstraintName: 'idempotency_records_pkey',
+  })
   key!: string;
 
   /** Stable id, kept across releases and takeovers; the seed of derived keys. */

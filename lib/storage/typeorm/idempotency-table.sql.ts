@@ -9,6 +9,16 @@ export function quoteTableName(tableName: string): string {
     .join('.');
 }
 
+/**
+ * The schema of a schema-qualified table name.
+ * @param tableName - validated at bootstrap to be `[schema.]identifier`
+ * @returns the schema, or `undefined` for a bare name
+ */
+export function schemaOf(tableName: string): string | undefined {
+  const parts = tableName.split('.');
+  return parts.length > 1 ? parts[0] : undefined;
+}
+
 function bareName(tableName: string): string {
   const parts = tableName.split('.');
   return parts[parts.length - 1];

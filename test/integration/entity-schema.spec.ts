@@ -1,0 +1,156 @@
+/**
+ * IdempotencyRecordEntity and the shipped migration describe the same table, so an application
+ * that lists the entity and runs `synchronize` or `migration:generate` changes nothing in the
+ * table the migration made (it used to drop the status check). Compared two ways on real
+ * PostgreSQL: TypeORM's own schema diff on a migrated database, and the catalogs of a migrated
+ * table and a synchronized one. Also for a schema-qualified table, whose migration creates its
+ * schema when it is missing and leaves an existing one alone.
+ */
+import { DataSource, Entity } from 'typeorm';
+import type { DataSourceOptions, MigrationInterface } from 'typeorm';
+import {
+  CreateIdempotencyRecords1732233600000,
+  createIdempotencyRecordsMigration,
+} from '../../lib/storage/typeorm/create-idempotency-records.migration';
+import { IdempotencyRecordEntity } from '../../lib/storage/typeorm/idempotency-record.entity';
+import { createTestDatabase } from '../fixtures/database';
+import type { TestDatabase } from '../fixtures/database';
+
+/** The entity in another schema, as the README suggests for `billing.idempotency_records`. */
+@Entity({ schema: 'billing', name: 'idempotency_records' })
+class BillingIdempotencyRecordEntity extends IdempotencyRecordEntity {}
+
+let db: TestDatabase;
+
+/** A database where the default migration ran. */
+beforeAll(async () => {
+  db = await createTestDatabase();
+  await migrate(db.url, CreateIdempotencyRecords1732233600000);
+});
+
+afterAll(async () => {
+  await db?.drop();
+});
+
+async function withDataSource<T>(
+  url: string,
+  options: Partial<DataSourceOptions>,
+  use: (dataSource: DataSource) => Promise<T>,
+): Promise<T> {
+  const dataSource = new DataSource({ type: 'postgres', url, ...options } as DataSourceOptions);
+  await dataSource.initialize();
+  try {
+    return await use(dataSource);
+  } finally {
+    await dataSource.destroy();
+  }
+}
+
+function migrate(url: string, migration: new () => MigrationInterface): Promise<void> {
+  return withDataSource(
+    url,
+    { migrations: [migration], migrationsRun: true, migrationsTableName: `m_${migration.name}` },
+    async () => undefined,
+  );
+}
+
+/** What `synchronize` would run (and `migration:generate` would write) for these entities. */
+function pendingChanges(url: string, entities: DataSourceOptions['entities']): Promise<string[]> {
+  return withDataSource(url, { entities }, async (dataSource) => {
+    const log = await dataSource.driver.createSchemaBuilder().log();
+    return log.upQueries.map((query) => query.query);
+  });
+}
+
+/** The table as PostgreSQL sees it: columns, constraints and indexes, by name. */
+async function describeTable(database: TestDatabase, schema: string, table: string) {
+  const columns = await database.query(
+    `SELECT column_name, data_type, character_maximum_length, is_nullable, column_default
+       FROM information_schema.columns WHERE table_schema = $1 AND table_name = $2
+      ORDER BY ordinal_position`,
+    [schema, table],
+  );
+  const constraints = await database.query(
+    `SELECT conname, pg_get_constraintdef(c.oid) AS definition
+       FROM pg_constraint c JOIN pg_class t ON t.oid = c.conrelid
+       JOIN pg_namespace n ON n.oid = t.relnamespace
+      WHERE n.nspname = $1 AND t.relname = $2 ORDER BY conname`,
+    [schema, table],
+  );
+  const indexes = await database.query(
+    `SELECT indexname, replace(indexdef, ' ON ' || schemaname || '.', ' ON ') AS indexdef
+       FROM pg_indexes WHERE schemaname = $1 AND tablename = $2 ORDER BY indexname`,
+    [schema, table],
+  );
+  return { columns, constraints, indexes };
+}
+
+describe('IdempotencyRecordEntity and the shipped migration', () => {
+  it('leaves TypeORM nothing to change on the migrated table (synchronize, migration:generate)', async () => {
+    const changes = await pendingChanges(db.url, [IdempotencyRecordEntity]);
+    expect({ changes }).toEqual({ changes: [] });
+  });
+
+  it('synchronize from the entity makes the table the migration makes', async () => {
+    const synchronized = await createTestDatabase();
+    try {
+      await withDataSource(
+        synchronized.url,
+        { entities: [IdempotencyRecordEntity], synchronize: true },
+        async () => undefined,
+      );
+      expect(await describeTable(synchronized, 'public', 'idempotency_records')).toEqual(
+        await describeTable(db, 'public', 'idempotency_records'),
+      );
+    } finally {
+      await synchronized.drop();
+    }
+  });
+
+  describe('schema-qualified table', () => {
+    const Billing = createIdempotencyRecordsMigration('billing.idempotency_records');
+
+    it('creates the missing schema, and the entity in that schema matches the table', async () => {
+      const fresh = await createTestDatabase();
+      try {
+        await migrate(fresh.url, Billing);
+        expect(
+          await fresh.query(
+            "SELECT to_regclass('billing.idempotency_records') IS NOT NULL AS present",
+          ),
+        ).toEqual([{ present: true }]);
+        const changes = await pendingChanges(fresh.url, [BillingIdempotencyRecordEntity]);
+        expect({ changes }).toEqual({ changes: [] });
+        expect(await describeTable(fresh, 'billing', 'idempotency_records')).toEqual(
+          await describeTable(db, 'public', 'idempotency_records'),
+        );
+      } finally {
+        await fresh.drop();
+      }
+    });
+
+    it('uses an existing schema without needing CREATE on the database', async () => {
+      const restricted = await createTestDatabase();
+      const role = `${restricted.name}_migrator`;
+      try {
+        await restricted.query('CREATE SCHEMA billing');
+        await restricted.query(`CREATE ROLE ${role} LOGIN`);
+        await restricted.query(`GRANT USAGE, CREATE ON SCHEMA billing TO ${role}`);
+        await restricted.query(`GRANT USAGE, CREATE ON SCHEMA public TO ${role}`);
+        await restricted.query(`REVOKE CREATE ON DATABASE ${restricted.name} FROM PUBLIC`);
+        const url = new URL(restricted.url);
+        url.username = role;
+        url.password = '';
+        await migrate(url.toString(), Billing);
+        expect(
+          await restricted.query(
+            "SELECT to_regclass('billing.idempotency_records') IS NOT NULL AS present",
+          ),
+        ).toEqual([{ present: true }]);
+      } finally {
+        await restricted.drop();
+        await db.query(`DROP ROLE IF EXISTS ${role}`);
+      }
+    });
+  });
+});

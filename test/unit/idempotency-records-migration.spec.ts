@@ -1,0 +1,57 @@
+/**
+ * The shipped migration refuses a DataSource that is not PostgreSQL before it runs a statement,
+ * with the library's own message, instead of failing on its DDL with another database's syntax
+ * error. (No other TypeORM driver is installed here, so the QueryRunner is a fake that records
+ * what it is asked to run.)
+ */
+import type { QueryRunner } from 'typeorm';
+import { IdempotencyConfigurationError } from '../../lib/errors/idempotency-configuration.error';
+import {
+  CreateIdempotencyRecords1732233600000,
+  createIdempotencyRecordsMigration,
+} from '../../lib/storage/typeorm/create-idempotency-records.migration';
+
+function fakeQueryRunner(type: string): { runner: QueryRunner; queries: string[] } {
+  const queries: string[] = [];
+  const runner = {
+    connection: { options: { type } },
+    query: async (sql: string) => {
+      queries.push(sql);
+      return [];
+    },
+  } as unknown as QueryRunner;
+  return { runner, queries };
+}
+
+const migrations = [
+  ['CreateIdempotencyRecords1732233600000', CreateIdempotencyRecords1732233600000],
+  ['billing.idempotency_records', createIdempotencyRecordsMigration('billing.idempotency_records')],
+] as const;
+
+describe.each(migrations)('migration %s', (_, Migration) => {
+  it.each(['mysql', 'better-sqlite3', 'sqljs', 'cockroachdb', 'aurora-postgres'])(
+    'refuses a %s DataSource in up() and down() before any statement',
+    async (type) => {
+      const { runner, queries } = fakeQueryRunner(type);
+      for (const direction of ['up', 'down'] as const) {
+        const error = await new Migration()[direction](runner).then(
+          () => undefined,
+          (e: unknown) => e,
+        );
+        expect(error).toBeInstanceOf(IdempotencyConfigurationError);
+        expect((error as Error).message).toBe(
+          `nest-idempotency: the TypeORM store needs a PostgreSQL DataSource (type "postgres"); got "${type}".`,
+        );
+      }
+      expect(queries).toEqual([]);
+    },
+  );
+
+  it('runs its DDL on a postgres DataSource', async () => {
+    const { runner, queries } = fakeQueryRunner('postgres');
+    await new Migration().up(runner);
+    expect(queries.some((sql) => sql.startsWith('CREATE TABLE IF NOT EXISTS'))).toBe(true);
+    await new Migration().down(runner);
+    expect(queries[queries.length - 1]).toMatch(/^DROP TABLE IF EXISTS/);
+  });
+});

@@ -1,0 +1,130 @@
+/**
+ * Every `ts` block of the README compiles as written: each block is a file of one application
+ * (its first line names it, `// src/app.module.ts`), with its own imports, type-checked together
+ * with the repository's compiler options (strict) and `nest-idempotency` mapped to `lib/`. The
+ * only file added is what the README leaves to the reader: `src/payments.support.ts` (the
+ * request body, the entity and its migration, a payment provider client).
+ */
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import * as ts from 'typescript';
+
+const ROOT = join(__dirname, '../..');
+
+/** The reader's own code the Usage section imports from `./payments.support`. */
+const PAYMENTS_SUPPORT = `
+import { Injectable } from '@nestjs/common';
+import { Column, Entity, PrimaryGeneratedColumn } from 'typeorm';
+import type { MigrationInterface, QueryRunner } from 'typeorm';
+
+export class CreatePaymentDto {
+  amount!: number;
+  currency!: string;
+  customerId!: string;
+}
+
+@Entity('payments')
+export class Payment {
+  @PrimaryGeneratedColumn() id!: number;
+  @Column('integer') amount!: number;
+  @Column('text') currency!: string;
+  @Column('text') customerId!: string;
+  @Column('text') chargeId!: string;
+}
+
+export class CreatePayments1732233600001 implements MigrationInterface {
+  async up(queryRunner: QueryRunner): Promise<void> {
+    await queryRunner.query('CREATE TABLE payments (id serial PRIMARY KEY)');
+  }
+  async down(queryRunner: QueryRunner): Promise<void> {
+    await queryRunner.query('DROP TABLE payments');
+  }
+}
+
+@Injectable()
+export class PaymentProvider {
+  async charge(request: { amount: number; idempotencyKey: string }): Promise<{ id: string }> {
+    return { id: request.idempotencyKey };
+  }
+}
+`;
+
+interface Snippet {
+  path: string;
+  code: string;
+  line: number;
+}
+
+function readmeSnippets(): Snippet[] {
+  const readme = readFileSync(join(ROOT, 'README.md'), 'utf8');
+  return [...readme.matchAll(/^```ts\n([\s\S]*?)^```$/gm)].map((match) => ({
+    path: /^\/\/ (src\/[\w./-]+\.ts)\n/.exec(match[1])?.[1] ?? '',
+    code: match[1],
+    line: readme.slice(0, match.index).split('\n').length,
+  }));
+}
+
+function compilerOptions(): ts.CompilerOptions {
+  const file = ts.readConfigFile(join(ROOT, 'tsconfig.json'), (path) => ts.sys.readFile(path));
+  const { options } = ts.parseJsonConfigFileContent(file.config, ts.sys, ROOT);
+  return {
+    ...options,
+    noEmit: true,
+    incremental: false,
+    // An application's types, not the test runner's.
+    types: ['node'],
+    paths: { 'nest-idempotency': [join(ROOT, 'lib/index.ts')] },
+  };
+}
+
+describe('README code', () => {
+  const snippets = readmeSnippets();
+  let dir: string;
+
+  beforeAll(() => {
+    // Inside the repository, so that the application's imports resolve to its node_modules.
+    mkdirSync(join(ROOT, 'node_modules/.cache'), { recursive: true });
+    dir = mkdtempSync(join(ROOT, 'node_modules/.cache/readme-snippets-'));
+  });
+
+  afterAll(() => {
+    if (dir) rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('names the file of every ts block on its first line, once each', () => {
+    const unnamed = snippets.filter((snippet) => !snippet.path).map((s) => `README.md:${s.line}`);
+    expect({ unnamed }).toEqual({ unnamed: [] });
+    const paths = snippets.map((snippet) => snippet.path);
+    expect(new Set(paths).size).toBe(paths.length);
+    expect(paths).toEqual(
+      expect.arrayContaining([
+        'src/app.module.ts',
+        'src/payments.controller.ts',
+        'src/payments.service.ts',
+      ]),
+    );
+  });
+
+  it('type-checks every ts block as written (strict, imports included)', () => {
+    const files = [
+      // An unnamed block (the test above fails on it) is still checked, as a file of its own.
+      ...snippets.map(({ path, code, line }) => ({ path: path || `src/readme-${line}.ts`, code })),
+      { path: 'src/payments.support.ts', code: PAYMENTS_SUPPORT },
+    ];
+    for (const { path, code } of files) {
+      mkdirSync(dirname(join(dir, path)), { recursive: true });
+      writeFileSync(join(dir, path), code);
+    }
+    const program = ts.createProgram(
+      files.map(({ path }) => join(dir, path)),
+      compilerOptions(),
+    );
+    const diagnostics = ts.getPreEmitDiagnostics(program);
+    const report = ts.formatDiagnostics(diagnostics, {
+      getCanonicalFileName: (name) => name,
+      getCurrentDirectory: () => dir,
+      getNewLine: () => '\n',
+    });
+    expect(report).toBe('');
+  });
+});
