@@ -1,12 +1,16 @@
 import { Inject, Injectable, Logger } from '@nestjs/common';
 import type { OnApplicationBootstrap, OnApplicationShutdown } from '@nestjs/common';
 import { ModuleRef } from '@nestjs/core';
+import type * as Schedule from '@nestjs/schedule';
 import { IdempotencyEvents } from '../events/idempotency.events';
 import { IDEMPOTENCY_OPTIONS } from '../idempotency.tokens';
 import type { ResolvedIdempotencyOptions } from '../interfaces/idempotency-module-options.interface';
 import { IdempotencyStore } from '../storage/idempotency.store';
 
-/** Name of the interval in `@nestjs/schedule`'s SchedulerRegistry, when the app uses it. */
+/**
+ * Name of the interval in `@nestjs/schedule`'s SchedulerRegistry, when the app uses it. A second
+ * `IdempotencyModule` in one application (one per DataSource, say) registers as `…:2`, and so on.
+ */
 export const IDEMPOTENCY_PURGE_INTERVAL = 'nest-idempotency:purge';
 
 /**
@@ -21,6 +25,7 @@ export class IdempotencyPurgeService implements OnApplicationBootstrap, OnApplic
   private readonly logger = new Logger('IdempotencyPurge');
   private timer?: NodeJS.Timeout;
   private running?: Promise<number>;
+  private intervalName?: string;
   private registry?: {
     addInterval(name: string, id: NodeJS.Timeout): void;
     deleteInterval(name: string): void;
@@ -47,7 +52,7 @@ export class IdempotencyPurgeService implements OnApplicationBootstrap, OnApplic
   }
 
   /** @inheritDoc */
-  onApplicationBootstrap(): void {
+  async onApplicationBootstrap(): Promise<void> {
     if (!this.options.purge.enabled) return;
     this.timer = setInterval(() => {
       this.purgeExpired().catch((error) => {
@@ -56,8 +61,8 @@ export class IdempotencyPurgeService implements OnApplicationBootstrap, OnApplic
       });
     }, this.options.purge.intervalSeconds * 1000);
     this.timer.unref();
-    this.registry = this.findSchedulerRegistry();
-    this.registry?.addInterval(IDEMPOTENCY_PURGE_INTERVAL, this.timer);
+    this.registry = await this.findSchedulerRegistry();
+    if (this.registry) this.intervalName = this.register(this.registry, this.timer);
   }
 
   /** @inheritDoc */
@@ -65,13 +70,29 @@ export class IdempotencyPurgeService implements OnApplicationBootstrap, OnApplic
     if (!this.timer) return;
     if (this.registry) {
       try {
-        this.registry.deleteInterval(IDEMPOTENCY_PURGE_INTERVAL);
+        this.registry.deleteInterval(this.intervalName ?? IDEMPOTENCY_PURGE_INTERVAL);
       } catch {
         // already removed by the application
       }
     }
     clearInterval(this.timer);
     this.timer = undefined;
+  }
+
+  /** Registers the interval under the first free name: the registry refuses a duplicate. */
+  private register(
+    registry: NonNullable<IdempotencyPurgeService['registry']>,
+    timer: NodeJS.Timeout,
+  ): string {
+    for (let n = 1; ; n++) {
+      const name = n === 1 ? IDEMPOTENCY_PURGE_INTERVAL : `${IDEMPOTENCY_PURGE_INTERVAL}:${n}`;
+      try {
+        registry.addInterval(name, timer);
+        return name;
+      } catch (error) {
+        if (n >= 100) throw error;
+      }
+    }
   }
 
   private async purgeAll(): Promise<number> {
@@ -87,14 +108,25 @@ export class IdempotencyPurgeService implements OnApplicationBootstrap, OnApplic
     return total;
   }
 
-  private findSchedulerRegistry(): IdempotencyPurgeService['registry'] {
+  /**
+   * The application's `SchedulerRegistry`, when it has `@nestjs/schedule` (an optional peer,
+   * hence loaded here rather than imported) and `ScheduleModule.forRoot()`. The published build
+   * is CommonJS and uses `require`, which returns the application's own module instance in a
+   * CommonJS app and, through `require(esm)`, in a Nest 12 ESM app too; so does Jest's CommonJS
+   * runtime. Where the code runs as ESM (Jest's ESM mode, used for the Nest 12 test leg)
+   * `require` does not exist and `import()` does the same.
+   */
+  private async findSchedulerRegistry(): Promise<IdempotencyPurgeService['registry']> {
     try {
-      // Optional peer: only used when the application has @nestjs/schedule.
-      // eslint-disable-next-line @typescript-eslint/no-require-imports
-      const { SchedulerRegistry } = require('@nestjs/schedule');
+      const { SchedulerRegistry } = (
+        typeof require === 'function'
+          ? // eslint-disable-next-line @typescript-eslint/no-require-imports
+            require('@nestjs/schedule')
+          : await import('@nestjs/schedule')
+      ) as typeof Schedule;
       return this.moduleRef.get(SchedulerRegistry, { strict: false });
     } catch {
-      return undefined;
+      return undefined; // no @nestjs/schedule, or no ScheduleModule.forRoot()
     }
   }
 }

@@ -1,0 +1,46 @@
+/**
+ * The Nest 12 leg of the test matrix. Nest 12's packages are ESM-only, and Jest's CommonJS
+ * runtime cannot load ESM on Node 20 (it can only from Node 24.9 on), so this runs the same suite
+ * in Jest's ESM mode:
+ *
+ *   bash .ci/install-nest12.sh && npm run test:nest12
+ *
+ * (`node --experimental-vm-modules node_modules/jest/bin/jest.js --runInBand -c` this file).
+ *
+ * `@nestjs/*` come from the Nest 12 install in .ci/nest12 (NEST12_DIR to use another); every
+ * other package (typeorm, rxjs, reflect-metadata, pg, ...) keeps its single copy in the
+ * repository's node_modules. Test files are compiled to ESM by ts-jest, with `jest`,
+ * `__dirname` and `__filename` supplied (.ci/nest12/jest-esm-transform.js). Child processes
+ * (the sample app, the crash app) load Nest 12 through .ci/nest12/require-nest12.js, which this
+ * config adds to NODE_OPTIONS.
+ */
+const fs = require('node:fs');
+const path = require('node:path');
+const base = require('./jest.config.js');
+
+const NEST_PACKAGES = 'common|core|platform-express|platform-fastify|testing|typeorm|schedule';
+const nest12 = path.resolve(__dirname, process.env.NEST12_DIR || '.ci/nest12', 'node_modules');
+if (!fs.existsSync(path.join(nest12, '@nestjs/core/package.json'))) {
+  throw new Error(`The Nest 12 line is not installed in ${nest12}: run bash .ci/install-nest12.sh`);
+}
+
+/** @type {import('jest').Config} */
+module.exports = {
+  ...base,
+  extensionsToTreatAsEsm: ['.ts'],
+  transform: {
+    '^.+\\.ts$': [
+      '<rootDir>/.ci/nest12/jest-esm-transform.js',
+      { tsconfig: 'tsconfig.jest-esm.json', useESM: true },
+    ],
+  },
+  moduleNameMapper: {
+    [`^@nestjs/(${NEST_PACKAGES})(/.*)?$`]: `${nest12}/@nestjs/$1$2`,
+  },
+};
+
+// Child processes inherit this (tests spawn them with `{ ...process.env }`).
+const preload = `--require=${JSON.stringify(path.join(__dirname, '.ci/nest12/require-nest12.js'))}`;
+if (!(process.env.NODE_OPTIONS ?? '').includes(preload)) {
+  process.env.NODE_OPTIONS = [process.env.NODE_OPTIONS, preload].filter(Boolean).join(' ');
+}

@@ -1,0 +1,196 @@
+/**
+ * The packed library in the applications its users start from: a Nest 12 ESM app (the default
+ * of `nest new`, with vitest), a Nest 12 `--type cjs` app (with jest) and a Nest 11 app (CommonJS),
+ * each generated from the schematic's own template files (templates/). For each: `npm install`,
+ * the README's install command with the tarball (no --legacy-peer-deps), the README's Usage code
+ * built by the app's `nest build` with `strict: true`, then the app started on a fresh
+ * PostgreSQL database and asked for a first request, its replay, a 422 and a 409.
+ *
+ * Needs the npm registry (or a warm npm cache) and a PostgreSQL server (DATABASE_URL, as
+ * `npm test`). Run with `npm run test:packaging`; KEEP_PACKAGING_APPS=1 keeps the apps.
+ */
+import { execFileSync } from 'node:child_process';
+import { rmSync } from 'node:fs';
+import { createTestDatabase } from '../fixtures/database';
+import type { TestDatabase } from '../fixtures/database';
+import { ConsumerApp, expectSuccess, packLibrary, workFolder } from './consumer-app';
+import type { RunningApp } from './consumer-app';
+import { APP_KINDS } from './nest-app-template';
+import { SLOW_AMOUNT } from './payments.support';
+
+let work: string;
+let tarball: string;
+
+beforeAll(async () => {
+  work = workFolder();
+  tarball = await packLibrary(work);
+}, 300_000);
+
+afterAll(() => {
+  if (work && !process.env.KEEP_PACKAGING_APPS) rmSync(work, { recursive: true, force: true });
+});
+
+describe('the packed tarball', () => {
+  const files = () =>
+    execFileSync('tar', ['-tzf', tarball], { encoding: 'utf8' })
+      .split('\n')
+      .filter(Boolean)
+      .map((path) => path.replace(/^package\//, ''));
+
+  it('holds the built library, its typings, LICENSE and README, and nothing else', () => {
+    const list = files();
+    expect(list).toEqual(expect.arrayContaining(['LICENSE', 'README.md', 'package.json']));
+    expect(list).toEqual(
+      expect.arrayContaining(['dist/lib/index.js', 'dist/lib/index.d.ts', 'dist/lib/index.js.map']),
+    );
+    const unexpected = list.filter(
+      (path) =>
+        !['LICENSE', 'README.md', 'package.json'].includes(path) &&
+        !/^dist\/lib\/.+\.(js|d\.ts|js\.map)$/.test(path),
+    );
+    expect(unexpected).toEqual([]);
+  });
+
+  it('ships source maps that carry their sources', () => {
+    const map = JSON.parse(
+      execFileSync('tar', ['-xzOf', tarball, 'package/dist/lib/index.js.map'], {
+        encoding: 'utf8',
+      }),
+    );
+    expect(map.sourcesContent).toHaveLength(map.sources.length);
+    expect(map.sourcesContent[0]).toContain('export {');
+  });
+});
+
+describe.each(APP_KINDS)('a new %s application', (kind) => {
+  let app: ConsumerApp;
+  let db: TestDatabase;
+  let running: RunningApp | undefined;
+  let failed: string | undefined;
+
+  /** A step of the scenario: after a failed step, the later ones fail saying so. */
+  const step = (name: string, body: () => Promise<void>, timeoutMs = 120_000) =>
+    it(
+      name,
+      async () => {
+        if (failed) throw new Error(`not run: the step "${failed}" failed`);
+        try {
+          await body();
+        } catch (error) {
+          failed = name;
+          throw error;
+        }
+      },
+      timeoutMs,
+    );
+
+  const skipStep = (name: string) => it.skip(`${name} (needs Node >= 24.9)`, () => undefined);
+
+  const post = (key: string, body: object) =>
+    fetch(`${running!.url}/payments`, {
+      method: 'POST',
+      headers: { 'Content-Type': 'application/json', 'Idempotency-Key': key },
+      body: JSON.stringify(body),
+    });
+
+  beforeAll(async () => {
+    app = new ConsumerApp(kind, work);
+    db = await createTestDatabase();
+  });
+
+  afterAll(async () => {
+    await running?.stop();
+    await db?.drop();
+  });
+
+  step(
+    'installs its template dependencies (npm install)',
+    async () => {
+      expectSuccess(await app.generate(), 'npm install');
+    },
+    600_000,
+  );
+
+  step(
+    'installs the tarball with its peers, without --legacy-peer-deps',
+    async () => {
+      const result = expectSuccess(await app.installLibrary(tarball), 'npm install <tarball>');
+      expect(result.output).not.toMatch(/ERESOLVE|overriding peer dependency/);
+      expect(app.version('@nestjs/core')).toMatch(kind.startsWith('nest12') ? /^12\./ : /^11\./);
+      console.log(
+        `${kind}: @nestjs/core ${app.version('@nestjs/core')}, ` +
+          `@nestjs/typeorm ${app.version('@nestjs/typeorm')}, typeorm ${app.version('typeorm')}, ` +
+          `pg ${app.version('pg')}, typescript ${app.version('typescript')}`,
+      );
+    },
+    600_000,
+  );
+
+  step('builds the README Usage code with strict: true (nest build)', async () => {
+    expectSuccess(await app.build(), 'nest build');
+  });
+
+  step('starts on a fresh PostgreSQL database and runs the migrations', async () => {
+    running = await app.start(db.url);
+    const tables = await db.query<{ table_name: string }>(
+      "SELECT table_name FROM information_schema.tables WHERE table_schema = 'public' ORDER BY 1",
+    );
+    expect(tables.map((row) => row.table_name)).toEqual(
+      expect.arrayContaining(['idempotency_records', 'payments']),
+    );
+  });
+
+  const payment = { amount: 1000, currency: 'eur', customerId: 'cus_1' };
+  let first: { status: number; body: Buffer };
+
+  step('answers a first request with 201', async () => {
+    const response = await post('order-1', payment);
+    first = { status: response.status, body: Buffer.from(await response.arrayBuffer()) };
+    expect(first.status).toBe(201);
+    expect(response.headers.get('idempotent-replayed')).toBeNull();
+    expect(JSON.parse(first.body.toString())).toMatchObject({ ...payment, chargeId: 'ch_1' });
+  });
+
+  step('replays it: same status, same bytes, Idempotent-Replayed: true', async () => {
+    const response = await post('order-1', payment);
+    expect(response.status).toBe(first.status);
+    expect(response.headers.get('idempotent-replayed')).toBe('true');
+    expect(Buffer.from(await response.arrayBuffer()).equals(first.body)).toBe(true);
+  });
+
+  step('answers 422 to the same key with another payload', async () => {
+    const response = await post('order-1', { ...payment, amount: 2000 });
+    expect(response.status).toBe(422);
+    expect(response.headers.get('content-type')).toMatch(/^application\/problem\+json/);
+    expect(await response.json()).toMatchObject({ code: 'idempotency_key_reused' });
+  });
+
+  step('answers 409 to a duplicate while the first is still running', async () => {
+    const slow = { ...payment, amount: SLOW_AMOUNT };
+    const responses = await Promise.all([post('order-2', slow), post('order-2', slow)]);
+    expect(responses.map((response) => response.status).sort()).toEqual([201, 409]);
+    const conflict = responses.find((response) => response.status === 409)!;
+    expect(await conflict.json()).toMatchObject({ code: 'idempotency_key_in_use' });
+  });
+
+  step('ran each handler once: two payments, two completed records', async () => {
+    expect(await db.query('SELECT count(*)::int AS n FROM payments')).toEqual([{ n: 2 }]);
+    expect(
+      await db.query('SELECT status, count(*)::int AS n FROM idempotency_records GROUP BY 1'),
+    ).toEqual([{ status: 'completed', n: 2 }]);
+  });
+
+  // Jest's CommonJS runtime loads ESM-only packages (Nest 12) only from Node 24.9 on: before
+  // that, the Nest 12 `--type cjs` template's own tests fail on their first import, library or not.
+  const [major, minor] = process.versions.node.split('.').map(Number);
+  const runnerLoadsNest = kind !== 'nest12-cjs' || major > 24 || (major === 24 && minor >= 9);
+  (runnerLoadsNest ? step : skipStep)(
+    `passes an e2e spec in its own test runner (${kind.endsWith('esm') ? 'vitest' : 'jest'}), ` +
+      'with @nestjs/schedule added: a replay, the purge in the SchedulerRegistry',
+    async () => {
+      await running?.stop();
+      running = undefined;
+      expectSuccess(await app.testE2e(db.url), 'npm run test:e2e');
+    },
+  );
+});
