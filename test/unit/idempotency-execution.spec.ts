@@ -38,7 +38,14 @@ beforeEach(() => {
   warnUnstorable = jest.fn();
 });
 
-afterEach(() => jest.useRealTimers());
+/** Executions of the current test: their lease heartbeats must not outlive it. */
+const created: IdempotencyExecution[] = [];
+
+afterEach(async () => {
+  jest.useRealTimers();
+  // abort() stops the heartbeat; on an execution that already ended it changes nothing.
+  for (const execution of created.splice(0)) await execution.abort().catch(() => undefined);
+});
 
 function claim(fingerprint: string, ownerToken: string, lockTimeoutSeconds = 60) {
   return store.claim({
@@ -61,7 +68,7 @@ async function create(route: IdempotentOptions = {}, startMarked = true) {
   if (won.outcome !== 'claimed') throw new Error(`the key was not claimed: ${won.outcome}`);
   const events$ = new IdempotencyEvents();
   events$.subscribe((event) => events.push(event));
-  return new IdempotencyExecution(
+  const execution = new IdempotencyExecution(
     { scope: SCOPE, key: KEY, ownerToken },
     {
       scope: SCOPE,
@@ -83,6 +90,8 @@ async function create(route: IdempotentOptions = {}, startMarked = true) {
       startMarked,
     },
   );
+  created.push(execution);
+  return execution;
 }
 
 async function start(route?: IdempotentOptions, startMarked?: boolean) {
