@@ -5,7 +5,6 @@ import { ModuleRef, ModulesContainer } from '@nestjs/core';
 import { getDataSourceToken } from '@nestjs/typeorm';
 import { IdempotencyContext } from './context/idempotency.context';
 import { markCoveredControllers } from './decorators/handler-start';
-import { IDEMPOTENT_CLASS_METADATA } from './idempotency.constants';
 import { IdempotencyConfigurationError } from './errors/idempotency-configuration.error';
 import { IdempotencyExceptionFilter } from './errors/idempotency-exception.filter';
 import { IdempotencyEvents } from './events/idempotency.events';
@@ -139,7 +138,6 @@ export class IdempotencyModule extends IdempotencyConfigurableModule implements 
       [...modules.values()].flatMap((module) =>
         [...module.controllers.values()].map((wrapper) => wrapper.metatype),
       ),
-      (controller) => Reflect.getMetadata(IDEMPOTENT_CLASS_METADATA, controller) !== undefined,
     );
   }
 

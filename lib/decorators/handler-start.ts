@@ -1,4 +1,5 @@
 import { idempotencyRequestStorage } from '../context/idempotency-request-state';
+import { IDEMPOTENT_CLASS_METADATA } from '../idempotency.constants';
 
 const MARKED = Symbol('nest-idempotency:marks-handler-start');
 
@@ -37,11 +38,11 @@ export function isHandlerStartMarked(handler: unknown): boolean {
 }
 
 /**
- * Marks the start of every route handler a decorated class serves, its own and those it
- * inherits (from a base class or a mixin): an inherited one gets a marking copy on the
- * decorated class, so the base class itself is left as it was.
+ * Marks the start of every route handler a controller serves, its own and those it inherits
+ * (from a base class or a mixin): an inherited one gets a marking copy on the controller, so
+ * the base class itself is left as it was.
  */
-export function markRoutesOf(target: abstract new (...args: any[]) => unknown): void {
+function markRoutesOf(target: abstract new (...args: any[]) => unknown): void {
   const prototype = target.prototype;
   const seen = new Set<string | symbol>(['constructor']);
   for (let p = prototype; p && p !== Object.prototype; p = Object.getPrototypeOf(p)) {
@@ -58,20 +59,16 @@ export function markRoutesOf(target: abstract new (...args: any[]) => unknown): 
 }
 
 /**
- * Marks the route handlers of every controller covered by a class-level `@Idempotent()` —
- * including one declared on a base class, whose subclass's own routes did not exist yet when
- * the decorator ran. Called at bootstrap, after the controllers are known and before Nest
- * reads their handlers to register routes.
+ * Marks the route handlers of every controller covered by a class-level `@Idempotent()`, on the
+ * class itself or on a base class (whose subclasses' routes do not exist yet when the decorator
+ * runs). Called at bootstrap, once the controllers are known and before Nest reads their
+ * handlers to register routes. A handler-level `@Idempotent()` marks its own method.
  * @param controllers - the application's controller classes
- * @param covered - whether a class is covered by a class-level `@Idempotent()`
  */
-export function markCoveredControllers(
-  controllers: Iterable<unknown>,
-  covered: (controller: abstract new (...args: any[]) => unknown) => boolean,
-): void {
+export function markCoveredControllers(controllers: Iterable<unknown>): void {
   for (const controller of controllers) {
     if (typeof controller !== 'function') continue;
-    const type = controller as abstract new (...args: any[]) => unknown;
-    if (covered(type)) markRoutesOf(type);
+    if (Reflect.getMetadata(IDEMPOTENT_CLASS_METADATA, controller) === undefined) continue;
+    markRoutesOf(controller as abstract new (...args: any[]) => unknown);
   }
 }

@@ -1,5 +1,5 @@
 import { UseFilters, UseGuards, UseInterceptors, applyDecorators } from '@nestjs/common';
-import { isHandlerStartMarked, markRoutesOf, markingStart } from './handler-start';
+import { isHandlerStartMarked, markingStart } from './handler-start';
 import { IdempotencyExceptionFilter } from '../errors/idempotency-exception.filter';
 import { IDEMPOTENT_CLASS_METADATA, IDEMPOTENT_METADATA } from '../idempotency.constants';
 import { validateRouteOptions } from '../idempotency.defaults';
@@ -40,8 +40,8 @@ export function Idempotent(options: IdempotentOptions = {}): ClassDecorator & Me
       bindLibrary()(target, propertyKey!, descriptor);
       return descriptor;
     }
+    // Its routes' starts are marked at bootstrap, with those of subclasses it covers.
     Reflect.defineMetadata(IDEMPOTENT_CLASS_METADATA, validated, target);
-    markRoutesOf(target);
     bindLibrary()(target);
     return target;
   };

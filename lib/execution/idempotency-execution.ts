@@ -110,11 +110,8 @@ export class IdempotencyExecution implements ResponseSink {
   }
 
   /** Gives the key back when `begin()` failed: the handler never ran. */
-  async abort(): Promise<void> {
-    this.phase = 'deciding';
-    this.heartbeat.stop();
-    await this.release('forget', 'rejected_before_handler');
-    this.phase = 'done';
+  abort(): Promise<void> {
+    return this.conclude('forget', 'rejected_before_handler');
   }
 
   /**
@@ -185,36 +182,33 @@ export class IdempotencyExecution implements ResponseSink {
     this.phase = 'settled';
     const held = this.held;
     this.held = undefined;
-    if (held && outcome.kind === 'error') held.answer(this.decideFailure(outcome));
+    if (held && outcome.kind === 'error') held.answer(this.decideOwnOutcome(outcome));
     else if (held) held.answer(this.decide(held.outgoing));
     else if (this.leftEarly) void this.decideOwnOutcome(outcome);
     else if (this.streamed) void this.decide(undefined);
   }
 
   /**
-   * The handler wrote a response (`@Res()`) and then threw: its failure is its outcome (its
-   * transaction was rolled back), so the held response is answered with that failure instead.
+   * Decides on what the handler itself produced, when no response of its own is to be decided:
+   * one left early (an outer timeout's 408), or the one it wrote (`@Res()`) no longer stands
+   * because it threw afterwards and its transaction was rolled back.
+   * @returns what its client should get
    */
-  private async decideFailure(outcome: HandlerOutcome): Promise<OutgoingResponse | undefined> {
-    const failure = renderHandlerOutcome(outcome, this.deps.before, this.deps.textContentType);
-    if (failure) return (await this.decide(failure)) ?? failure;
-    this.phase = 'deciding';
-    this.heartbeat.stop();
-    await this.release('retry', 'not_final');
-    this.phase = 'done';
+  private async decideOwnOutcome(outcome: HandlerOutcome): Promise<OutgoingResponse | undefined> {
+    const own = renderHandlerOutcome(outcome, this.deps.before, this.deps.textContentType);
+    if (own || outcome.kind === 'value') return (await this.decide(own)) ?? own;
+    await this.conclude('retry', 'not_final');
     return INTERNAL_ERROR;
   }
 
-  /** After an early response: what the handler itself produced decides. */
-  private async decideOwnOutcome(outcome: HandlerOutcome): Promise<void> {
-    const own = renderHandlerOutcome(outcome, this.deps.before, this.deps.textContentType);
-    if (own || outcome.kind === 'value') {
-      await this.decide(own);
-      return;
-    }
+  /** Ends the execution by giving the key back, with no response to store. */
+  private async conclude(
+    mode: 'retry' | 'forget',
+    reason: 'not_final' | 'rejected_before_handler',
+  ): Promise<void> {
     this.phase = 'deciding';
     this.heartbeat.stop();
-    await this.release('retry', 'not_final');
+    await this.release(mode, reason);
     this.phase = 'done';
   }
 

@@ -28,7 +28,7 @@ export function fingerprintOf(request: any, route: IdempotencyRouteOptions, scop
 }
 
 /** Whether the request carries a body that nobody parsed. */
-export function hasUnparsedBody(request: any): boolean {
+function hasUnparsedBody(request: any): boolean {
   if (request.body !== undefined || request.rawBody) return false;
   const length = Number(request.headers['content-length'] ?? 0);
   // A chunked body has no length but is a body all the same.
