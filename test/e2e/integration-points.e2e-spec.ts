@@ -4,13 +4,9 @@
  */
 import { Body, Controller, Module, Post } from '@nestjs/common';
 import type { INestApplication } from '@nestjs/common';
-import { FastifyAdapter } from '@nestjs/platform-fastify';
 import { ScheduleModule, SchedulerRegistry } from '@nestjs/schedule';
-import { Test } from '@nestjs/testing';
-import { TypeOrmModule } from '@nestjs/typeorm';
 import request from 'supertest';
 import {
-  CreateIdempotencyRecords1732233600000,
   IDEMPOTENCY_PURGE_INTERVAL,
   IdempotencyEvents,
   IdempotencyModule,
@@ -19,7 +15,7 @@ import {
 import type { IdempotencyEvent, IdempotencyModuleOptions } from '../../lib';
 import { createTestDatabase } from '../fixtures/database';
 import type { TestDatabase } from '../fixtures/database';
-import { ADAPTERS } from '../fixtures/test-app';
+import { ADAPTERS, startApp, testTypeOrmModule } from '../fixtures/test-app';
 import type { AdapterName } from '../fixtures/test-app';
 
 let runs = 0;
@@ -42,28 +38,14 @@ async function start(
 ): Promise<INestApplication> {
   @Module({
     imports: [
-      TypeOrmModule.forRoot({
-        name: extra.named ? 'billing' : undefined,
-        type: 'postgres',
-        url: db.url,
-        migrations: [CreateIdempotencyRecords1732233600000],
-        migrationsRun: true,
-      }),
+      testTypeOrmModule(db.url, { name: extra.named ? 'billing' : undefined }),
       ...(extra.schedule ? [ScheduleModule.forRoot()] : []),
       IdempotencyModule.forRoot({ purge: false, ...module }),
     ],
     controllers: [EchoController],
   })
   class AppModule {}
-  const ref = await Test.createTestingModule({ imports: [AppModule] }).compile();
-  const app =
-    adapter === 'fastify'
-      ? ref.createNestApplication(new FastifyAdapter(), { logger: false, rawBody: true })
-      : ref.createNestApplication({ logger: false, rawBody: true });
-  if (adapter === 'express') (app as any).useBodyParser('text');
-  await app.init();
-  if (adapter === 'fastify') await app.getHttpAdapter().getInstance().ready();
-  return app;
+  return startApp(adapter, AppModule, { rawBody: true });
 }
 
 describe.each(ADAPTERS)('integration points on %s', (adapter) => {
@@ -121,25 +103,10 @@ describe.each(ADAPTERS)('integration points on %s', (adapter) => {
     @Module({ imports: [IdempotencyModule.forRoot({ isGlobal: false, purge })] })
     class PayoutsModule {}
     @Module({
-      imports: [
-        TypeOrmModule.forRoot({
-          type: 'postgres',
-          url: db.url,
-          migrations: [CreateIdempotencyRecords1732233600000],
-          migrationsRun: true,
-        }),
-        ScheduleModule.forRoot(),
-        BillingModule,
-        PayoutsModule,
-      ],
+      imports: [testTypeOrmModule(db.url), ScheduleModule.forRoot(), BillingModule, PayoutsModule],
     })
     class TwoInstancesModule {}
-    const ref = await Test.createTestingModule({ imports: [TwoInstancesModule] }).compile();
-    const app =
-      adapter === 'fastify'
-        ? ref.createNestApplication(new FastifyAdapter(), { logger: false })
-        : ref.createNestApplication({ logger: false });
-    await app.init();
+    const app = await startApp(adapter, TwoInstancesModule);
     const registry = app.get(SchedulerRegistry);
     expect(registry.getIntervals().filter((name) => name.startsWith('nest-idempotency:'))).toEqual([
       IDEMPOTENCY_PURGE_INTERVAL,

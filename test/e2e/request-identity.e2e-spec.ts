@@ -4,53 +4,13 @@
  * replayed to a different one) — on Express and Fastify.
  */
 import { randomBytes } from 'node:crypto';
-import { Logger, Module } from '@nestjs/common';
-import type { INestApplication } from '@nestjs/common';
-import { FastifyAdapter } from '@nestjs/platform-fastify';
-import { Test } from '@nestjs/testing';
-import { TypeOrmModule } from '@nestjs/typeorm';
+import { Logger } from '@nestjs/common';
 import request from 'supertest';
-import { CreateIdempotencyRecords1732233600000, IdempotencyModule } from '../../lib';
 import { createTestDatabase } from '../fixtures/database';
 import type { TestDatabase } from '../fixtures/database';
-import { OrdersController, Probe } from '../fixtures/orders.controller';
 import { rawRequest } from '../fixtures/raw-http';
 import { ADAPTERS, createTestApp } from '../fixtures/test-app';
-import type { AdapterName, TestApp } from '../fixtures/test-app';
-
-/**
- * The orders fixture on an app started with `rawBody: true`, and on Express a text parser
- * (`app.useBodyParser('text')`): the setup the 415 warning tells an application to adopt.
- */
-async function startWithRawBody(
-  adapter: AdapterName,
-  db: TestDatabase,
-): Promise<{ app: INestApplication; probe: Probe }> {
-  @Module({
-    imports: [
-      TypeOrmModule.forRoot({
-        type: 'postgres',
-        url: db.url,
-        migrations: [CreateIdempotencyRecords1732233600000],
-        migrationsRun: true,
-        logging: false,
-      }),
-      IdempotencyModule.forRoot({ purge: false }),
-    ],
-    controllers: [OrdersController],
-    providers: [Probe],
-  })
-  class RawBodyAppModule {}
-  const ref = await Test.createTestingModule({ imports: [RawBodyAppModule] }).compile();
-  const app =
-    adapter === 'fastify'
-      ? ref.createNestApplication(new FastifyAdapter(), { logger: false, rawBody: true })
-      : ref.createNestApplication({ logger: false, rawBody: true });
-  if (adapter === 'express') (app as any).useBodyParser('text');
-  await app.init();
-  if (adapter === 'fastify') await app.getHttpAdapter().getInstance().ready();
-  return { app, probe: app.get(Probe) };
-}
+import type { TestApp } from '../fixtures/test-app';
 
 /** A 3000-character value that does not compress, so its btree entry really is 3000 bytes. */
 const longAccountId = () => randomBytes(2250).toString('base64url');
@@ -296,7 +256,8 @@ describe.each(ADAPTERS)('request identity on %s', (adapter) => {
   });
 
   it('fingerprints text/plain on its raw bytes with rawBody and a text parser: 201, 422 for other bytes, replay for the same bytes', async () => {
-    const { app, probe } = await startWithRawBody(adapter, db);
+    // The setup the 415 warning tells an application to adopt.
+    const { app, probe } = await createTestApp(adapter, db, { rawBody: true });
     try {
       const key = newKey();
       const post = (text: string) =>

@@ -3,22 +3,13 @@
  * developer error): the client gets a problem+json 500 with a stable code, the fix is logged
  * once per occurrence, nothing is stored and the key is released — on Express and Fastify.
  */
-import { Body, Controller, Module, Post } from '@nestjs/common';
+import { Body, Controller, Post } from '@nestjs/common';
 import type { INestApplication, LoggerService } from '@nestjs/common';
-import { FastifyAdapter } from '@nestjs/platform-fastify';
-import { Test } from '@nestjs/testing';
-import { TypeOrmModule } from '@nestjs/typeorm';
 import request from 'supertest';
-import {
-  CreateIdempotencyRecords1732233600000,
-  IdempotencyContext,
-  IdempotencyModule,
-  Idempotent,
-} from '../../lib';
+import { IdempotencyContext, Idempotent } from '../../lib';
 import { createTestDatabase } from '../fixtures/database';
 import type { TestDatabase } from '../fixtures/database';
-import { ADAPTERS } from '../fixtures/test-app';
-import type { AdapterName } from '../fixtures/test-app';
+import { ADAPTERS, createTestApp } from '../fixtures/test-app';
 
 let runs = 0;
 
@@ -49,34 +40,6 @@ class RecordingLogger implements LoggerService {
   }
 }
 
-async function start(
-  adapter: AdapterName,
-  db: TestDatabase,
-  logger: LoggerService,
-): Promise<INestApplication> {
-  @Module({
-    imports: [
-      TypeOrmModule.forRoot({
-        type: 'postgres',
-        url: db.url,
-        migrations: [CreateIdempotencyRecords1732233600000],
-        migrationsRun: true,
-      }),
-      IdempotencyModule.forRoot({ purge: false }),
-    ],
-    controllers: [NonTransactionalController],
-  })
-  class AppModule {}
-  const ref = await Test.createTestingModule({ imports: [AppModule] }).compile();
-  const app =
-    adapter === 'fastify'
-      ? ref.createNestApplication(new FastifyAdapter(), { logger })
-      : ref.createNestApplication({ logger });
-  await app.init();
-  if (adapter === 'fastify') await app.getHttpAdapter().getInstance().ready();
-  return app;
-}
-
 describe.each(ADAPTERS)('entityManager outside a transactional route on %s', (adapter) => {
   let db: TestDatabase;
   let app: INestApplication;
@@ -84,7 +47,11 @@ describe.each(ADAPTERS)('entityManager outside a transactional route on %s', (ad
 
   beforeAll(async () => {
     db = await createTestDatabase();
-    app = await start(adapter, db, logger);
+    const t = await createTestApp(adapter, db, {
+      controllers: [NonTransactionalController],
+      logger,
+    });
+    app = t.app;
   });
   afterAll(async () => {
     await app?.close();

@@ -4,16 +4,25 @@ import { isStoreTimeout } from './with-deadline';
 import type { Deadline } from './with-deadline';
 
 /**
- * Connects a query runner within `deadline`. When the connection arrives after the deadline,
- * the runner is released then: released earlier, TypeORM would keep the late connection
- * checked out for good.
+ * Connects a query runner within `deadline`, or releases it. When the connection arrives after
+ * the deadline, the runner is released then: released earlier, TypeORM would keep the late
+ * connection checked out for good.
  * @returns the runner's connection (a pg client on the PostgreSQL driver)
  * @throws IdempotencyStoreTimeoutError when no connection came in time
  */
-export function connectQueryRunner(runner: QueryRunner, deadline: Deadline): Promise<unknown> {
-  return deadline.race(runner.connect() as Promise<unknown>, 'a pooled connection', () => {
-    runner.release().catch(() => undefined);
-  });
+export async function connectQueryRunner(
+  runner: QueryRunner,
+  deadline: Deadline,
+): Promise<unknown> {
+  try {
+    return await deadline.race(runner.connect() as Promise<unknown>, 'a pooled connection', () => {
+      runner.release().catch(() => undefined);
+    });
+  } catch (error) {
+    // After a timeout the late connection releases the runner (above); otherwise release now.
+    if (!isStoreTimeout(error)) await runner.release().catch(() => undefined);
+    throw error;
+  }
 }
 
 /**
@@ -71,13 +80,7 @@ export async function runOnNewQueryRunner(
   deadline: Deadline,
 ): Promise<StatementResult> {
   const runner = dataSource.createQueryRunner();
-  try {
-    await connectQueryRunner(runner, deadline);
-  } catch (error) {
-    // After a timeout the late connection releases the runner (see connectQueryRunner).
-    if (!isStoreTimeout(error)) await runner.release().catch(() => undefined);
-    throw error;
-  }
+  await connectQueryRunner(runner, deadline);
   let discarded = false;
   try {
     return await runOnQueryRunner(runner, statement, values, deadline, false);

@@ -36,13 +36,7 @@ export class TypeOrmStoreTransaction {
   ): Promise<TypeOrmStoreTransaction> {
     const deadline = new Deadline('beginTransaction', timeoutMs);
     const runner = dataSource.createQueryRunner();
-    try {
-      await connectQueryRunner(runner, deadline);
-    } catch (error) {
-      // After a timeout the late connection releases the runner (see connectQueryRunner).
-      if (!isStoreTimeout(error)) await runner.release().catch(() => undefined);
-      throw error;
-    }
+    await connectQueryRunner(runner, deadline);
     try {
       await deadline.race(runner.startTransaction(), 'PostgreSQL to answer');
     } catch (error) {
