@@ -45,6 +45,21 @@ export const DEFAULT_IDEMPOTENCY_OPTIONS: Readonly<ResolvedIdempotencyOptions> =
   transactional: false,
   purge: { enabled: true, intervalSeconds: 60, batchSize: 1_000 },
   replayCache: { enabled: true, maxEntries: 10_000, maxBytes: 16 * 1024 * 1024 },
+  phases: {
+    maxAgeSeconds: 43_200,
+    abandonedRetentionSeconds: 2_592_000,
+    localStepAttempts: 5,
+    foreignStepMarginSeconds: 2,
+  },
+  completer: { enabled: true, intervalSeconds: 30, afterSeconds: 60, batchSize: 10 },
+  jobs: {
+    enabled: true,
+    intervalSeconds: 1,
+    batchSize: 20,
+    maxAttempts: 10,
+    backoffSeconds: 1,
+    maxBackoffSeconds: 600,
+  },
   storeTimeoutSeconds: 5,
   tableName: 'idempotency_records',
   store: 'typeorm',
@@ -153,7 +168,36 @@ export const OPTION_LIMITS = Object.freeze({
     example: DEFAULT_IDEMPOTENCY_OPTIONS.replayCache.maxBytes,
     note: 'At most 4 GiB; replayCache: false turns the cache off.',
   }),
+  ...phaseLimits(),
 });
+
+function seconds(min: number, max: number, example: number, note?: string): IdempotencyOptionLimit {
+  return limit({ min, max, integer: false, unit: 'seconds', example, note });
+}
+
+function count(min: number, max: number, unit: string, example: number): IdempotencyOptionLimit {
+  return limit({ min, max, integer: true, unit, example });
+}
+
+/** Ranges of the options of operations in phases, the completer and the drainer. */
+function phaseLimits() {
+  const { phases, completer, jobs } = DEFAULT_IDEMPOTENCY_OPTIONS;
+  const interval = 'Longer periods overflow setInterval (2^31-1 ms).';
+  return {
+    'phases.maxAgeSeconds': seconds(1, 31_536_000, phases.maxAgeSeconds),
+    'phases.abandonedRetentionSeconds': seconds(1, 315_360_000, phases.abandonedRetentionSeconds),
+    'phases.localStepAttempts': count(1, 100, 'attempts', phases.localStepAttempts),
+    'phases.foreignStepMarginSeconds': seconds(0, 3_600, phases.foreignStepMarginSeconds),
+    'completer.intervalSeconds': seconds(0.1, 2_147_483, completer.intervalSeconds, interval),
+    'completer.afterSeconds': seconds(0, 31_536_000, completer.afterSeconds),
+    'completer.batchSize': count(1, 10_000, 'records', completer.batchSize),
+    'jobs.intervalSeconds': seconds(0.1, 2_147_483, jobs.intervalSeconds, interval),
+    'jobs.batchSize': count(1, 10_000, 'jobs', jobs.batchSize),
+    'jobs.maxAttempts': count(1, 1_000, 'attempts', jobs.maxAttempts),
+    'jobs.backoffSeconds': seconds(0, 86_400, jobs.backoffSeconds),
+    'jobs.maxBackoffSeconds': seconds(0, 86_400, jobs.maxBackoffSeconds),
+  } as const;
+}
 
 /** A numeric option with a range in `OPTION_LIMITS`. */
 export type IdempotencyLimitedOption = keyof typeof OPTION_LIMITS;
@@ -261,7 +305,7 @@ export function validateRouteOptions<T extends IdempotentOptions>(options: T): T
  * or with the given fields merged over them.
  * @throws IdempotencyConfigurationError when `enabled` is not a boolean
  */
-function switchableSection<K extends 'purge' | 'replayCache'>(
+function switchableSection<K extends 'purge' | 'replayCache' | 'completer' | 'jobs'>(
   name: K,
   given: Partial<ResolvedIdempotencyOptions[K]> | false | undefined,
 ): ResolvedIdempotencyOptions[K] {
@@ -289,7 +333,22 @@ export function resolveIdempotencyOptions(
   const defined = Object.fromEntries(
     Object.entries(options ?? {}).filter(([, v]) => v !== undefined),
   ) as IdempotencyModuleOptions;
-  const { purge, replayCache, ...rest } = defined;
+  const { purge, replayCache, phases, completer, jobs, ...rest } = defined;
+  const phaseOptions = { ...DEFAULT_IDEMPOTENCY_OPTIONS.phases, ...phases };
+  const completerOptions = switchableSection('completer', completer);
+  const jobsOptions = switchableSection('jobs', jobs);
+  for (const [section, values] of [
+    ['phases', phaseOptions],
+    ['completer', completerOptions],
+    ['jobs', jobsOptions],
+  ] as const) {
+    for (const [name, value] of Object.entries(values)) {
+      if (name === 'enabled') continue;
+      const option = `${section}.${name}`;
+      check(option in OPTION_LIMITS, option, value, `Remove it: ${section} has no such option.`);
+      checkRange(option as IdempotencyLimitedOption, value);
+    }
+  }
   const purgeOptions = switchableSection('purge', purge);
   checkRange('purge.intervalSeconds', purgeOptions.intervalSeconds);
   checkRange('purge.batchSize', purgeOptions.batchSize);
@@ -327,7 +386,14 @@ export function resolveIdempotencyOptions(
     merged.problemTypeBaseUri,
     'Use an absolute URI such as "https://example.com/problems/".',
   );
-  return { ...merged, purge: purgeOptions, replayCache: cacheOptions };
+  return {
+    ...merged,
+    purge: purgeOptions,
+    replayCache: cacheOptions,
+    phases: phaseOptions,
+    completer: completerOptions,
+    jobs: jobsOptions,
+  };
 }
 
 /**

@@ -84,6 +84,8 @@ export class IdempotencyInterceptor implements NestInterceptor {
           scope,
           key,
         );
+      case 'abandoned':
+        throw this.reject(IdempotencyProblemException.operationAbandoned(), scope, key);
       case 'completed':
         return { scope, key, response: claim.response };
     }

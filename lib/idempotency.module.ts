@@ -1,7 +1,7 @@
 import { Module } from '@nestjs/common';
 import type { DynamicModule, OnModuleInit, Provider } from '@nestjs/common';
 import type { DataSource } from 'typeorm';
-import { ModuleRef, ModulesContainer } from '@nestjs/core';
+import { DiscoveryModule, ModuleRef, ModulesContainer } from '@nestjs/core';
 import { getDataSourceToken } from '@nestjs/typeorm';
 import { IdempotencyContext } from './context/idempotency.context';
 import { markCoveredControllers } from './decorators/handler-start';
@@ -25,6 +25,11 @@ import type {
   IdempotencyModuleOptions,
   ResolvedIdempotencyOptions,
 } from './interfaces/idempotency-module-options.interface';
+import { IdempotencyJobs } from './jobs/idempotency-jobs.service';
+import { IdempotencyCompleter } from './phases/idempotency-completer.service';
+import { IdempotencyPhaseEngine } from './phases/idempotency-phase-engine';
+import { IdempotentOperations } from './phases/idempotent-operations.service';
+import { IdempotencyOperationRegistry } from './phases/operation-registry';
 import { IdempotencyPurgeService } from './purge/idempotency-purge.service';
 import { IdempotencyStore } from './storage/idempotency.store';
 import { MemoryIdempotencyStore } from './storage/memory-idempotency.store';
@@ -90,6 +95,11 @@ const providers: Provider[] = [
   IdempotencyExceptionFilter,
   IdempotencyContext,
   IdempotencyPurgeService,
+  IdempotencyOperationRegistry,
+  IdempotencyPhaseEngine,
+  IdempotentOperations,
+  IdempotencyCompleter,
+  IdempotencyJobs,
 ];
 
 /**
@@ -112,8 +122,12 @@ const providers: Provider[] = [
  * export class AppModule {}
  */
 @Module({
+  imports: [DiscoveryModule],
   providers,
   exports: [
+    IdempotentOperations,
+    IdempotencyCompleter,
+    IdempotencyJobs,
     IDEMPOTENCY_OPTIONS,
     IdempotencyStore,
     IdempotencyRouteOptionsResolver,
@@ -130,6 +144,7 @@ const providers: Provider[] = [
 export class IdempotencyModule extends IdempotencyConfigurableModule implements OnModuleInit {
   constructor(
     private readonly store: IdempotencyStore,
+    private readonly registry: IdempotencyOperationRegistry,
     modules: ModulesContainer,
   ) {
     super();
@@ -141,8 +156,12 @@ export class IdempotencyModule extends IdempotencyConfigurableModule implements 
     );
   }
 
-  /** Checks the store at bootstrap: DataSource found, PostgreSQL, table in place. */
+  /**
+   * Checks the store at bootstrap (DataSource found, PostgreSQL, tables in place) and the
+   * operations and job handlers of the application.
+   */
   async onModuleInit(): Promise<void> {
+    this.registry.discover();
     const store = this.store instanceof LocalFirstIdempotencyStore ? this.store.inner : this.store;
     if (store instanceof TypeOrmIdempotencyStore) await store.verify();
   }

@@ -17,6 +17,9 @@ export { IDEMPOTENT_REPLAYED_HEADER, PROBLEM_CONTENT_TYPE } from './idempotency.
 export type {
   IdempotencyModuleOptions,
   IdempotencyOptionsFactory,
+  IdempotencyCompleterOptions,
+  IdempotencyJobsOptions,
+  IdempotencyPhasesOptions,
   IdempotencyPurgeOptions,
   IdempotencyReplayCacheOptions,
   IdempotencyRouteOptions,
@@ -39,7 +42,9 @@ export type { TypeOrmIdempotencyStoreSettings } from './storage/typeorm/typeorm-
 export { IdempotencyStoreTimeoutError } from './storage/typeorm/with-deadline';
 export { IdempotencyRecordEntity } from './storage/typeorm/idempotency-record.entity';
 export {
+  AddPhasesToIdempotencyRecords1764028800000,
   CreateIdempotencyRecords1732233600000,
+  createIdempotencyPhasesMigration,
   createIdempotencyRecordsMigration,
 } from './storage/typeorm/create-idempotency-records.migration';
 export { IdempotencyExceptionFilter } from './errors/idempotency-exception.filter';
@@ -52,3 +57,28 @@ export {
   IdempotencyConfigurationError,
   IdempotencyError,
 } from './errors/idempotency-configuration.error';
+export { IdempotentOperations } from './phases/idempotent-operations.service';
+export type { AbandonedResolution } from './phases/idempotent-operations.service';
+export { IdempotencyCompleter } from './phases/idempotency-completer.service';
+export type { CompleterRunSummary } from './phases/idempotency-completer.service';
+export type { AbandonedOperation } from './storage/typeorm/typeorm-phase.store';
+export { IdempotencyJobs } from './jobs/idempotency-jobs.service';
+export type { DrainSummary } from './jobs/idempotency-jobs.service';
+export { IdempotentOperation } from './phases/idempotent-operation.decorator';
+export { localStep, foreignStep, proceed, respond, retryLater } from './phases/operation-step';
+export type {
+  ForeignStepContext,
+  ForeignStepOptions,
+  IdempotencyOperation,
+  LocalStepContext,
+  LocalStepOptions,
+  OperationStep,
+  OperationStepContext,
+  StepOutcome,
+} from './phases/operation-step';
+export { IdempotencyJobHandler } from './jobs/idempotency-job-handler.decorator';
+export type {
+  DeadJob,
+  IdempotencyJobHandlerInstance,
+  StagedJob,
+} from './jobs/staged-job.interface';

@@ -5,6 +5,15 @@ import { IdempotencyError } from '../errors/idempotency-configuration.error';
 import { IdempotencyProblemException } from '../errors/idempotency-problem.exception';
 import { idempotencyRequestStorage } from './idempotency-request-state';
 
+/**
+ * The derived key of `label` for a record: SHA-256 (hex) of its stable id and the label.
+ * Internal; requests reach it through `IdempotencyContext.derivedKey()`, steps through their
+ * context.
+ */
+export function deriveKey(recordId: string, label: string): string {
+  return createHash('sha256').update(`${recordId}\u0000${label}`).digest('hex');
+}
+
 /** The identity of the idempotent request being handled. */
 export interface IdempotencyRequestIdentity {
   /** Caller identity the key belongs to (`''` when none). */
@@ -80,6 +89,6 @@ export class IdempotencyContext {
         'nest-idempotency: derivedKey() was called outside an @Idempotent() handler.',
       );
     }
-    return createHash('sha256').update(`${state.recordId}\u0000${label}`).digest('hex');
+    return deriveKey(state.recordId, label);
   }
 }

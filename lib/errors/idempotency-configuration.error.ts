@@ -1,3 +1,4 @@
+import type { Type } from '@nestjs/common';
 /** Base class of every error the library throws outside an HTTP request. */
 export class IdempotencyError extends Error {
   constructor(message: string) {
@@ -87,6 +88,39 @@ export class IdempotencyConfigurationError extends IdempotencyError {
     return new IdempotencyConfigurationError(
       `nest-idempotency: the table ${table} does not exist. Add CreateIdempotencyRecords1732233600000 ` +
         '(or createIdempotencyRecordsMigration(tableName)) to your DataSource migrations and run them.',
+    );
+  }
+
+  /** The record table predates operations in phases (no phase columns or no jobs table). */
+  static phasesMissing(table: string): IdempotencyConfigurationError {
+    return new IdempotencyConfigurationError(
+      `nest-idempotency: the table ${table} was made before operations in phases and lacks their ` +
+        'columns or its jobs table. Add AddPhasesToIdempotencyRecords1764028800000 (or ' +
+        'createIdempotencyPhasesMigration(tableName)) after the create migration in your ' +
+        'DataSource migrations and run them.',
+    );
+  }
+
+  /** `run()` named an operation no provider declares. */
+  static operationNotRegistered(ref: string | Type): IdempotencyConfigurationError {
+    const name = typeof ref === 'string' ? `"${ref}"` : ref.name;
+    return new IdempotencyConfigurationError(
+      `nest-idempotency: no operation ${name} is registered. Decorate the class with ` +
+        '@IdempotentOperation(name) and list it in the providers of a module of the application.',
+    );
+  }
+
+  /** Two providers declare the same operation or job handler name. */
+  static duplicateName(kind: string, name: string): IdempotencyConfigurationError {
+    return new IdempotencyConfigurationError(
+      `nest-idempotency: two providers declare the ${kind} "${name}". Names must be unique.`,
+    );
+  }
+
+  /** An operation's steps (or a job handler) are not what the library can run. */
+  static invalidOperation(name: string, problem: string): IdempotencyConfigurationError {
+    return new IdempotencyConfigurationError(
+      `nest-idempotency: "${name}" cannot be registered: ${problem}.`,
     );
   }
 

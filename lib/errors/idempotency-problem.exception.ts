@@ -11,7 +11,10 @@ export type IdempotencyErrorCode =
   | 'idempotency_store_unavailable'
   | 'idempotency_body_unreadable'
   | 'idempotency_scope_invalid'
-  | 'idempotency_transaction_unavailable';
+  | 'idempotency_transaction_unavailable'
+  | 'idempotency_retry_later'
+  | 'idempotency_operation_abandoned'
+  | 'idempotency_operation_unavailable';
 
 const PROBLEMS: Record<IdempotencyErrorCode, { status: number; title: string }> = {
   idempotency_key_missing: {
@@ -45,6 +48,18 @@ const PROBLEMS: Record<IdempotencyErrorCode, { status: number; title: string }> 
   idempotency_transaction_unavailable: {
     status: HttpStatus.INTERNAL_SERVER_ERROR,
     title: 'Idempotency transaction is unavailable',
+  },
+  idempotency_retry_later: {
+    status: HttpStatus.SERVICE_UNAVAILABLE,
+    title: 'The operation will be retried',
+  },
+  idempotency_operation_abandoned: {
+    status: HttpStatus.CONFLICT,
+    title: 'The operation for this Idempotency-Key was abandoned',
+  },
+  idempotency_operation_unavailable: {
+    status: HttpStatus.INTERNAL_SERVER_ERROR,
+    title: 'Idempotency operation is misconfigured',
   },
 };
 
@@ -135,6 +150,30 @@ export class IdempotencyProblemException extends HttpException {
         'were rolled back. Retry with the same key to get the final response.',
       retryAfterSeconds,
     );
+  }
+
+  /** A step of an operation in phases asked to be retried later: the key was released. */
+  static retryLater(retryAfterSeconds: number): IdempotencyProblemException {
+    return new IdempotencyProblemException(
+      'idempotency_retry_later',
+      'The request could not be completed now; what it already did is kept. Retry with the ' +
+        'same key and it resumes where it stopped.',
+      retryAfterSeconds,
+    );
+  }
+
+  /** An unfinished operation was too old to resume and is left for a human. */
+  static operationAbandoned(): IdempotencyProblemException {
+    return new IdempotencyProblemException(
+      'idempotency_operation_abandoned',
+      'The operation started with this key did not finish in time to be resumed safely and was ' +
+        'handed to an operator. Do not retry it with a new key before checking its outcome.',
+    );
+  }
+
+  /** An operation could not run as declared (not registered, wrong route, no TypeORM store). */
+  static operationUnavailable(detail: string): IdempotencyProblemException {
+    return new IdempotencyProblemException('idempotency_operation_unavailable', detail);
   }
 
   /** The body was not parsed by the application, so it cannot be compared with a retry's. */

@@ -17,10 +17,52 @@ export type IdempotencyEvent =
       type: 'released';
       scope: string;
       key: string;
-      reason: 'not_final' | 'rejected_before_handler' | 'unstorable' | 'abandoned';
+      reason: 'not_final' | 'rejected_before_handler' | 'unstorable' | 'abandoned' | 'retry_later';
     }
   | { type: 'lock_lost'; scope: string; key: string; during: 'renew' | 'complete' | 'release' }
   | { type: 'purged'; count: number; durationMs: number }
+  /** An operation in phases reached a recovery point (a step committed). */
+  | {
+      type: 'operation_advanced';
+      scope: string;
+      key: string;
+      operation: string;
+      recoveryPoint: string;
+    }
+  /** An operation in phases stored its final response. */
+  | { type: 'operation_finished'; scope: string; key: string; operation: string; status: number }
+  /**
+   * An unfinished operation was handed to a human: older than `phases.maxAgeSeconds`
+   * (`max_age`), or past its TTL when the purge ran (`expired`). See `listAbandoned()`.
+   */
+  | {
+      type: 'operation_abandoned';
+      scope: string;
+      key: string;
+      operation: string;
+      recoveryPoint: string | null;
+      reason: 'max_age' | 'expired';
+    }
+  /** The completer took over an unfinished operation, and how its run ended. */
+  | {
+      type: 'operation_completed_by_completer';
+      scope: string;
+      key: string;
+      operation: string;
+      outcome: 'completed' | 'released' | 'lost' | 'abandoned' | 'failed';
+    }
+  /** A staged job was delivered to its handler (its deletion commits next). */
+  | { type: 'job_delivered'; id: string; name: string; key: string; attempt: number }
+  /** A delivery failed; the job is retried later, or is now dead (see `listDeadJobs()`). */
+  | {
+      type: 'job_failed';
+      id: string;
+      name: string;
+      key: string;
+      attempt: number;
+      dead: boolean;
+      error: unknown;
+    }
   | { type: 'store_error'; operation: string; error: unknown };
 
 /** Listener of `IdempotencyEvents`. */

@@ -96,6 +96,13 @@ export class IdempotencyExecution implements ResponseSink {
       () => this.emitLockLost('renew'),
       (error) => deps.events.emit({ type: 'store_error', operation: 'renew', error }),
     );
+    state.operationRun = {
+      ref,
+      lease: this.heartbeat,
+      ttlSeconds: route.ttlSeconds,
+      replayHeaders: route.replayHeaders,
+      transactional: route.transactional,
+    };
   }
 
   /**
@@ -219,6 +226,8 @@ export class IdempotencyExecution implements ResponseSink {
     this.phase = 'deciding';
     this.heartbeat.stop();
     try {
+      const concluded = this.state.operationRun?.concluded;
+      if (concluded) return this.concludedByOperation(concluded, outgoing);
       if (!this.handlerStarted()) {
         await this.release('forget', 'rejected_before_handler');
         return undefined;
@@ -237,6 +246,23 @@ export class IdempotencyExecution implements ResponseSink {
     } finally {
       this.phase = 'done';
     }
+  }
+
+  /**
+   * An operation in phases already stored its response or gave the key back, in its own
+   * commits: the client gets exactly the stored response, or the handler's answer (a 503 to
+   * retry later, a 409 for a lost lease) with nothing more done to the record.
+   */
+  private concludedByOperation(
+    concluded: NonNullable<NonNullable<IdempotencyRequestState['operationRun']>['concluded']>,
+    outgoing: OutgoingResponse | undefined,
+  ): OutgoingResponse | undefined {
+    if (concluded.kind === 'completed') {
+      this.emitExecuted(concluded.outgoing.status, true);
+      return concluded.outgoing;
+    }
+    if (outgoing) this.emitExecuted(outgoing.status, false);
+    return undefined;
   }
 
   private handlerStarted(): boolean {

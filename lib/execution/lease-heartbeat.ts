@@ -4,12 +4,20 @@ import type { IdempotencyStore } from '../storage/idempotency.store';
 /**
  * Renews the lease of one in-flight record every third of `lockTimeoutSeconds` while its
  * handler runs, and gives up after `maxLockHoldSeconds` so a hung handler's key can be taken
- * over. Reports a lost lease once.
+ * over. Reports a lost lease once, and aborts `signal` then.
+ *
+ * It also knows, by the local clock, how much of the lease is surely left: each renewal counts
+ * from the moment it was sent, so the estimate errs short.
  */
 export class LeaseHeartbeat {
   private timer?: NodeJS.Timeout;
+  /** Aborts `signal` when the lease runs out unrenewed (a hung handler past its hold, say). */
+  private lapse?: NodeJS.Timeout;
   private busy = false;
+  private lostToOwner = false;
   private readonly startedAt = Date.now();
+  private leaseEndsAt = 0;
+  private readonly lost = new AbortController();
 
   constructor(
     private readonly store: IdempotencyStore,
@@ -22,26 +30,78 @@ export class LeaseHeartbeat {
 
   /** Starts renewing. */
   start(): void {
+    this.extendTo(Date.now() + this.lockTimeoutSeconds * 1000);
     const everyMs = Math.max(20, Math.floor((this.lockTimeoutSeconds * 1000) / 3));
     this.timer = setInterval(() => void this.beat(), everyMs);
     this.timer.unref();
   }
 
-  /** Stops renewing; safe to call more than once. */
+  /**
+   * Aborted when the lease is found lost (a renewal that no longer owned the record), or when it
+   * ran out by the local clock without being renewed: another owner may take the key from then.
+   */
+  get signal(): AbortSignal {
+    return this.lost.signal;
+  }
+
+  /** Milliseconds of lease surely left, by the local clock. */
+  remainingMs(): number {
+    return this.leaseEndsAt - Date.now();
+  }
+
+  /**
+   * Makes sure at least `ms` of lease is left, renewing now when less is.
+   * @returns false when the lease is lost, or `ms` is more than a whole lease
+   */
+  async ensureRemaining(ms: number): Promise<boolean> {
+    if (this.lost.signal.aborted) return false;
+    if (this.remainingMs() >= ms) return true;
+    if (ms > this.lockTimeoutSeconds * 1000) return false;
+    await this.renew();
+    return !this.lost.signal.aborted && this.remainingMs() >= ms;
+  }
+
+  /** Stops renewing (and watching the lease); safe to call more than once. */
   stop(): void {
+    this.stopRenewing();
+    if (this.lapse) clearTimeout(this.lapse);
+    this.lapse = undefined;
+  }
+
+  private stopRenewing(): void {
     if (this.timer) clearInterval(this.timer);
     this.timer = undefined;
   }
 
+  private extendTo(endsAt: number): void {
+    this.leaseEndsAt = endsAt;
+    if (this.lapse) clearTimeout(this.lapse);
+    this.lapse = setTimeout(
+      () => this.lost.abort(new Error('nest-idempotency: the lease ran out unrenewed')),
+      Math.max(0, endsAt - Date.now()),
+    );
+    this.lapse.unref();
+  }
+
   private async beat(): Promise<void> {
-    if (Date.now() - this.startedAt >= this.maxLockHoldSeconds * 1000) return this.stop();
+    if (Date.now() - this.startedAt >= this.maxLockHoldSeconds * 1000) return this.stopRenewing();
     if (this.busy) return;
+    await this.renew();
+  }
+
+  private async renew(): Promise<void> {
     this.busy = true;
+    const sentAt = Date.now();
     try {
       const owned = await this.store.renew(this.ref, this.lockTimeoutSeconds);
-      if (!owned && this.timer) {
+      if (owned) {
+        if (!this.lost.signal.aborted) this.extendTo(sentAt + this.lockTimeoutSeconds * 1000);
+      } else if (!this.lostToOwner) {
+        this.lostToOwner = true;
+        const renewing = this.timer !== undefined;
         this.stop();
-        this.onLost();
+        this.lost.abort(new Error('nest-idempotency: the lease was lost to another owner'));
+        if (renewing) this.onLost();
       }
     } catch (error) {
       this.onError(error);

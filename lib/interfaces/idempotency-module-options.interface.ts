@@ -42,6 +42,96 @@ export interface IdempotencyPurgeOptions {
   batchSize: number;
 }
 
+/** Settings of operations in phases (SPEC §8) shared by requests, retries and the completer. */
+export interface IdempotencyPhasesOptions {
+  /**
+   * The oldest an unfinished operation may be and still be resumed, by a retry or the completer.
+   * Keep it below your providers' idempotency-key retention (Stripe keeps keys 24 h): an older
+   * one is marked `abandoned` for a human, never completed blindly. Accepted: 1 to 31536000.
+   * @defaultValue `DEFAULT_IDEMPOTENCY_OPTIONS.phases.maxAgeSeconds` (43200, 12 h)
+   */
+  maxAgeSeconds: number;
+  /**
+   * How long the purge keeps an abandoned record after it was last changed, for an operator.
+   * Accepted: 1 to 315360000.
+   * @defaultValue `DEFAULT_IDEMPOTENCY_OPTIONS.phases.abandonedRetentionSeconds` (2592000, 30 days)
+   */
+  abandonedRetentionSeconds: number;
+  /**
+   * How many times a local step runs when PostgreSQL aborts it with a serialization failure or
+   * a deadlock (40001, 40P01), with jitter in between. Accepted: whole numbers from 1 to 100.
+   * @defaultValue `DEFAULT_IDEMPOTENCY_OPTIONS.phases.localStepAttempts` (5)
+   */
+  localStepAttempts: number;
+  /**
+   * Lease a foreign step must have left beyond its own timeout before it starts. Accepted:
+   * 0 to 3600.
+   * @defaultValue `DEFAULT_IDEMPOTENCY_OPTIONS.phases.foreignStepMarginSeconds` (2)
+   */
+  foreignStepMarginSeconds: number;
+}
+
+/** Settings of the completer, which finishes operations their clients gave up on. */
+export interface IdempotencyCompleterOptions {
+  /**
+   * Whether the completer runs on a schedule (only when an `@IdempotentOperation()` exists).
+   * @defaultValue `DEFAULT_IDEMPOTENCY_OPTIONS.completer.enabled` (true)
+   */
+  enabled: boolean;
+  /**
+   * Seconds between two completer runs. Accepted: 0.1 to 2147483.
+   * @defaultValue `DEFAULT_IDEMPOTENCY_OPTIONS.completer.intervalSeconds` (30)
+   */
+  intervalSeconds: number;
+  /**
+   * How long an unfinished operation whose lease lapsed waits, counted from its last run, before
+   * the completer takes it over (a client's own retry comes first). Accepted: 0 to 31536000.
+   * @defaultValue `DEFAULT_IDEMPOTENCY_OPTIONS.completer.afterSeconds` (60)
+   */
+  afterSeconds: number;
+  /**
+   * Records taken per run. Accepted: whole numbers from 1 to 10000.
+   * @defaultValue `DEFAULT_IDEMPOTENCY_OPTIONS.completer.batchSize` (10)
+   */
+  batchSize: number;
+}
+
+/** Settings of the staged-job drainer. */
+export interface IdempotencyJobsOptions {
+  /**
+   * Whether the drainer runs on a schedule (only when an `@IdempotencyJobHandler()` exists).
+   * @defaultValue `DEFAULT_IDEMPOTENCY_OPTIONS.jobs.enabled` (true)
+   */
+  enabled: boolean;
+  /**
+   * Seconds between two drains (a drain goes on while full batches come back). Accepted: 0.1 to
+   * 2147483.
+   * @defaultValue `DEFAULT_IDEMPOTENCY_OPTIONS.jobs.intervalSeconds` (1)
+   */
+  intervalSeconds: number;
+  /**
+   * Jobs taken per transaction. Accepted: whole numbers from 1 to 10000.
+   * @defaultValue `DEFAULT_IDEMPOTENCY_OPTIONS.jobs.batchSize` (20)
+   */
+  batchSize: number;
+  /**
+   * Deliveries of one job before it is kept as dead. Accepted: whole numbers from 1 to 1000.
+   * @defaultValue `DEFAULT_IDEMPOTENCY_OPTIONS.jobs.maxAttempts` (10)
+   */
+  maxAttempts: number;
+  /**
+   * Delay before the second delivery; it doubles per failure, with full jitter. Accepted: 0 to
+   * 86400.
+   * @defaultValue `DEFAULT_IDEMPOTENCY_OPTIONS.jobs.backoffSeconds` (1)
+   */
+  backoffSeconds: number;
+  /**
+   * The longest delay between two deliveries. Accepted: 0 to 86400.
+   * @defaultValue `DEFAULT_IDEMPOTENCY_OPTIONS.jobs.maxBackoffSeconds` (600)
+   */
+  maxBackoffSeconds: number;
+}
+
 /** Settings of the in-process cache of completed records that serves replays. */
 export interface IdempotencyReplayCacheOptions {
   /**
@@ -143,6 +233,22 @@ export interface ResolvedIdempotencyOptions extends IdempotencyRouteOptions {
    */
   replayCache: IdempotencyReplayCacheOptions;
   /**
+   * Operations in phases: how old one may be to resume, retries of local steps, the foreign
+   * step margin, how long abandoned records are kept.
+   * @defaultValue `DEFAULT_IDEMPOTENCY_OPTIONS.phases`
+   */
+  phases: IdempotencyPhasesOptions;
+  /**
+   * The completer's schedule and thresholds.
+   * @defaultValue `DEFAULT_IDEMPOTENCY_OPTIONS.completer` (every 30 s, after 60 s, 10 at a time)
+   */
+  completer: IdempotencyCompleterOptions;
+  /**
+   * The staged-job drainer's schedule, batch and retries.
+   * @defaultValue `DEFAULT_IDEMPOTENCY_OPTIONS.jobs` (every 1 s, 20 at a time, 10 attempts)
+   */
+  jobs: IdempotencyJobsOptions;
+  /**
    * How long a call to the store on the request path (claim, begin, complete, release, renew) may
    * wait, including for a pooled connection, before it fails closed (503 + `Retry-After` for a
    * claim). Module-level only. Accepted: 0.05 to 300.
@@ -174,8 +280,14 @@ export interface ResolvedIdempotencyOptions extends IdempotencyRouteOptions {
 
 /** What `IdempotencyModule.forRoot()` accepts: any subset of the options. */
 export interface IdempotencyModuleOptions extends Partial<
-  Omit<ResolvedIdempotencyOptions, 'purge' | 'replayCache'>
+  Omit<ResolvedIdempotencyOptions, 'purge' | 'replayCache' | 'phases' | 'completer' | 'jobs'>
 > {
+  /** Operations in phases, merged over the defaults. */
+  phases?: Partial<IdempotencyPhasesOptions>;
+  /** Completer, merged over the defaults; `false` disables the schedule. */
+  completer?: Partial<IdempotencyCompleterOptions> | false;
+  /** Staged-job drainer, merged over the defaults; `false` disables the schedule. */
+  jobs?: Partial<IdempotencyJobsOptions> | false;
   /** TTL purge schedule, merged over the defaults; `false` disables the schedule. */
   purge?: Partial<IdempotencyPurgeOptions> | false;
   /** Replay cache, merged over the defaults; `false` turns it off. */

@@ -1,5 +1,5 @@
 /** Lifecycle state of a stored record. */
-export type IdempotencyRecordStatus = 'in_flight' | 'completed' | 'released';
+export type IdempotencyRecordStatus = 'in_flight' | 'completed' | 'released' | 'abandoned';
 
 /** A response as stored and replayed: status, allow-listed headers and exact body bytes. */
 export interface StoredResponse {
@@ -50,6 +50,8 @@ export type ClaimResult =
       expiresInMs?: number;
     }
   | { outcome: 'in_flight'; recordId: string }
+  /** An operation in phases left for a human (SPEC §8): never run again automatically. */
+  | { outcome: 'abandoned'; recordId: string }
   | { outcome: 'mismatch'; recordId: string };
 
 /** A transaction opened by the store for `transactional: true` routes. */

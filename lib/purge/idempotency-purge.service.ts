@@ -1,10 +1,11 @@
 import { Inject, Injectable, Logger } from '@nestjs/common';
 import type { OnApplicationBootstrap, OnApplicationShutdown } from '@nestjs/common';
 import { ModuleRef } from '@nestjs/core';
-import type * as Schedule from '@nestjs/schedule';
 import { IdempotencyEvents } from '../events/idempotency.events';
 import { IDEMPOTENCY_OPTIONS } from '../idempotency.tokens';
 import type { ResolvedIdempotencyOptions } from '../interfaces/idempotency-module-options.interface';
+import { IdempotencyPhaseEngine } from '../phases/idempotency-phase-engine';
+import { PeriodicTask } from '../scheduling/periodic-task';
 import { IdempotencyStore } from '../storage/idempotency.store';
 
 /**
@@ -19,80 +20,46 @@ export const IDEMPOTENCY_PURGE_INTERVAL = 'nest-idempotency:purge';
  * SchedulerRegistry when the application has `ScheduleModule.forRoot()`), and on demand through
  * `purgeExpired()`. Several instances can purge at once: batches are picked with
  * `FOR UPDATE SKIP LOCKED`.
+ *
+ * It is also the reaper of operations in phases (SPEC §8): it never deletes an unfinished one.
+ * One past its TTL is marked `abandoned` (an `operation_abandoned` event) and kept until an
+ * operator resolves it or `phases.abandonedRetentionSeconds` pass.
  */
 @Injectable()
 export class IdempotencyPurgeService implements OnApplicationBootstrap, OnApplicationShutdown {
   private readonly logger = new Logger('IdempotencyPurge');
-  private timer?: NodeJS.Timeout;
-  private running?: Promise<number>;
-  private intervalName?: string;
-  private registry?: {
-    addInterval(name: string, id: NodeJS.Timeout): void;
-    deleteInterval(name: string): void;
-  };
+  private readonly task = new PeriodicTask('purge', () => this.purgeAll());
 
   constructor(
     private readonly store: IdempotencyStore,
     private readonly events: IdempotencyEvents,
     private readonly moduleRef: ModuleRef,
+    private readonly engine: IdempotencyPhaseEngine,
     @Inject(IDEMPOTENCY_OPTIONS) private readonly options: ResolvedIdempotencyOptions,
   ) {}
 
   /**
-   * Deletes every expired record now, batch after batch. A call while a run is under way
-   * joins that run.
+   * Deletes every expired record now, batch after batch, and reaps unfinished operations. A call
+   * while a run is under way joins that run.
    * @returns how many records were deleted
    * @throws when the store is unreachable
    */
   purgeExpired(): Promise<number> {
-    if (!this.running) {
-      this.running = this.purgeAll().finally(() => (this.running = undefined));
-    }
-    return this.running;
+    return this.task.run();
   }
 
   /** @inheritDoc */
   async onApplicationBootstrap(): Promise<void> {
     if (!this.options.purge.enabled) return;
-    this.timer = setInterval(() => {
-      this.purgeExpired().catch((error) => {
-        this.events.emit({ type: 'store_error', operation: 'purge', error });
-        this.logger.warn(`Purge failed: ${(error as Error).message}`);
-      });
-    }, this.options.purge.intervalSeconds * 1000);
-    this.timer.unref();
-    this.registry = await this.findSchedulerRegistry();
-    if (this.registry) this.intervalName = this.register(this.registry, this.timer);
+    await this.task.start(this.options.purge.intervalSeconds, this.moduleRef, (error) => {
+      this.events.emit({ type: 'store_error', operation: 'purge', error });
+      this.logger.warn(`Purge failed: ${(error as Error).message}`);
+    });
   }
 
   /** @inheritDoc */
   onApplicationShutdown(): void {
-    if (!this.timer) return;
-    if (this.registry) {
-      try {
-        this.registry.deleteInterval(this.intervalName ?? IDEMPOTENCY_PURGE_INTERVAL);
-      } catch {
-        // already removed by the application
-      }
-    }
-    clearInterval(this.timer);
-    this.timer = undefined;
-  }
-
-  /** Registers the interval under the first free name: the registry refuses a duplicate. */
-  private register(
-    registry: NonNullable<IdempotencyPurgeService['registry']>,
-    timer: NodeJS.Timeout,
-  ): string {
-    for (let n = 1; ; n++) {
-      const name = n === 1 ? IDEMPOTENCY_PURGE_INTERVAL : `${IDEMPOTENCY_PURGE_INTERVAL}:${n}`;
-      try {
-        registry.addInterval(name, timer);
-        return name;
-      } catch (error) {
-        if (n >= 100) throw error;
-      }
-    }
+    this.task.stop();
   }
 
   private async purgeAll(): Promise<number> {
@@ -104,29 +71,35 @@ export class IdempotencyPurgeService implements OnApplicationBootstrap, OnApplic
       total += deleted;
       if (deleted < batchSize) break;
     }
+    total += await this.reap(batchSize);
     this.events.emit({ type: 'purged', count: total, durationMs: Date.now() - started });
     return total;
   }
 
-  /**
-   * The application's `SchedulerRegistry`, when it has `@nestjs/schedule` (an optional peer,
-   * hence loaded here rather than imported) and `ScheduleModule.forRoot()`. The published build
-   * is CommonJS and uses `require`, which returns the application's own module instance in a
-   * CommonJS app and, through `require(esm)`, in a Nest 12 ESM app too; so does Jest's CommonJS
-   * runtime. Where the code runs as ESM (Jest's ESM mode, used for the Nest 12 test leg)
-   * `require` does not exist and `import()` does the same.
-   */
-  private async findSchedulerRegistry(): Promise<IdempotencyPurgeService['registry']> {
-    try {
-      const { SchedulerRegistry } = (
-        typeof require === 'function'
-          ? // eslint-disable-next-line @typescript-eslint/no-require-imports
-            require('@nestjs/schedule')
-          : await import('@nestjs/schedule')
-      ) as typeof Schedule;
-      return this.moduleRef.get(SchedulerRegistry, { strict: false });
-    } catch {
-      return undefined; // no @nestjs/schedule, or no ScheduleModule.forRoot()
+  /** Marks unfinished operations past their TTL abandoned; deletes those kept long enough. */
+  private async reap(batchSize: number): Promise<number> {
+    const phases = this.engine.parts?.phases;
+    if (!phases) return 0;
+    for (;;) {
+      const reaped = await phases.reapExpired(batchSize);
+      for (const row of reaped) {
+        this.events.emit({
+          type: 'operation_abandoned',
+          scope: row.scope,
+          key: row.key,
+          operation: row.operation,
+          recoveryPoint: row.recoveryPoint,
+          reason: 'expired',
+        });
+      }
+      if (reaped.length < batchSize) break;
+    }
+    let deleted = 0;
+    const retention = this.options.phases.abandonedRetentionSeconds;
+    for (;;) {
+      const n = await phases.deleteAbandoned(batchSize, retention);
+      deleted += n;
+      if (n < batchSize) return deleted;
     }
   }
 }

@@ -143,6 +143,30 @@ export class LocalFirstIdempotencyStore extends IdempotencyStore {
     };
   }
 
+  /**
+   * Learns of a write to an owned record made outside this layer, in a commit of an operation
+   * in phases: a completion (remembered for replays, expiring `ttlSeconds` after `sentAt`) or
+   * the end of this owner's run (released by that commit, or lost). Either way the key stops
+   * answering 409 from here.
+   * @param sentAt - this layer's clock (`clock()`) just before the completion was sent
+   */
+  settledElsewhere(
+    ref: IdempotencyRecordRef,
+    completion?: { response: StoredResponse; ttlSeconds: number; sentAt: number },
+  ): void {
+    const entry = this.inFlight.owned(ref.scope, ref.key, ref.ownerToken);
+    if (completion && entry) {
+      const { response, ttlSeconds, sentAt } = completion;
+      this.remember(ref, entry, response, sentAt + ttlSeconds * 1000);
+    }
+    this.inFlight.end(ref.scope, ref.key, ref.ownerToken);
+  }
+
+  /** The clock `settledElsewhere()` measures expiries by. */
+  clock(): number {
+    return this.now();
+  }
+
   private async answerLocally(request: ClaimRequest): Promise<ClaimResult | undefined> {
     const { scope, key, fingerprint } = request;
     for (let waited = false; ; waited = true) {

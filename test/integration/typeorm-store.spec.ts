@@ -721,6 +721,7 @@ describe('TypeOrmIdempotencyStore on PostgreSQL', () => {
       expect(indexes.map((i) => i.indexname)).toEqual([
         'custom_records_expires_at_idx',
         'custom_records_pkey',
+        'custom_records_unfinished_idx',
       ]);
     });
   });

@@ -239,7 +239,8 @@ describe('numeric options have a range the library can honour (OPTION_LIMITS)', 
   /** The closest refused values on either side of the range. */
   function pastEdges(option: IdempotencyLimitedOption): [number, number] {
     const { min, max, integer } = OPTION_LIMITS[option];
-    return integer ? [min - 1, max + 1] : [min - min / 1000, max + 0.001];
+    if (integer) return [min - 1, max + 1];
+    return [min === 0 ? -0.001 : min - min / 1000, max + 0.001];
   }
 
   function expectRefusal(option: string, value: number, fn: () => unknown): string {
@@ -260,6 +261,18 @@ describe('numeric options have a range the library can honour (OPTION_LIMITS)', 
         'purge.batchSize',
         'replayCache.maxEntries',
         'replayCache.maxBytes',
+        'phases.maxAgeSeconds',
+        'phases.abandonedRetentionSeconds',
+        'phases.localStepAttempts',
+        'phases.foreignStepMarginSeconds',
+        'completer.intervalSeconds',
+        'completer.afterSeconds',
+        'completer.batchSize',
+        'jobs.intervalSeconds',
+        'jobs.batchSize',
+        'jobs.maxAttempts',
+        'jobs.backoffSeconds',
+        'jobs.maxBackoffSeconds',
       ].sort(),
     );
     for (const option of limited) {

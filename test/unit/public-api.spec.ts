@@ -9,11 +9,13 @@ describe('public API', () => {
 
   it('exports exactly the acknowledged names', () => {
     expect(Object.keys(api).sort()).toEqual([
+      'AddPhasesToIdempotencyRecords1764028800000',
       'CreateIdempotencyRecords1732233600000',
       'DEFAULT_IDEMPOTENCY_OPTIONS',
       'IDEMPOTENCY_OPTIONS',
       'IDEMPOTENCY_PURGE_INTERVAL',
       'IDEMPOTENT_REPLAYED_HEADER',
+      'IdempotencyCompleter',
       'IdempotencyConfigurationError',
       'IdempotencyContext',
       'IdempotencyError',
@@ -21,6 +23,8 @@ describe('public API', () => {
       'IdempotencyExceptionFilter',
       'IdempotencyGuard',
       'IdempotencyInterceptor',
+      'IdempotencyJobHandler',
+      'IdempotencyJobs',
       'IdempotencyModule',
       'IdempotencyProblemException',
       'IdempotencyPurgeService',
@@ -28,11 +32,19 @@ describe('public API', () => {
       'IdempotencyStore',
       'IdempotencyStoreTimeoutError',
       'Idempotent',
+      'IdempotentOperation',
+      'IdempotentOperations',
       'MemoryIdempotencyStore',
       'PROBLEM_CONTENT_TYPE',
       'TypeOrmIdempotencyStore',
+      'createIdempotencyPhasesMigration',
       'createIdempotencyRecordsMigration',
+      'foreignStep',
+      'localStep',
+      'proceed',
       'resolveIdempotencyOptions',
+      'respond',
+      'retryLater',
     ]);
   });
 

@@ -17,6 +17,9 @@ const CODES = {
   idempotency_body_unreadable: true,
   idempotency_scope_invalid: true,
   idempotency_transaction_unavailable: true,
+  idempotency_retry_later: true,
+  idempotency_operation_abandoned: true,
+  idempotency_operation_unavailable: true,
 } satisfies Record<IdempotencyErrorCode, true>;
 
 function errorsTable(): Map<string, { status: string; title: string }> {

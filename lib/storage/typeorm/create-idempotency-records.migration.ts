@@ -2,6 +2,7 @@ import type { MigrationInterface, QueryRunner } from 'typeorm';
 import { IdempotencyConfigurationError } from '../../errors/idempotency-configuration.error';
 import { DEFAULT_IDEMPOTENCY_OPTIONS } from '../../idempotency.defaults';
 import {
+  addIdempotencyPhasesSql,
   createIdempotencyTableSql,
   dropIdempotencyTableSql,
   quoteTableName,
@@ -19,8 +20,16 @@ function assertPostgres(queryRunner: QueryRunner): void {
   if (type !== 'postgres') throw IdempotencyConfigurationError.unsupportedDatabase(type);
 }
 
+function pascalCase(tableName: string): string {
+  return tableName
+    .split(/[._]/)
+    .map((part) => part.charAt(0).toUpperCase() + part.slice(1))
+    .join('');
+}
+
 /**
- * Builds a TypeORM migration class that creates the record table for a custom `tableName`.
+ * Builds a TypeORM migration class that creates the record table for a custom `tableName`,
+ * with its staged-jobs table `<tableName>_jobs` (SPEC §8).
  * For a schema-qualified name it creates the schema too when it does not exist (and leaves an
  * existing one alone, so a role without `CREATE` on the database can use a schema made for it).
  * `down()` drops the table, never the schema.
@@ -34,10 +43,7 @@ function assertPostgres(queryRunner: QueryRunner): void {
  */
 export function createIdempotencyRecordsMigration(tableName: string): new () => MigrationInterface {
   // TypeORM records migrations by name: each table gets its own, e.g. `CreateBillingIdempotencyRecords1732233600000`.
-  const name = `Create${tableName
-    .split(/[._]/)
-    .map((part) => part.charAt(0).toUpperCase() + part.slice(1))
-    .join('')}1732233600000`;
+  const name = `Create${pascalCase(tableName)}1732233600000`;
   const schema = schemaOf(tableName);
   const migration = class implements MigrationInterface {
     name = name;
@@ -74,5 +80,46 @@ export function createIdempotencyRecordsMigration(tableName: string): new () => 
  * TypeOrmModule.forRoot({ type: 'postgres', migrations: [CreateIdempotencyRecords1732233600000], migrationsRun: true })
  */
 export const CreateIdempotencyRecords1732233600000 = createIdempotencyRecordsMigration(
+  DEFAULT_IDEMPOTENCY_OPTIONS.tableName,
+);
+
+/**
+ * Builds the migration that upgrades a record table created before operations in phases
+ * (SPEC §8): it adds the phase columns, the `abandoned` status, an index and the jobs table
+ * `<tableName>_jobs`. Idempotent: on a table the current create migration made it changes
+ * nothing, so listing both is safe. `down()` drops the jobs table only (the added columns stay:
+ * dropping them would strand operations in flight).
+ *
+ * @param tableName - the same value as the module's `tableName` option
+ * @returns a migration class to list after the create migration
+ * @throws IdempotencyConfigurationError from `up()` and `down()` when the DataSource is not
+ *   PostgreSQL, before any statement runs
+ */
+export function createIdempotencyPhasesMigration(tableName: string): new () => MigrationInterface {
+  const name = `AddPhasesTo${pascalCase(tableName)}1764028800000`;
+  const migration = class implements MigrationInterface {
+    name = name;
+
+    async up(queryRunner: QueryRunner): Promise<void> {
+      assertPostgres(queryRunner);
+      for (const sql of addIdempotencyPhasesSql(tableName)) await queryRunner.query(sql);
+    }
+
+    async down(queryRunner: QueryRunner): Promise<void> {
+      assertPostgres(queryRunner);
+      await queryRunner.query(`DROP TABLE IF EXISTS ${quoteTableName(`${tableName}_jobs`)}`);
+    }
+  };
+  Object.defineProperty(migration, 'name', { value: name });
+  return migration;
+}
+
+/**
+ * Upgrade of the default table for applications that ran `CreateIdempotencyRecords1732233600000`
+ * before operations in phases existed. New applications do not need it (harmless if listed).
+ * @example
+ * migrations: [CreateIdempotencyRecords1732233600000, AddPhasesToIdempotencyRecords1764028800000]
+ */
+export const AddPhasesToIdempotencyRecords1764028800000 = createIdempotencyPhasesMigration(
   DEFAULT_IDEMPOTENCY_OPTIONS.tableName,
 );

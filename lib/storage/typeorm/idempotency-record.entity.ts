@@ -20,7 +20,13 @@ import type { IdempotencyRecordStatus } from '../../interfaces/idempotency-recor
  */
 @Entity({ name: 'idempotency_records' })
 @Index('idempotency_records_expires_at_idx', ['expiresAt'])
-@Check('idempotency_records_status_check', `"status" IN ('in_flight', 'completed', 'released')`)
+@Index('idempotency_records_unfinished_idx', ['lastRunAt'], {
+  where: `"operation" IS NOT NULL AND "status" IN ('in_flight', 'released')`,
+})
+@Check(
+  'idempotency_records_status_check',
+  `"status" IN ('in_flight', 'completed', 'released', 'abandoned')`,
+)
 export class IdempotencyRecordEntity {
   /** Caller identity the key belongs to (`''` when there is none). */
   @PrimaryColumn({ type: 'text', primaryKeyConstraintName: 'idempotency_records_pkey' })
@@ -43,7 +49,7 @@ export class IdempotencyRecordEntity {
   @Column({ type: 'char', length: 64 })
   fingerprint!: string;
 
-  /** `in_flight`, `completed` or `released`. */
+  /** `in_flight`, `completed`, `released` or `abandoned` (an operation left for a human). */
   @Column({ type: 'varchar', length: 16 })
   status!: IdempotencyRecordStatus;
 
@@ -90,4 +96,24 @@ export class IdempotencyRecordEntity {
   /** Last write. */
   @UpdateDateColumn({ name: 'updated_at', type: 'timestamptz' })
   updatedAt!: Date;
+
+  /** Name of the operation in phases this record runs (SPEC §8); null for a plain route. */
+  @Column({ type: 'varchar', length: 200, nullable: true })
+  operation!: string | null;
+
+  /** The operation's recovery point: `started`, a step's name, or `finished`. */
+  @Column({ name: 'recovery_point', type: 'varchar', length: 200, nullable: true })
+  recoveryPoint!: string | null;
+
+  /** The operation's input, stored when it first ran so it can be resumed without the request. */
+  @Column({ name: 'operation_input', type: 'jsonb', nullable: true })
+  operationInput!: unknown;
+
+  /** State carried from one step to the next. */
+  @Column({ name: 'operation_state', type: 'jsonb', nullable: true })
+  operationState!: Record<string, unknown> | null;
+
+  /** When a request, a retry or the completer last ran the operation. */
+  @Column({ name: 'last_run_at', type: 'timestamptz', nullable: true })
+  lastRunAt!: Date | null;
 }

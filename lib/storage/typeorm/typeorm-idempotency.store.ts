@@ -9,7 +9,7 @@ import type {
 } from '../../interfaces/idempotency-record.interface';
 import { IdempotencyConfigurationError } from '../../errors/idempotency-configuration.error';
 import { IdempotencyStore } from '../idempotency.store';
-import { quoteTableName } from './idempotency-table.sql';
+import { jobsTableNameOf, quoteTableName } from './idempotency-table.sql';
 import { hasPoolAccess, prepareStatement, runOnPool } from './prepared-statement';
 import type { PreparedStatement, StatementResult } from './prepared-statement';
 import { runOnNewQueryRunner } from './query-runner-statements';
@@ -56,11 +56,13 @@ export interface TypeOrmIdempotencyStoreSettings {
  * - `claim` is one statement (`INSERT … ON CONFLICT DO UPDATE … WHERE`), so of any number of
  *   concurrent callers exactly one wins; losers read the existing row in the same statement.
  * - `complete`, `release` and `renew` are `UPDATE`/`DELETE … WHERE owner_token = $n`.
- * - `purgeExpired` deletes a batch chosen with `FOR UPDATE SKIP LOCKED`, oldest expiry first;
+ * - `purgeExpired` deletes a batch chosen with `FOR UPDATE SKIP LOCKED`, oldest expiry first,
+ *   never an unfinished operation in phases (the reaper marks those abandoned instead);
  *   successive full batches of one pass each start where the previous one ended.
  */
 export class TypeOrmIdempotencyStore extends IdempotencyStore {
   private readonly table: string;
+  private readonly jobsTable: string;
   private readonly sql: Record<
     'claim' | 'complete' | 'renew' | 'releaseRetry' | 'releaseForget' | 'purge' | 'verify',
     PreparedStatement
@@ -101,12 +103,17 @@ export class TypeOrmIdempotencyStore extends IdempotencyStore {
     }
     this.timeoutMs = timeoutMs;
     this.table = quoteTableName(tableName);
+    this.jobsTable = quoteTableName(jobsTableNameOf(tableName));
     const t = this.table;
     const owned = `scope = $1 AND idempotency_key = $2 AND owner_token = $3 AND status = 'in_flight'`;
     // Comparisons: one instant per statement. Writes: the moment the row is written (see above).
     const at = 'statement_timestamp()';
     const written = 'clock_timestamp()';
-    const expired = `r.expires_at <= ${at} AND (r.status <> 'in_flight' OR r.locked_until <= ${at})`;
+    // Past its TTL and not running. An unfinished operation in phases never expires here: it
+    // is resumed by the same request, or marked abandoned by the reaper (SPEC §8).
+    const expired =
+      `r.expires_at <= ${at} AND (r.status = 'completed' OR (r.operation IS NULL ` +
+      `AND (r.status <> 'in_flight' OR r.locked_until <= ${at})))`;
     const sql = {
       // The snapshot's row answers most calls without writing: a replay, a mismatch or a live
       // lease is read, not locked, so the statement takes no transaction id and no WAL flush.
@@ -118,6 +125,7 @@ export class TypeOrmIdempotencyStore extends IdempotencyStore {
                    WHEN ${expired} THEN 'retry'
                    WHEN r.fingerprint <> $3 THEN 'mismatch'
                    WHEN r.status = 'completed' THEN 'completed'
+                   WHEN r.status = 'abandoned' THEN 'abandoned'
                    WHEN r.status = 'in_flight' AND r.locked_until > ${at} THEN 'in_flight'
                    ELSE 'retry'
                  END AS outcome,
@@ -149,6 +157,10 @@ export class TypeOrmIdempotencyStore extends IdempotencyStore {
             response_status = NULL,
             response_headers = NULL,
             response_body = NULL,
+            operation = CASE WHEN ${expired} THEN NULL ELSE r.operation END,
+            recovery_point = CASE WHEN ${expired} THEN NULL ELSE r.recovery_point END,
+            operation_input = CASE WHEN ${expired} THEN NULL ELSE r.operation_input END,
+            operation_state = CASE WHEN ${expired} THEN NULL ELSE r.operation_state END,
             updated_at = ${written}
           WHERE (${expired})
              OR (r.fingerprint = EXCLUDED.fingerprint
@@ -193,13 +205,19 @@ export class TypeOrmIdempotencyStore extends IdempotencyStore {
           DELETE FROM ${t} WHERE ctid = ANY(ARRAY(
             SELECT ctid FROM ${t} r
              WHERE r.expires_at <= ${at} AND NOT (r.status = 'in_flight' AND r.locked_until > ${at})
+               AND (r.operation IS NULL OR r.status = 'completed')
                AND r.expires_at >= coalesce($2::timestamptz, '-infinity')
              ORDER BY r.expires_at
              LIMIT $1 FOR UPDATE SKIP LOCKED))
           RETURNING expires_at
         )
         SELECT count(*)::int AS deleted, max(expires_at)::text AS last FROM gone`,
-      verify: 'SELECT to_regclass($1) IS NOT NULL AS present',
+      verify: `
+        SELECT to_regclass($1) IS NOT NULL AS present,
+               to_regclass($2) IS NOT NULL AS jobs,
+               EXISTS (SELECT 1 FROM pg_attribute
+                        WHERE attrelid = to_regclass($1) AND attname = 'recovery_point'
+                          AND NOT attisdropped) AS phases`,
     };
     this.sql = Object.fromEntries(
       Object.entries(sql).map(([name, text]) => [name, prepareStatement(text)]),
@@ -219,8 +237,11 @@ export class TypeOrmIdempotencyStore extends IdempotencyStore {
     const type = String(dataSource.options?.type);
     if (type !== 'postgres') throw IdempotencyConfigurationError.unsupportedDatabase(type);
     this.poolAccess = hasPoolAccess(dataSource);
-    const { rows } = await this.run('verify', this.sql.verify, [this.table]);
+    const { rows } = await this.run('verify', this.sql.verify, [this.table, this.jobsTable]);
     if (rows[0]?.present !== true) throw IdempotencyConfigurationError.tableMissing(this.table);
+    if (rows[0]?.phases !== true || rows[0]?.jobs !== true) {
+      throw IdempotencyConfigurationError.phasesMissing(this.table);
+    }
   }
 
   private get dataSource(): DataSource {
@@ -266,6 +287,8 @@ export class TypeOrmIdempotencyStore extends IdempotencyStore {
           };
         case 'mismatch':
           return { outcome: 'mismatch', recordId: row.record_id };
+        case 'abandoned':
+          return { outcome: 'abandoned', recordId: row.record_id };
         default:
           return { outcome: 'in_flight', recordId: row.record_id };
       }
@@ -318,11 +341,7 @@ export class TypeOrmIdempotencyStore extends IdempotencyStore {
 
   /** @inheritDoc */
   async beginTransaction(): Promise<IdempotencyStoreTransaction> {
-    const tx = await TypeOrmStoreTransaction.begin(
-      this.dataSource,
-      this.timeoutMs,
-      this.usesPoolAccess(),
-    );
+    const tx = await this.openTransaction();
     return {
       manager: tx.manager,
       complete: (ref, response, ttlSeconds) =>
@@ -353,6 +372,28 @@ export class TypeOrmIdempotencyStore extends IdempotencyStore {
       ttlSeconds,
     ]);
     return result.rowCount === 1;
+  }
+
+  /**
+   * Opens a transaction on a query runner, bounded like every store call. Internal: used by the
+   * phase and job stores, which share this store's DataSource, timeout and connection handling.
+   * @internal
+   */
+  openTransaction(): Promise<TypeOrmStoreTransaction> {
+    return TypeOrmStoreTransaction.begin(this.dataSource, this.timeoutMs, this.usesPoolAccess());
+  }
+
+  /**
+   * Runs one statement outside any transaction, bounded like every store call. Internal: see
+   * `openTransaction()`.
+   * @internal
+   */
+  runStatement(
+    operation: string,
+    statement: PreparedStatement,
+    values: unknown[],
+  ): Promise<StatementResult> {
+    return this.run(operation, statement, values);
   }
 
   private usesPoolAccess(): boolean {

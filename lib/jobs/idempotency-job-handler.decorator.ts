@@ -1,0 +1,19 @@
+import { Injectable, SetMetadata, applyDecorators } from '@nestjs/common';
+
+/** Metadata key under which `@IdempotencyJobHandler()` stores the job name. */
+export const IDEMPOTENCY_JOB_HANDLER_METADATA = 'nest-idempotency:job-handler';
+
+/**
+ * Declares a provider class as the handler of staged jobs of one name (it implements
+ * `IdempotencyJobHandlerInstance`). Found through Nest's discovery; list it in `providers`.
+ *
+ * @param name - the name local steps pass to `stage()`
+ * @example
+ * \@IdempotencyJobHandler('send_receipt')
+ * export class SendReceipt implements IdempotencyJobHandlerInstance<{ paymentId: string }> {
+ *   async handle(job, manager) { await manager.insert(Receipt, { paymentId: job.args.paymentId, jobKey: job.key }); }
+ * }
+ */
+export function IdempotencyJobHandler(name: string): ClassDecorator {
+  return applyDecorators(Injectable(), SetMetadata(IDEMPOTENCY_JOB_HANDLER_METADATA, name));
+}

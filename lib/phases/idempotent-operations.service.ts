@@ -1,0 +1,144 @@
+import { Inject, Injectable } from '@nestjs/common';
+import type { Type } from '@nestjs/common';
+import { idempotencyRequestStorage } from '../context/idempotency-request-state';
+import { IdempotencyError } from '../errors/idempotency-configuration.error';
+import { IdempotencyProblemException } from '../errors/idempotency-problem.exception';
+import { IDEMPOTENCY_OPTIONS } from '../idempotency.tokens';
+import type { ResolvedIdempotencyOptions } from '../interfaces/idempotency-module-options.interface';
+import type { AbandonedOperation } from '../storage/typeorm/typeorm-phase.store';
+import { responseBytes } from '../utils/response-bytes';
+import { IdempotencyPhaseEngine } from './idempotency-phase-engine';
+import type { PhaseEngineParts } from './idempotency-phase-engine';
+import { IdempotencyOperationRegistry } from './operation-registry';
+import type { IdempotencyOperation } from './operation-step';
+
+/** How an operator settles an abandoned operation. */
+export interface AbandonedResolution {
+  /**
+   * The final response retries get from now on (replayed for `ttlSeconds`). Without it the
+   * record is deleted and the key runs again from scratch, with new derived keys: do that only
+   * once you know the foreign calls did not happen.
+   */
+  response?: { status: number; body: unknown; headers?: Record<string, string> };
+}
+
+/**
+ * Runs operations in phases (SPEC §8) from `@Idempotent()` handlers, and lets operators see and
+ * settle the ones that were abandoned.
+ *
+ * @example
+ * \@Post() \@Idempotent()
+ * create(@Body() dto: CreatePaymentDto) { return this.operations.run(CreatePayment, dto); }
+ */
+@Injectable()
+export class IdempotentOperations {
+  constructor(
+    private readonly engine: IdempotencyPhaseEngine,
+    private readonly registry: IdempotencyOperationRegistry,
+    @Inject(IDEMPOTENCY_OPTIONS) private readonly options: ResolvedIdempotencyOptions,
+  ) {}
+
+  /**
+   * Runs, or resumes from its recovery point, the operation of the current idempotent request.
+   * The response its last step gives (or an earlier `respond()`) is stored with the move to
+   * `finished` and is exactly what the client gets, whatever the handler returns; the handler
+   * should return this method's result.
+   *
+   * @param operation - the `@IdempotentOperation()` class or its name
+   * @param input - JSON-serialisable input; stored on the record on the first run, and a resumed
+   *   run uses the stored one
+   * @returns the body of the final response
+   * @throws IdempotencyProblemException 503 `idempotency_retry_later` when a step asked to be
+   *   retried later (the key was released), 409 `idempotency_key_in_use` when another owner took
+   *   the key over, 409 `idempotency_operation_abandoned` when the operation is too old to
+   *   resume, 500 `idempotency_operation_unavailable` when it cannot run here
+   * @throws IdempotencyError outside an `@Idempotent()` handler
+   */
+  async run<Input>(
+    operation: Type<IdempotencyOperation<Input>> | string,
+    input: Input,
+  ): Promise<unknown> {
+    const state = idempotencyRequestStorage.getStore();
+    const slot = state?.operationRun;
+    if (!state || !slot) {
+      throw new IdempotencyError(
+        'nest-idempotency: IdempotentOperations.run() was called outside an @Idempotent() handler.',
+      );
+    }
+    if (slot.transactional) {
+      throw IdempotencyProblemException.operationUnavailable(
+        'Operations in phases run their own short transactions: use @Idempotent() without ' +
+          'transactional: true on this route.',
+      );
+    }
+    const { runner } = this.parts();
+    const registered = this.registry.operation(operation as Type<IdempotencyOperation> | string);
+    const { ref, lease, ttlSeconds, replayHeaders } = slot;
+    const { scope, key, recordId, attempt } = state;
+    const result = await runner.run(registered, input, {
+      ref,
+      lease,
+      identity: { scope, key, recordId, attempt },
+      ttlSeconds,
+      replayHeaders,
+    });
+    slot.concluded = result;
+    const { retryAfterSeconds } = this.options;
+    switch (result.kind) {
+      case 'completed':
+        return result.body;
+      case 'released':
+        throw IdempotencyProblemException.retryLater(retryAfterSeconds);
+      case 'abandoned':
+        throw IdempotencyProblemException.operationAbandoned();
+      default:
+        throw IdempotencyProblemException.leaseLost(retryAfterSeconds);
+    }
+  }
+
+  /**
+   * Abandoned operations, longest abandoned first: too old to resume (`phases.maxAgeSeconds`)
+   * or past their TTL when the purge ran. Each needs a human: check the foreign system (the
+   * derived keys are `sha256(recordId + '\0' + label)`), then `resolveAbandoned()`.
+   * @param limit - at most this many
+   */
+  listAbandoned(limit = 100): Promise<AbandonedOperation[]> {
+    return this.parts().phases.listAbandoned(limit);
+  }
+
+  /**
+   * Settles an abandoned operation.
+   * @param scope - the record's scope
+   * @param key - its Idempotency-Key
+   * @param resolution - a response to replay from now on, or nothing to delete the record
+   * @returns false when no abandoned record has that (scope, key)
+   */
+  resolveAbandoned(
+    scope: string,
+    key: string,
+    resolution: AbandonedResolution = {},
+  ): Promise<boolean> {
+    const given = resolution.response;
+    let response;
+    if (given) {
+      const headers: Record<string, string> = {};
+      for (const [name, value] of Object.entries(given.headers ?? {})) {
+        headers[name.toLowerCase()] = value;
+      }
+      const bytes = responseBytes(given.body, headers['content-type'], 'text/plain')!;
+      if (bytes.contentType) headers['content-type'] = bytes.contentType;
+      response = { status: given.status, headers, body: bytes.body };
+    }
+    return this.parts().phases.resolveAbandoned(scope, key, response, this.options.ttlSeconds);
+  }
+
+  private parts(): PhaseEngineParts {
+    const parts = this.engine.parts;
+    if (!parts) {
+      throw IdempotencyProblemException.operationUnavailable(
+        'Operations in phases need the TypeORM store (PostgreSQL transactions).',
+      );
+    }
+    return parts;
+  }
+}

@@ -1,0 +1,148 @@
+import { Injectable } from '@nestjs/common';
+import type { Type } from '@nestjs/common';
+import { DiscoveryService, Reflector } from '@nestjs/core';
+import { IdempotencyConfigurationError } from '../errors/idempotency-configuration.error';
+import { IDEMPOTENCY_JOB_HANDLER_METADATA } from '../jobs/idempotency-job-handler.decorator';
+import type { IdempotencyJobHandlerInstance } from '../jobs/staged-job.interface';
+import { IDEMPOTENT_OPERATION_METADATA } from './idempotent-operation.decorator';
+import type { IdempotencyOperation, OperationStep } from './operation-step';
+
+/** An operation found in the application, with its checked steps. */
+export interface RegisteredOperation {
+  readonly name: string;
+  readonly steps: ReadonlyArray<OperationStep>;
+}
+
+const RESERVED_POINTS = new Set(['started', 'finished']);
+
+/**
+ * The `@IdempotentOperation()` and `@IdempotencyJobHandler()` providers of the application,
+ * found through Nest's discovery the first time they are asked for (every provider exists by
+ * then), so the completer and the drainer can run them without an HTTP request.
+ */
+@Injectable()
+export class IdempotencyOperationRegistry {
+  private operations?: Map<string, RegisteredOperation>;
+  private byClass?: Map<Type, RegisteredOperation>;
+  private jobHandlers?: Map<string, IdempotencyJobHandlerInstance>;
+
+  constructor(
+    private readonly discovery: DiscoveryService,
+    private readonly reflector: Reflector,
+  ) {}
+
+  /**
+   * The operation of that name or class.
+   * @throws IdempotencyConfigurationError when there is none
+   */
+  operation(ref: string | Type<IdempotencyOperation>): RegisteredOperation {
+    this.discover();
+    const found = typeof ref === 'string' ? this.operations!.get(ref) : this.byClass!.get(ref);
+    if (!found) throw IdempotencyConfigurationError.operationNotRegistered(ref);
+    return found;
+  }
+
+  /** The operation of that name, or undefined (a record left by a removed operation). */
+  findOperation(name: string): RegisteredOperation | undefined {
+    this.discover();
+    return this.operations!.get(name);
+  }
+
+  /** Whether the application has any operation in phases. */
+  hasOperations(): boolean {
+    this.discover();
+    return this.operations!.size > 0;
+  }
+
+  /** The job handler of that name, or undefined. */
+  jobHandler(name: string): IdempotencyJobHandlerInstance | undefined {
+    this.discover();
+    return this.jobHandlers!.get(name);
+  }
+
+  /** Whether the application has any job handler. */
+  hasJobHandlers(): boolean {
+    this.discover();
+    return this.jobHandlers!.size > 0;
+  }
+
+  /**
+   * Finds and checks every operation and job handler.
+   * @throws IdempotencyConfigurationError on a duplicate name or a malformed operation
+   */
+  discover(): void {
+    if (this.operations) return;
+    const operations = new Map<string, RegisteredOperation>();
+    const byClass = new Map<Type, RegisteredOperation>();
+    const jobHandlers = new Map<string, IdempotencyJobHandlerInstance>();
+    for (const wrapper of this.discovery.getProviders()) {
+      const { instance } = wrapper;
+      const metatype = wrapper.metatype as Type | null;
+      if (!metatype || typeof metatype !== 'function' || !instance) continue;
+      const operationName = this.reflector.get<string>(IDEMPOTENT_OPERATION_METADATA, metatype);
+      if (operationName !== undefined && !byClass.has(metatype)) {
+        if (operations.has(operationName)) {
+          throw IdempotencyConfigurationError.duplicateName('operation', operationName);
+        }
+        const registered = checkOperation(operationName, instance as IdempotencyOperation);
+        operations.set(operationName, registered);
+        byClass.set(metatype, registered);
+      }
+      const jobName = this.reflector.get<string>(IDEMPOTENCY_JOB_HANDLER_METADATA, metatype);
+      if (jobName !== undefined && jobHandlers.get(jobName) !== instance) {
+        if (jobHandlers.has(jobName)) {
+          throw IdempotencyConfigurationError.duplicateName('job handler', jobName);
+        }
+        if (typeof (instance as IdempotencyJobHandlerInstance).handle !== 'function') {
+          throw IdempotencyConfigurationError.invalidOperation(
+            jobName,
+            'a job handler needs a handle(job, manager) method',
+          );
+        }
+        jobHandlers.set(jobName, instance as IdempotencyJobHandlerInstance);
+      }
+    }
+    this.operations = operations;
+    this.byClass = byClass;
+    this.jobHandlers = jobHandlers;
+  }
+}
+
+function checkOperation(name: string, instance: IdempotencyOperation): RegisteredOperation {
+  const steps = instance.steps;
+  if (!Array.isArray(steps) || steps.length === 0) {
+    throw IdempotencyConfigurationError.invalidOperation(name, 'it needs a non-empty steps array');
+  }
+  const seen = new Set<string>();
+  for (const step of steps) {
+    if (!step || (step.kind !== 'local' && step.kind !== 'foreign')) {
+      throw IdempotencyConfigurationError.invalidOperation(
+        name,
+        'build each step with localStep() or foreignStep()',
+      );
+    }
+    if (typeof step.name !== 'string' || step.name === '' || step.name.length > 200) {
+      throw IdempotencyConfigurationError.invalidOperation(
+        name,
+        'a step needs a name of 1–200 characters',
+      );
+    }
+    if (RESERVED_POINTS.has(step.name) || seen.has(step.name)) {
+      throw IdempotencyConfigurationError.invalidOperation(
+        name,
+        `step name "${step.name}" is ${seen.has(step.name) ? 'used twice' : 'reserved'}`,
+      );
+    }
+    seen.add(step.name);
+    if (
+      step.kind === 'foreign' &&
+      !(typeof step.options?.timeoutSeconds === 'number' && step.options.timeoutSeconds > 0)
+    ) {
+      throw IdempotencyConfigurationError.invalidOperation(
+        name,
+        `foreign step "${step.name}" needs a positive timeoutSeconds`,
+      );
+    }
+  }
+  return { name, steps };
+}

@@ -1,0 +1,381 @@
+import type { EntityManager } from 'typeorm';
+import type {
+  IdempotencyRecordRef,
+  StoredResponse,
+} from '../../interfaces/idempotency-record.interface';
+import { quoteTableName } from './idempotency-table.sql';
+import { prepareStatement } from './prepared-statement';
+import type { PreparedStatement } from './prepared-statement';
+import type { TypeOrmIdempotencyStore } from './typeorm-idempotency.store';
+import type { TypeOrmStoreTransaction } from './typeorm-store-transaction';
+
+/** What `bind()` found on the record: where its operation stands. */
+export interface BoundOperation {
+  /** The operation name on the record (the one bound now, or an earlier one). */
+  operation: string;
+  /** `started`, a step name, or `finished`. */
+  recoveryPoint: string;
+  input: unknown;
+  state: Record<string, unknown>;
+  /** Seconds since the record was first claimed (database clock). */
+  ageSeconds: number;
+  /** Whether an earlier run had bound the operation already (this is a resume). */
+  resumed: boolean;
+}
+
+/** An unfinished operation the completer took over, or one marked abandoned. */
+export interface OperationRecordRow {
+  scope: string;
+  key: string;
+  recordId: string;
+  operation: string;
+  recoveryPoint: string | null;
+  /** Set for a takeover: the completer's owner token. */
+  ownerToken: string | null;
+  attempt: number;
+}
+
+/** An abandoned record, as the query API returns it. */
+export interface AbandonedOperation {
+  scope: string;
+  key: string;
+  recordId: string;
+  operation: string;
+  recoveryPoint: string | null;
+  input: unknown;
+  state: Record<string, unknown> | null;
+  attempts: number;
+  createdAt: Date;
+  abandonedAt: Date;
+}
+
+/** One local step's transaction, positioned on the record's expected recovery point. */
+export interface StepTransaction {
+  readonly manager: EntityManager;
+  /** The carried state as the record holds it (read under the row lock). */
+  readonly state: Record<string, unknown>;
+  /** Runs a statement of the library in the step's transaction. */
+  readonly tx: TypeOrmStoreTransaction;
+}
+
+/**
+ * The statements of operations in phases (SPEC §8) on the TypeORM store's record table. Every
+ * write is guarded by the owner token and, where a step moves the record on, by the recovery
+ * point it expects (compare-and-set): a stale owner, or a second run of a step that already
+ * committed, changes nothing.
+ */
+export class TypeOrmPhaseStore {
+  private readonly sql: Record<string, PreparedStatement>;
+
+  /**
+   * @param store - the TypeORM store whose DataSource, timeout and connections are used
+   * @param tableName - the record table
+   */
+  constructor(
+    private readonly store: TypeOrmIdempotencyStore,
+    tableName: string,
+  ) {
+    const t = quoteTableName(tableName);
+    const owned = `r.scope = $1 AND r.idempotency_key = $2 AND r.owner_token = $3 AND r.status = 'in_flight'`;
+    const at = 'statement_timestamp()';
+    const written = 'clock_timestamp()';
+    // Not finished and not running: in flight with a lapsed lease, or released.
+    const idle = `r.operation IS NOT NULL AND r.status IN ('in_flight', 'released')
+                  AND (r.status = 'released' OR r.locked_until <= ${at})`;
+    const recordColumns = `r.scope, r.idempotency_key, r.record_id, r.operation, r.recovery_point`;
+    const sql = {
+      bind: `
+        UPDATE ${t} r SET
+               operation = coalesce(r.operation, $4),
+               operation_input = CASE WHEN r.recovery_point IS NULL THEN $5::jsonb ELSE r.operation_input END,
+               operation_state = coalesce(r.operation_state, '{}'::jsonb),
+               recovery_point = coalesce(r.recovery_point, 'started'),
+               last_run_at = ${written}, updated_at = ${written}
+          FROM (SELECT recovery_point AS previous FROM ${t}
+                 WHERE scope = $1 AND idempotency_key = $2) p
+         WHERE ${owned}
+        RETURNING r.operation, r.recovery_point, r.operation_input, r.operation_state,
+                  p.previous IS NOT NULL AS resumed,
+                  EXTRACT(EPOCH FROM ${written} - r.created_at)::float8 AS age_seconds`,
+      lockStep: `
+        SELECT r.operation_state FROM ${t} r
+         WHERE ${owned} AND r.recovery_point = $4
+           FOR UPDATE`,
+      advance: `
+        UPDATE ${t} r SET recovery_point = $5, operation_state = $6::jsonb,
+               last_run_at = ${written}, updated_at = ${written}
+         WHERE ${owned} AND r.recovery_point = $4`,
+      finish: `
+        UPDATE ${t} r SET status = 'completed', recovery_point = 'finished',
+               operation_state = $5::jsonb, response_status = $6, response_headers = $7,
+               response_body = $8, expires_at = ${written} + $9::float8 * interval '1 second',
+               locked_until = NULL, last_run_at = ${written}, updated_at = ${written}
+         WHERE ${owned} AND r.recovery_point = $4`,
+      abandon: `
+        UPDATE ${t} r SET status = 'abandoned', owner_token = NULL, locked_until = NULL,
+               updated_at = ${written}
+         WHERE ${owned}`,
+      takeOver: `
+        UPDATE ${t} r SET owner_token = gen_random_uuid(), status = 'in_flight',
+               locked_until = ${written} + $4::float8 * interval '1 second',
+               attempts = r.attempts + 1, last_run_at = ${written}, updated_at = ${written}
+          FROM (SELECT scope, idempotency_key FROM ${t} r
+                 WHERE ${idle}
+                   AND (r.last_run_at IS NULL OR r.last_run_at <= ${at} - $2::float8 * interval '1 second')
+                   AND r.created_at > ${at} - $3::float8 * interval '1 second'
+                 ORDER BY r.last_run_at NULLS FIRST
+                 LIMIT $1 FOR UPDATE SKIP LOCKED) c
+         WHERE r.scope = c.scope AND r.idempotency_key = c.idempotency_key
+        RETURNING ${recordColumns}, r.owner_token, r.attempts`,
+      abandonOld: `
+        UPDATE ${t} r SET status = 'abandoned', owner_token = NULL, locked_until = NULL,
+               updated_at = ${written}
+         WHERE ctid = ANY(ARRAY(
+           SELECT ctid FROM ${t} r
+            WHERE ${idle} AND r.created_at <= ${at} - $2::float8 * interval '1 second'
+            LIMIT $1 FOR UPDATE SKIP LOCKED))
+        RETURNING ${recordColumns}, NULL::uuid AS owner_token, r.attempts`,
+      reapExpired: `
+        UPDATE ${t} r SET status = 'abandoned', owner_token = NULL, locked_until = NULL,
+               updated_at = ${written}
+         WHERE ctid = ANY(ARRAY(
+           SELECT ctid FROM ${t} r
+            WHERE ${idle} AND r.expires_at <= ${at}
+            LIMIT $1 FOR UPDATE SKIP LOCKED))
+        RETURNING ${recordColumns}, NULL::uuid AS owner_token, r.attempts`,
+      deleteAbandoned: `
+        WITH gone AS (
+          DELETE FROM ${t} WHERE ctid = ANY(ARRAY(
+            SELECT ctid FROM ${t} r
+             WHERE r.status = 'abandoned' AND r.updated_at <= ${at} - $2::float8 * interval '1 second'
+             LIMIT $1 FOR UPDATE SKIP LOCKED))
+          RETURNING 1
+        )
+        SELECT count(*)::int AS deleted FROM gone`,
+      listAbandoned: `
+        SELECT ${recordColumns}, r.operation_input, r.operation_state, r.attempts, r.created_at,
+               r.updated_at
+          FROM ${t} r WHERE r.status = 'abandoned'
+         ORDER BY r.updated_at, r.scope, r.idempotency_key LIMIT $1`,
+      resolveComplete: `
+        UPDATE ${t} r SET status = 'completed', recovery_point = 'finished', response_status = $3,
+               response_headers = $4, response_body = $5,
+               expires_at = ${written} + $6::float8 * interval '1 second', updated_at = ${written}
+         WHERE r.scope = $1 AND r.idempotency_key = $2 AND r.status = 'abandoned'`,
+      resolveDelete: `
+        DELETE FROM ${t} r WHERE r.scope = $1 AND r.idempotency_key = $2 AND r.status = 'abandoned'`,
+    };
+    this.sql = Object.fromEntries(
+      Object.entries(sql).map(([name, text]) => [name, prepareStatement(text)]),
+    );
+  }
+
+  /**
+   * Binds the operation to the record on its first run (name, input, `started`) and reads
+   * where it stands; on a later run, only reads (and notes the run). Owner-guarded.
+   * @returns undefined when `ref` no longer owns the record
+   */
+  async bind(
+    ref: IdempotencyRecordRef,
+    operation: string,
+    input: unknown,
+  ): Promise<BoundOperation | undefined> {
+    const { rows } = await this.store.runStatement('bind operation', this.sql.bind, [
+      ref.scope,
+      ref.key,
+      ref.ownerToken,
+      operation,
+      JSON.stringify(input ?? null),
+    ]);
+    const row = rows[0];
+    if (!row) return undefined;
+    return {
+      operation: row.operation,
+      recoveryPoint: row.recovery_point,
+      input: row.operation_input,
+      state: row.operation_state ?? {},
+      ageSeconds: Number(row.age_seconds),
+      resumed: row.resumed === true,
+    };
+  }
+
+  /**
+   * Opens a local step's transaction and locks the record, if `ref` still owns it at
+   * `expectedPoint`.
+   * @returns undefined (and nothing left open) when it does not
+   */
+  async beginStep(
+    ref: IdempotencyRecordRef,
+    expectedPoint: string,
+    isolation: string,
+  ): Promise<StepTransaction | undefined> {
+    const tx = await this.store.openTransaction();
+    try {
+      if (isolation !== 'READ COMMITTED') {
+        await tx.manager.query(`SET TRANSACTION ISOLATION LEVEL ${isolation}`);
+      }
+      const { rows } = await tx.run('lock step', this.sql.lockStep, [
+        ref.scope,
+        ref.key,
+        ref.ownerToken,
+        expectedPoint,
+      ]);
+      if (rows.length === 0) {
+        await tx.rollback();
+        return undefined;
+      }
+      return { manager: tx.manager, state: rows[0].operation_state ?? {}, tx };
+    } catch (error) {
+      await tx.rollback().catch(() => undefined);
+      throw error;
+    }
+  }
+
+  /**
+   * Moves the record from `expectedPoint` to `nextPoint` with the carried state, in `tx` when
+   * given (a local step), else on its own (the record of a foreign step).
+   * @returns false when `ref` no longer owns the record at `expectedPoint`
+   */
+  async advance(
+    ref: IdempotencyRecordRef,
+    expectedPoint: string,
+    nextPoint: string,
+    state: Record<string, unknown>,
+    tx?: TypeOrmStoreTransaction,
+  ): Promise<boolean> {
+    const values = [ref.scope, ref.key, ref.ownerToken, expectedPoint, nextPoint, state];
+    const result = tx
+      ? await tx.run('advance operation', this.sql.advance, values)
+      : await this.store.runStatement('advance operation', this.sql.advance, values);
+    return result.rowCount === 1;
+  }
+
+  /**
+   * Moves the record from `expectedPoint` to `finished` with its final response, replayed for
+   * `ttlSeconds`; in `tx` when given.
+   * @returns false when `ref` no longer owns the record at `expectedPoint`
+   */
+  async finish(
+    ref: IdempotencyRecordRef,
+    expectedPoint: string,
+    state: Record<string, unknown>,
+    response: StoredResponse,
+    ttlSeconds: number,
+    tx?: TypeOrmStoreTransaction,
+  ): Promise<boolean> {
+    const values = [
+      ref.scope,
+      ref.key,
+      ref.ownerToken,
+      expectedPoint,
+      state,
+      response.status,
+      JSON.stringify(response.headers),
+      response.body,
+      ttlSeconds,
+    ];
+    const result = tx
+      ? await tx.run('finish operation', this.sql.finish, values)
+      : await this.store.runStatement('finish operation', this.sql.finish, values);
+    return result.rowCount === 1;
+  }
+
+  /**
+   * Marks an owned record abandoned (too old to resume).
+   * @returns false when `ref` no longer owns it
+   */
+  async abandon(ref: IdempotencyRecordRef): Promise<boolean> {
+    const values = [ref.scope, ref.key, ref.ownerToken];
+    return (await this.store.runStatement('abandon', this.sql.abandon, values)).rowCount === 1;
+  }
+
+  /**
+   * Takes over up to `batchSize` unfinished operations that nobody runs (lease lapsed or
+   * released), last run at least `afterSeconds` ago and younger than `maxAgeSeconds`, each with
+   * a new owner token and lease. Records locked by anyone else are skipped.
+   */
+  async takeOver(
+    batchSize: number,
+    afterSeconds: number,
+    maxAgeSeconds: number,
+    lockTimeoutSeconds: number,
+  ): Promise<OperationRecordRow[]> {
+    const values = [batchSize, afterSeconds, maxAgeSeconds, lockTimeoutSeconds];
+    return this.rows(await this.store.runStatement('take over', this.sql.takeOver, values));
+  }
+
+  /** Marks abandoned up to `batchSize` idle unfinished operations older than `maxAgeSeconds`. */
+  async abandonOld(batchSize: number, maxAgeSeconds: number): Promise<OperationRecordRow[]> {
+    const values = [batchSize, maxAgeSeconds];
+    return this.rows(await this.store.runStatement('abandon old', this.sql.abandonOld, values));
+  }
+
+  /** Marks abandoned up to `batchSize` idle unfinished operations past their TTL (the reaper). */
+  async reapExpired(batchSize: number): Promise<OperationRecordRow[]> {
+    return this.rows(await this.store.runStatement('reap', this.sql.reapExpired, [batchSize]));
+  }
+
+  /** Deletes up to `batchSize` abandoned records unchanged for `retentionSeconds`. */
+  async deleteAbandoned(batchSize: number, retentionSeconds: number): Promise<number> {
+    const { rows } = await this.store.runStatement('delete abandoned', this.sql.deleteAbandoned, [
+      batchSize,
+      retentionSeconds,
+    ]);
+    return Number(rows[0]?.deleted ?? 0);
+  }
+
+  /** Abandoned records, longest abandoned first. */
+  async listAbandoned(limit: number): Promise<AbandonedOperation[]> {
+    const { rows } = await this.store.runStatement('list abandoned', this.sql.listAbandoned, [
+      limit,
+    ]);
+    return rows.map((row) => ({
+      scope: row.scope,
+      key: row.idempotency_key,
+      recordId: row.record_id,
+      operation: row.operation,
+      recoveryPoint: row.recovery_point,
+      input: row.operation_input,
+      state: row.operation_state,
+      attempts: Number(row.attempts),
+      createdAt: new Date(row.created_at),
+      abandonedAt: new Date(row.updated_at),
+    }));
+  }
+
+  /**
+   * Resolves an abandoned record: with a response, it becomes finished and is replayed to
+   * retries for `ttlSeconds`; without, it is deleted and the key can run again from scratch.
+   * @returns false when no abandoned record has that (scope, key)
+   */
+  async resolveAbandoned(
+    scope: string,
+    key: string,
+    response: StoredResponse | undefined,
+    ttlSeconds: number,
+  ): Promise<boolean> {
+    const result = response
+      ? await this.store.runStatement('resolve abandoned', this.sql.resolveComplete, [
+          scope,
+          key,
+          response.status,
+          JSON.stringify(response.headers),
+          response.body,
+          ttlSeconds,
+        ])
+      : await this.store.runStatement('resolve abandoned', this.sql.resolveDelete, [scope, key]);
+    return result.rowCount === 1;
+  }
+
+  private rows(result: { rows: any[] }): OperationRecordRow[] {
+    return result.rows.map((row) => ({
+      scope: row.scope,
+      key: row.idempotency_key,
+      recordId: row.record_id,
+      operation: row.operation,
+      recoveryPoint: row.recovery_point,
+      ownerToken: row.owner_token,
+      attempt: Number(row.attempts),
+    }));
+  }
+}
