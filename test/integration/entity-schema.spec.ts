@@ -9,6 +9,7 @@
 import { DataSource, Entity } from 'typeorm';
 import type { DataSourceOptions, MigrationInterface } from 'typeorm';
 import {
+  AddPhasesToIdempotencyRecords1764028800000,
   CreateIdempotencyRecords1732233600000,
   createIdempotencyRecordsMigration,
 } from '../../lib/storage/typeorm/create-idempotency-records.migration';
@@ -151,6 +152,53 @@ describe('IdempotencyRecordEntity and the shipped migration', () => {
         await restricted.drop();
         await db.query(`DROP ROLE IF EXISTS ${role}`);
       }
+    });
+  });
+
+  describe('upgrade of a table made before operations in phases', () => {
+    /** The record table as the create migration made it before SPEC §8 (columns and all). */
+    const BEFORE_PHASES = [
+      `CREATE TABLE idempotency_records (
+        "scope" text NOT NULL, "idempotency_key" varchar(255) NOT NULL, "record_id" uuid NOT NULL,
+        "fingerprint" char(64) NOT NULL, "status" varchar(16) NOT NULL, "owner_token" uuid,
+        "locked_until" timestamptz, "expires_at" timestamptz NOT NULL,
+        "attempts" integer NOT NULL DEFAULT 1, "method" varchar(16) NOT NULL, "path" text NOT NULL,
+        "response_status" smallint, "response_headers" jsonb, "response_body" bytea,
+        "created_at" timestamptz NOT NULL DEFAULT now(), "updated_at" timestamptz NOT NULL DEFAULT now(),
+        CONSTRAINT "idempotency_records_pkey" PRIMARY KEY ("scope", "idempotency_key"),
+        CONSTRAINT "idempotency_records_status_check" CHECK ("status" IN ('in_flight', 'completed', 'released')))`,
+      'CREATE INDEX "idempotency_records_expires_at_idx" ON idempotency_records ("expires_at")',
+      `INSERT INTO idempotency_records (scope, idempotency_key, record_id, fingerprint, status,
+         expires_at, method, path, response_status)
+       VALUES ('', 'kept', gen_random_uuid(), repeat('a', 64), 'completed', now() + interval '1 day',
+         'POST', '/orders', 201)`,
+    ];
+
+    it('brings it to the current table, keeping its rows, and is a no-op when run again', async () => {
+      const old = await createTestDatabase();
+      try {
+        for (const sql of BEFORE_PHASES) await old.query(sql);
+        await migrate(old.url, AddPhasesToIdempotencyRecords1764028800000);
+        expect(await describeTable(old, 'public', 'idempotency_records')).toEqual(
+          await describeTable(db, 'public', 'idempotency_records'),
+        );
+        expect(await describeTable(old, 'public', 'idempotency_records_jobs')).toEqual(
+          await describeTable(db, 'public', 'idempotency_records_jobs'),
+        );
+        expect(await old.query('SELECT idempotency_key, status FROM idempotency_records')).toEqual([
+          { idempotency_key: 'kept', status: 'completed' },
+        ]);
+        const changes = await pendingChanges(old.url, [IdempotencyRecordEntity]);
+        expect({ changes }).toEqual({ changes: [] });
+      } finally {
+        await old.drop();
+      }
+    });
+
+    it('changes nothing on a table the current create migration made', async () => {
+      const before = await describeTable(db, 'public', 'idempotency_records');
+      await migrate(db.url, AddPhasesToIdempotencyRecords1764028800000);
+      expect(await describeTable(db, 'public', 'idempotency_records')).toEqual(before);
     });
   });
 });

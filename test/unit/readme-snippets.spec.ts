@@ -30,6 +30,14 @@ export class Payment {
   @Column('text') currency!: string;
   @Column('text') customerId!: string;
   @Column('text') chargeId!: string;
+  @Column('text') status!: string;
+}
+
+@Entity('receipts')
+export class Receipt {
+  @PrimaryGeneratedColumn() id!: number;
+  @Column('integer') paymentId!: number;
+  @Column('text') jobKey!: string;
 }
 
 export class CreatePayments1732233600001 implements MigrationInterface {
@@ -43,7 +51,11 @@ export class CreatePayments1732233600001 implements MigrationInterface {
 
 @Injectable()
 export class PaymentProvider {
-  async charge(request: { amount: number; idempotencyKey: string }): Promise<{ id: string }> {
+  async charge(request: {
+    amount: number;
+    idempotencyKey: string;
+    signal?: AbortSignal;
+  }): Promise<{ id: string }> {
     return { id: request.idempotencyKey };
   }
 }
