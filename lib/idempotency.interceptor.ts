@@ -72,6 +72,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
     const path = request.originalUrl ?? request.url;
     const { method } = request;
     const { lockTimeoutSeconds, ttlSeconds } = route;
+    const claimedAt = Date.now();
     const claim = await this.store
       .claim({ scope, key, fingerprint, method, path, ownerToken, lockTimeoutSeconds, ttlSeconds })
       .catch((error) => Promise.reject(this.storeUnavailable(error, route, 'claim')));
@@ -91,7 +92,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
     }
     const { recordId, attempt } = claim;
     return this.executions
-      .start(context, route, { scope, key, fingerprint, ownerToken, recordId, attempt })
+      .start(context, route, { scope, key, fingerprint, ownerToken, recordId, attempt, claimedAt })
       .catch((error) => Promise.reject(this.storeUnavailable(error, route, 'begin')));
   }
 

@@ -20,6 +20,8 @@ export interface WonClaim {
   ownerToken: string;
   recordId: string;
   attempt: number;
+  /** `Date.now()` when the claim was sent: the lease is counted from there. */
+  claimedAt: number;
 }
 
 /**
@@ -71,7 +73,7 @@ export class IdempotencyExecutionFactory {
       startMarked: isHandlerStartMarked(context.getHandler()),
     });
     try {
-      await execution.begin();
+      await execution.begin(claim.claimedAt);
     } catch (error) {
       await execution.abort();
       throw error;

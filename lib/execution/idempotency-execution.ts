@@ -107,10 +107,11 @@ export class IdempotencyExecution implements ResponseSink {
 
   /**
    * Starts the lease heartbeat and, on transactional routes, opens the transaction.
+   * @param claimedAt - `Date.now()` when the claim was sent (the lease counts from there)
    * @throws when the store cannot open the transaction; call `abort()` then
    */
-  async begin(): Promise<void> {
-    this.heartbeat.start();
+  async begin(claimedAt?: number): Promise<void> {
+    this.heartbeat.start(claimedAt);
     if (!this.route.transactional) return;
     this.transaction = await this.deps.store.beginTransaction();
     this.state.manager = this.transaction.manager;

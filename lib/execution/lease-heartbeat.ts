@@ -28,9 +28,13 @@ export class LeaseHeartbeat {
     private readonly onError: (error: unknown) => void,
   ) {}
 
-  /** Starts renewing. */
-  start(): void {
-    this.extendTo(Date.now() + this.lockTimeoutSeconds * 1000);
+  /**
+   * Starts renewing.
+   * @param claimedAt - when the claim that began the lease was sent (`Date.now()` then): the
+   *   first lease is counted from there, so the estimate of what is left errs short
+   */
+  start(claimedAt = Date.now()): void {
+    this.extendTo(claimedAt + this.lockTimeoutSeconds * 1000);
     const everyMs = Math.max(20, Math.floor((this.lockTimeoutSeconds * 1000) / 3));
     this.timer = setInterval(() => void this.beat(), everyMs);
     this.timer.unref();

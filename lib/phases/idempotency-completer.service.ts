@@ -86,6 +86,7 @@ export class IdempotencyCompleter implements OnApplicationBootstrap, OnApplicati
         reason: 'max_age',
       });
     }
+    const claimedAt = Date.now();
     const taken = await parts.phases.takeOver(
       completer.batchSize,
       completer.afterSeconds,
@@ -93,8 +94,10 @@ export class IdempotencyCompleter implements OnApplicationBootstrap, OnApplicati
       lockTimeoutSeconds,
     );
     let completed = 0;
-    for (const row of taken) {
-      const outcome = await this.complete(parts, row);
+    // Every lease taken is renewed from now on, while the records are run one after another.
+    const leases = taken.map((row) => this.leaseOf(row, claimedAt));
+    for (const [index, row] of taken.entries()) {
+      const outcome = await this.complete(parts, row, leases[index]);
       if (outcome === 'completed') completed++;
       this.events.emit({
         type: 'operation_completed_by_completer',
@@ -107,21 +110,31 @@ export class IdempotencyCompleter implements OnApplicationBootstrap, OnApplicati
     return { taken: taken.length, completed, abandoned: abandoned.length };
   }
 
-  private async complete(
-    parts: PhaseEngineParts,
-    row: OperationRecordRow,
-  ): Promise<OperationRunResult['kind'] | 'failed'> {
-    const ref = { scope: row.scope, key: row.key, ownerToken: row.ownerToken! };
-    const { lockTimeoutSeconds, maxLockHoldSeconds, ttlSeconds, replayHeaders } = this.options;
+  private refOf(row: OperationRecordRow) {
+    return { scope: row.scope, key: row.key, ownerToken: row.ownerToken! };
+  }
+
+  private leaseOf(row: OperationRecordRow, claimedAt: number): LeaseHeartbeat {
+    const { lockTimeoutSeconds, maxLockHoldSeconds } = this.options;
     const lease = new LeaseHeartbeat(
       this.store,
-      ref,
+      this.refOf(row),
       lockTimeoutSeconds,
       maxLockHoldSeconds,
       () => this.logger.warn(`Lost the lease of an operation it was completing (${row.operation})`),
       (error) => this.events.emit({ type: 'store_error', operation: 'renew', error }),
     );
-    lease.start();
+    lease.start(claimedAt);
+    return lease;
+  }
+
+  private async complete(
+    parts: PhaseEngineParts,
+    row: OperationRecordRow,
+    lease: LeaseHeartbeat,
+  ): Promise<OperationRunResult['kind'] | 'failed'> {
+    const ref = this.refOf(row);
+    const { ttlSeconds, replayHeaders } = this.options;
     const identity = {
       scope: row.scope,
       key: row.key,

@@ -142,11 +142,20 @@ export class OperationRunner {
       const tx = await this.phases.beginStep(target.ref, expected, isolation);
       if (!tx) return this.lost(target);
       try {
-        const outcome = await step.run({
-          ...this.context(input, tx.state, target),
-          manager: tx.manager,
-          stage: this.stager(tx, target, step.name),
-        });
+        // A step that outlives the lease must not keep the record locked (a retry would wait
+        // on the lock instead of taking over) nor commit afterwards.
+        const outcome = await untilAborted(
+          step.run({
+            ...this.context(input, tx.state, target),
+            manager: tx.manager,
+            stage: this.stager(tx, target, step.name),
+          }),
+          target.lease.signal,
+        );
+        if (target.lease.signal.aborted) {
+          await tx.tx.abandon();
+          return this.lost(target);
+        }
         const result = await this.settle(operation, step, expected, outcome, tx.state, target, {
           last,
           tx,
@@ -158,6 +167,10 @@ export class OperationRunner {
         if (result.kind === 'lost') this.localFirst?.settledElsewhere(target.ref);
         return result;
       } catch (error) {
+        if (target.lease.signal.aborted) {
+          await tx.tx.abandon().catch(() => undefined);
+          return this.lost(target);
+        }
         await tx.tx.rollback().catch(() => undefined);
         if (attempt < attempts && isRetryableConflict(error)) {
           // Full jitter over a window that doubles, from 10 ms.
@@ -189,16 +202,12 @@ export class OperationRunner {
     }
     const timeout = AbortSignal.timeout(timeoutSeconds * 1000);
     const signal = AbortSignal.any([target.lease.signal, timeout]);
-    const aborted = new Promise<never>((_, reject) =>
-      signal.addEventListener('abort', () => reject(signal.reason), { once: true }),
-    );
-    aborted.catch(() => undefined);
     let outcome: StepOutcome;
     try {
-      outcome = await Promise.race([
+      outcome = await untilAborted(
         step.run({ ...this.context(input, state, target), signal }),
-        aborted,
-      ]);
+        signal,
+      );
     } catch (error) {
       if (target.lease.signal.aborted) return this.lost(target);
       if (timeout.aborted) {
@@ -360,6 +369,19 @@ export class OperationRunner {
       reason,
     });
   }
+}
+
+/**
+ * The step's promise, or a rejection with the signal's reason as soon as it aborts (the step
+ * goes on in the background; what it produces is ignored).
+ */
+function untilAborted<T>(work: Promise<T>, signal: AbortSignal): Promise<T> {
+  if (signal.aborted) return Promise.reject(signal.reason);
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = () => reject(signal.reason);
+    signal.addEventListener('abort', onAbort, { once: true });
+    work.then(resolve, reject).finally(() => signal.removeEventListener('abort', onAbort));
+  });
 }
 
 /** A step's result inside the runner. */

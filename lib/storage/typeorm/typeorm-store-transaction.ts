@@ -85,6 +85,17 @@ export class TypeOrmStoreTransaction {
     });
   }
 
+  /**
+   * Ends the transaction by closing its connection: PostgreSQL rolls it back and releases its
+   * locks at once, even while a statement of it is still running (a rollback would wait for
+   * that statement). For a step whose run lost its lease.
+   */
+  async abandon(): Promise<void> {
+    if (this.state !== 'open') return;
+    this.state = 'abandoned';
+    await discardQueryRunner(this.runner);
+  }
+
   private async finish(operation: string, end: () => Promise<void>): Promise<void> {
     this.state = 'finished';
     const deadline = new Deadline(operation, this.timeoutMs);
