@@ -15,6 +15,8 @@ export class LeaseHeartbeat {
   private lapse?: NodeJS.Timeout;
   private busy = false;
   private lostToOwner = false;
+  private watching = false;
+  private stopped = false;
   private readonly startedAt = Date.now();
   private leaseEndsAt = 0;
   private readonly lost = new AbortController();
@@ -45,6 +47,11 @@ export class LeaseHeartbeat {
    * ran out by the local clock without being renewed: another owner may take the key from then.
    */
   get signal(): AbortSignal {
+    // The lapse is watched only once someone listens: a plain request never asks.
+    if (!this.watching) {
+      this.watching = true;
+      this.extendTo(this.leaseEndsAt);
+    }
     return this.lost.signal;
   }
 
@@ -67,6 +74,7 @@ export class LeaseHeartbeat {
 
   /** Stops renewing (and watching the lease); safe to call more than once. */
   stop(): void {
+    this.stopped = true;
     this.stopRenewing();
     if (this.lapse) clearTimeout(this.lapse);
     this.lapse = undefined;
@@ -79,6 +87,7 @@ export class LeaseHeartbeat {
 
   private extendTo(endsAt: number): void {
     this.leaseEndsAt = endsAt;
+    if (!this.watching || this.stopped || endsAt === 0) return;
     if (this.lapse) clearTimeout(this.lapse);
     this.lapse = setTimeout(
       () => this.lost.abort(new Error('nest-idempotency: the lease ran out unrenewed')),
