@@ -91,23 +91,29 @@ export class IdempotencyJobs implements OnApplicationBootstrap, OnApplicationShu
     const summary: DrainSummary = { delivered: 0, failed: 0, dead: 0 };
     const parts = this.engine.parts;
     if (!parts) return summary;
+    let cutoff: string | null = null;
     for (;;) {
-      const taken = await this.drainBatch(parts, summary);
-      if (taken < this.options.jobs.batchSize) return summary;
+      const batch = await this.drainBatch(parts, summary, cutoff);
+      cutoff = batch.cutoff;
+      if (batch.taken < this.options.jobs.batchSize) return summary;
     }
   }
 
-  private async drainBatch(parts: PhaseEngineParts, summary: DrainSummary): Promise<number> {
+  private async drainBatch(
+    parts: PhaseEngineParts,
+    summary: DrainSummary,
+    since: string | null,
+  ): Promise<{ taken: number; cutoff: string | null }> {
     const tx = await parts.jobs.begin();
     try {
-      const jobs = await parts.jobs.take(tx, this.options.jobs.batchSize);
+      const { jobs, cutoff } = await parts.jobs.take(tx, this.options.jobs.batchSize, since);
       const delivered: string[] = [];
       for (const job of jobs) {
         if (await this.deliver(parts, tx, job, summary)) delivered.push(job.id);
       }
       await parts.jobs.delete(tx, delivered);
       await tx.commit();
-      return jobs.length;
+      return { taken: jobs.length, cutoff };
     } catch (error) {
       await tx.rollback().catch(() => undefined);
       throw error;

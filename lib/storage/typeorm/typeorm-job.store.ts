@@ -49,9 +49,12 @@ export class TypeOrmJobStore {
       stage: `
         INSERT INTO ${j} (name, args, job_key, origin_scope, origin_key)
         VALUES ($1, $2::jsonb, $3, $4, $5)`,
+      // Due by the cutoff: the moment the drain began ($2), so a job that failed during this
+      // drain waits for the next one even with no backoff.
       take: `
-        SELECT ${columns} FROM ${j}
-         WHERE status = 'pending' AND run_after <= statement_timestamp()
+        SELECT ${columns}, coalesce($2::timestamptz, statement_timestamp())::text AS cutoff
+          FROM ${j}
+         WHERE status = 'pending' AND run_after <= coalesce($2::timestamptz, statement_timestamp())
          ORDER BY run_after, id
          LIMIT $1 FOR UPDATE SKIP LOCKED`,
       delete: `DELETE FROM ${j} WHERE id = ANY($1::bigint[])`,
@@ -92,10 +95,18 @@ export class TypeOrmJobStore {
     return this.store.openTransaction();
   }
 
-  /** Takes up to `batchSize` due jobs, locking them; jobs another drainer holds are skipped. */
-  async take(tx: TypeOrmStoreTransaction, batchSize: number): Promise<TakenJob[]> {
-    const { rows } = await tx.run('take jobs', this.sql.take, [batchSize]);
-    return rows.map((row) => ({
+  /**
+   * Takes up to `batchSize` jobs due by `cutoff` (now, when not given), locking them; jobs
+   * another drainer holds are skipped.
+   * @returns the jobs, and the cutoff used (pass it to the drain's later batches)
+   */
+  async take(
+    tx: TypeOrmStoreTransaction,
+    batchSize: number,
+    cutoff: string | null,
+  ): Promise<{ jobs: TakenJob[]; cutoff: string | null }> {
+    const { rows } = await tx.run('take jobs', this.sql.take, [batchSize, cutoff]);
+    const jobs = rows.map((row) => ({
       id: row.id,
       name: row.name,
       args: row.args,
@@ -104,6 +115,7 @@ export class TypeOrmJobStore {
       originScope: row.origin_scope,
       originKey: row.origin_key,
     }));
+    return { jobs, cutoff: rows[0]?.cutoff ?? cutoff };
   }
 
   /** Deletes exactly these delivered jobs. */
