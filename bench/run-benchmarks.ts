@@ -9,6 +9,7 @@ import type { AdapterResult, BenchResults } from './runner/bench-results';
 import { machineInfo } from './runner/machine-info';
 import { runLatencyProbe } from './runner/phases/latency-probe.phase';
 import { runLeakCheck } from './runner/phases/leak.phase';
+import { runPhasedPhase } from './runner/phases/phased.phase';
 import { runPurgePhase } from './runner/phases/purge.phase';
 import { runStorm } from './runner/phases/storm.phase';
 import { runThroughputPhase } from './runner/phases/throughput.phase';
@@ -93,6 +94,25 @@ async function benchAdapter(
           `${mib(leak.samples[leak.samples.length - 1].rssBytes)} MB at ${leak.rps.toFixed(0)} req/s`,
       );
       result.leak = leak;
+    }
+    if (runs('phased')) {
+      log(
+        `[${adapter}] phased vs transactional payments, provider ${options.providerLatenciesMs.join(', ')} ms ` +
+          `(at ${elapsed(started)})`,
+      );
+      result.phased = await runPhasedPhase(
+        server,
+        db,
+        {
+          connections: options.connections,
+          durationSeconds: options.durationSeconds,
+          warmupSeconds: options.warmupSeconds,
+          rounds: options.rounds,
+          providerLatenciesMs: options.providerLatenciesMs,
+          poolSize: options.poolSize,
+        },
+        log,
+      );
     }
     log(`[${adapter}] done in ${elapsed(started)}`);
     result.targets = evaluateTargets(result);

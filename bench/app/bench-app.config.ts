@@ -24,6 +24,11 @@ export interface BenchAppConfig {
   peerTtlMs: number;
   /** `IDEMPOTENCY_PURGE_BATCH_SIZE`: rows per purge statement (default: the library's). */
   purgeBatchSize: number | undefined;
+  /**
+   * `BENCH_PROVIDER_LATENCY_MS`: how long the fake provider of the payment routes takes (default
+   * 0); a request may choose its own with `?providerLatencyMs=`.
+   */
+  providerLatencyMs: number;
 }
 
 /** Start of the line `bench:serve` prints once listening, followed by JSON with the port. */
@@ -73,5 +78,6 @@ export function loadBenchAppConfig(env: NodeJS.ProcessEnv = process.env): BenchA
       batch === undefined || batch.trim() === ''
         ? undefined
         : readInteger(env, 'IDEMPOTENCY_PURGE_BATCH_SIZE', 1000, 1),
+    providerLatencyMs: readInteger(env, 'BENCH_PROVIDER_LATENCY_MS', 0, 0),
   };
 }

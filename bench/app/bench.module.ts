@@ -2,11 +2,21 @@ import { Module } from '@nestjs/common';
 import type { DynamicModule } from '@nestjs/common';
 import { TypeOrmModule } from '@nestjs/typeorm';
 import { NodeIdempotencyModule, StorageAdapterEnum } from '@node-idempotency/nestjs';
-import { CreateIdempotencyRecords1732233600000, IdempotencyModule } from '../../lib';
+import { DataSource } from 'typeorm';
+import {
+  AddPhasesToIdempotencyRecords1764028800000,
+  CreateIdempotencyRecords1732233600000,
+  IdempotencyModule,
+} from '../../lib';
+import { AddBenchPayments1764720000000 } from './add-bench-payments.migration';
 import type { BenchAppConfig } from './bench-app.config';
 import { BenchController } from './bench.controller';
 import { BenchEntriesService } from './bench-entries.service';
+import { BenchPaymentsController } from './bench-payments.controller';
+import { BenchPaymentsService } from './bench-payments.service';
+import { BenchProvider } from './bench-provider.service';
 import { CreateBenchEntries1764547200000 } from './create-bench-entries.migration';
+import { CreateBenchPayment } from './create-bench-payment.operation';
 import { HealthController } from './health.controller';
 import { PeerController } from './peer.controller';
 import { PurgeController } from './purge.controller';
@@ -17,8 +27,10 @@ export class BenchModule {}
 
 /**
  * Builds the bench app's root module: TypeORM on `DATABASE_URL` (schema created by migrations
- * on start), the idempotency module with its scheduled purge off (the runner triggers it), and,
- * unless `REDIS_URL=off`, the peer library on Redis.
+ * on start), the idempotency module with its scheduled purge off (the runner triggers it) and
+ * its completer off (the runner empties the tables between cases: there is nothing to finish),
+ * the payment routes with their fake provider, and, unless `REDIS_URL=off`, the peer library on
+ * Redis.
  *
  * @param config - see `loadBenchAppConfig()`
  * @returns the module to give to `NestFactory.create()`
@@ -31,7 +43,13 @@ export function createBenchModule(config: BenchAppConfig): DynamicModule {
       TypeOrmModule.forRoot({
         type: 'postgres',
         url: config.databaseUrl,
-        migrations: [CreateIdempotencyRecords1732233600000, CreateBenchEntries1764547200000],
+        // The phases upgrade is for bench databases made before phases (harmless on new ones).
+        migrations: [
+          CreateIdempotencyRecords1732233600000,
+          AddPhasesToIdempotencyRecords1764028800000,
+          CreateBenchEntries1764547200000,
+          AddBenchPayments1764720000000,
+        ],
         migrationsRun: true,
         synchronize: false,
         logging: false,
@@ -44,6 +62,7 @@ export function createBenchModule(config: BenchAppConfig): DynamicModule {
           enabled: false,
           ...(config.purgeBatchSize ? { batchSize: config.purgeBatchSize } : {}),
         },
+        completer: false,
       }),
       ...(peer
         ? [
@@ -60,7 +79,19 @@ export function createBenchModule(config: BenchAppConfig): DynamicModule {
       HealthController,
       PurgeController,
       ...(peer ? [PeerController] : []),
+      // Last, so the routes the other phases measure keep their place in Express's router.
+      BenchPaymentsController,
     ],
-    providers: [BenchEntriesService],
+    providers: [
+      BenchEntriesService,
+      BenchPaymentsService,
+      CreateBenchPayment,
+      {
+        provide: BenchProvider,
+        useFactory: (dataSource: DataSource) =>
+          new BenchProvider(dataSource, config.providerLatencyMs),
+        inject: [DataSource],
+      },
+    ],
   };
 }

@@ -1,7 +1,22 @@
 import { Client } from 'pg';
 
 /** The tables the bench app writes; emptied between phases so every phase starts alike. */
-const BENCH_TABLES = ['bench_entries', 'idempotency_records'];
+const BENCH_TABLES = ['bench_entries', 'bench_provider_charges', 'idempotency_records'];
+
+/** How many sessions of the server's pool are in each state, from `pg_stat_activity`. */
+export interface SessionStates {
+  /** `idle in transaction`: a transaction open, no statement running. */
+  idleInTransaction: number;
+  /**
+   * How long the longest `idle in transaction` session has been so (since its last statement
+   * ended), in milliseconds; 0 when there is none.
+   */
+  longestIdleInTransactionMs: number;
+  /** `active`: a statement running. */
+  active: number;
+  /** Every session on the bench database but the runner's. */
+  total: number;
+}
 
 /**
  * The runner's own connection to the bench database: creates it, empties it between phases,
@@ -48,6 +63,31 @@ export class BenchDatabase {
   async countEntries(): Promise<number> {
     const { rows } = await this.client.query('SELECT count(*)::int AS n FROM bench_entries');
     return rows[0].n;
+  }
+
+  /** Rows in `bench_provider_charges`: charges the fake provider made since the last reset. */
+  async countCharges(): Promise<number> {
+    const { rows } = await this.client.query(
+      'SELECT count(*)::int AS n FROM bench_provider_charges',
+    );
+    return rows[0].n;
+  }
+
+  /**
+   * The states of the other sessions on the bench database (the server's pool), now: each call
+   * is its own transaction, so `pg_stat_activity` is read afresh.
+   */
+  async sessionStates(): Promise<SessionStates> {
+    const { rows } = await this.client.query(
+      `SELECT count(*) FILTER (WHERE state = 'idle in transaction')::int AS "idleInTransaction",
+              COALESCE(1000 * EXTRACT(epoch FROM max(clock_timestamp() - state_change)
+                FILTER (WHERE state = 'idle in transaction')), 0)::float8 AS "longestIdleInTransactionMs",
+              count(*) FILTER (WHERE state = 'active')::int AS active,
+              count(*)::int AS total
+         FROM pg_stat_activity
+        WHERE datname = current_database() AND pid <> pg_backend_pid()`,
+    );
+    return rows[0];
   }
 
   /** Rows in the idempotency record table. */

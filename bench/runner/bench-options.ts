@@ -2,7 +2,7 @@ import { parseArgs } from 'node:util';
 import type { BenchHttpAdapter } from '../app/bench-app.config';
 
 /** The parts of a run, in the order they run. */
-export const BENCH_PHASES = ['throughput', 'probe', 'storm', 'purge', 'leak'] as const;
+export const BENCH_PHASES = ['throughput', 'probe', 'storm', 'purge', 'leak', 'phased'] as const;
 export type BenchPhase = (typeof BENCH_PHASES)[number];
 
 /** What one `npm run bench` does; every field has a flag. */
@@ -30,6 +30,11 @@ export interface BenchOptions {
    * the ~900 req/s this machine manages takes about 20 minutes per adapter, hence 50 000.
    */
   leakRequests: number;
+  /**
+   * `--provider-latencies`: milliseconds of the fake provider at which the phased and the
+   * transactional payment routes are compared.
+   */
+  providerLatenciesMs: number[];
   /** `--database-url`: a PostgreSQL server (any database on it) where the bench database is created. */
   databaseUrl: string;
   /** `--database`: name of the bench database, created when missing. */
@@ -47,7 +52,7 @@ export interface BenchOptions {
 const HELP = `Usage: npm run bench -- [flags]
 
   --adapters <list>        express,fastify (default both)
-  --phases <list>          throughput,probe,storm,purge,leak (default all)
+  --phases <list>          throughput,probe,storm,purge,leak,phased (default all)
   --duration <s>           measured seconds per case and round (default 4)
   --warmup <s>             warm-up seconds before each case (default 2; 1 after round 1)
   --connections <n>        autocannon connections (default 16)
@@ -56,6 +61,7 @@ const HELP = `Usage: npm run bench -- [flags]
   --storm-requests <n>     concurrent requests on one key (default 1000)
   --purge-rows <n>         expired records to purge (default 1000000)
   --leak-requests <n>      requests between the first and last RSS sample (default 50000)
+  --provider-latencies <l> provider latencies in ms of the phased comparison (default 0,50)
   --database-url <url>     PostgreSQL server (default $DATABASE_URL or postgres://postgres@127.0.0.1:5432/test)
   --database <name>        bench database, created when missing (default bench)
   --redis-url <url>        Redis of the peer library (default $REDIS_URL or redis://127.0.0.1:6379)
@@ -101,6 +107,7 @@ export function parseBenchOptions(
       'storm-requests': { type: 'string' },
       'purge-rows': { type: 'string' },
       'leak-requests': { type: 'string' },
+      'provider-latencies': { type: 'string' },
       'database-url': { type: 'string' },
       database: { type: 'string' },
       'redis-url': { type: 'string' },
@@ -135,6 +142,19 @@ export function parseBenchOptions(
       throw new Error(`--phases ${values.phases}: use a list of ${BENCH_PHASES.join(', ')}.`);
     }
   }
+  const latencies = (values['provider-latencies'] ?? '0,50')
+    .split(',')
+    .map((raw) => raw.trim())
+    .filter(Boolean)
+    .map(Number);
+  if (
+    latencies.length === 0 ||
+    latencies.some((ms) => !Number.isInteger(ms) || ms < 0 || ms > 60_000)
+  ) {
+    throw new Error(
+      `--provider-latencies ${values['provider-latencies']}: use a list of integers from 0 to 60000 (ms).`,
+    );
+  }
   const database = values.database ?? 'bench';
   if (!/^[a-z_][a-z0-9_]*$/.test(database)) {
     throw new Error(`--database ${database}: use lower-case letters, digits and underscores.`);
@@ -150,6 +170,7 @@ export function parseBenchOptions(
     stormRequests: positive('storm-requests', values['storm-requests'], quick ? 200 : 1000),
     purgeRows: positive('purge-rows', values['purge-rows'], quick ? 10_000 : 1_000_000),
     leakRequests: positive('leak-requests', values['leak-requests'], quick ? 1_000 : 50_000),
+    providerLatenciesMs: [...new Set(latencies)],
     databaseUrl:
       values['database-url'] ?? env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test',
     database,

@@ -2,6 +2,7 @@ import type { BenchOptions } from './bench-options';
 import type { MachineInfo } from './machine-info';
 import type { ProbeRow } from './phases/latency-probe.phase';
 import type { LeakResult } from './phases/leak.phase';
+import type { PhasedRow } from './phases/phased.phase';
 import type { PurgeResult } from './phases/purge.phase';
 import type { StormResult } from './phases/storm.phase';
 import type { ThroughputRow } from './phases/throughput.phase';
@@ -18,6 +19,8 @@ export interface AdapterResult {
   storms?: StormResult[];
   purge?: PurgeResult;
   leak?: LeakResult;
+  /** The phased payment route against the transactional one (no target; reported only). */
+  phased?: PhasedRow[];
   targets: TargetCheck[];
   /** Seconds this adapter took, server start to stop. */
   seconds: number;

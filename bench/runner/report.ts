@@ -1,5 +1,7 @@
 import type { BenchOptions } from './bench-options';
 import type { AdapterResult, BenchResults } from './bench-results';
+import { SAMPLE_INTERVAL_MS } from './phases/phased.phase';
+import type { Align } from './text-table';
 import { formatTable } from './text-table';
 
 const int = (value: number) => Math.round(value).toLocaleString('en-US');
@@ -132,6 +134,65 @@ function leakSection(result: AdapterResult): string | undefined {
   );
 }
 
+function phasedSection(result: AdapterResult, options: BenchOptions): string | undefined {
+  if (!result.phased) return undefined;
+  const title =
+    `Phases — payment: entry pending, provider call (derivedKey('charge')), entry succeeded; ` +
+    `first executions, ${options.connections} connections, ${options.durationSeconds} s measured ` +
+    `after ${options.warmupSeconds} s warm-up` +
+    (options.rounds > 1
+      ? `, ${options.rounds} interleaved rounds (median; per-round ratios in brackets)`
+      : '');
+  const rows = result.phased.map((row) => [
+    row.label,
+    row.path.split('?')[0],
+    String(row.providerLatencyMs),
+    int(row.rps),
+    fixed(row.latency.p50),
+    fixed(row.latency.p99),
+    row.style === 'transactional'
+      ? '1.00×'
+      : `${fixed(row.ratioToTransactional)}×` +
+        (row.roundsRatio.length > 1 ? ` (${row.roundsRatio.map((r) => fixed(r)).join('/')})` : ''),
+    String(row.sessions.idleInTransactionPeak),
+    fixed(row.sessions.idleInTransactionMean),
+    `${fixed(row.sessions.medianLongestIdleInTransactionMs, 1)} / ${fixed(row.sessions.longestIdleInTransactionMs, 1)}`,
+    int(row.cpu.serverUs),
+    int(row.cpu.postgresUs),
+    int(row.executions),
+    int(row.charges),
+    statuses(row.statuses) + (row.errors ? ` err×${row.errors}` : ''),
+  ]);
+  const samples = result.phased.map((row) => row.sessions.samples);
+  const header = [
+    'case',
+    'route',
+    'provider ms',
+    'req/s',
+    'p50 ms',
+    'p99 ms',
+    'vs tx',
+    'idle in tx peak',
+    'idle in tx mean',
+    'longest idle ms',
+    'server µs/req',
+    'PG µs/req',
+    'executions',
+    'charges',
+    'statuses',
+  ];
+  const align = header.map((_, column): Align =>
+    column < 2 || column === header.length - 1 ? 'left' : 'right',
+  );
+  return (
+    `${title}\n${formatTable(header, rows, align)}\n` +
+    `idle in tx: sessions of the server's pool in state 'idle in transaction' (pg_stat_activity, ` +
+    `read every ${SAMPLE_INTERVAL_MS} ms during the measured run, ${Math.min(...samples)}–${Math.max(...samples)} ` +
+    `samples per case); longest idle: how long the longest of them had been idle, median over ` +
+    `samples / max. Executions and charges: rows the run's requests wrote.`
+  );
+}
+
 function targetsSection(result: AdapterResult): string {
   return (
     'Targets\n' +
@@ -150,7 +211,8 @@ function targetsSection(result: AdapterResult): string {
 
 /**
  * The report of one adapter: throughput table with ratios to plain, unloaded latency, storms,
- * purge, memory and the targets with PASS/FAIL.
+ * purge, memory, the phased payment route against the transactional one, and the targets with
+ * PASS/FAIL.
  */
 export function formatAdapterReport(result: AdapterResult, options: BenchOptions): string {
   const heading = `== ${result.adapter} ${'='.repeat(Math.max(3, 94 - result.adapter.length))}`;
@@ -161,6 +223,7 @@ export function formatAdapterReport(result: AdapterResult, options: BenchOptions
     stormSection(result, options),
     purgeSection(result),
     leakSection(result),
+    phasedSection(result, options),
     targetsSection(result),
   ]
     .filter((section) => section !== undefined)

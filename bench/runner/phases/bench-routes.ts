@@ -7,6 +7,8 @@ export const ROUTES = {
   idempotent: '/idempotent',
   idempotentTx: '/idempotent-tx',
   peer: '/peer',
+  paymentsTx: '/payments-tx',
+  paymentsPhased: '/payments-phased',
 } as const;
 
 /** How a throughput phase or probe route uses its key. */
