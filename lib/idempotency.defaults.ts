@@ -300,6 +300,13 @@ export function validateRouteOptions<T extends IdempotentOptions>(options: T): T
   return o as T;
 }
 
+/** The fields that are set: an option given as `undefined` keeps its default. */
+function withoutUndefined<T extends object>(given: T | undefined): Partial<T> {
+  return Object.fromEntries(
+    Object.entries(given ?? {}).filter(([, value]) => value !== undefined),
+  ) as Partial<T>;
+}
+
 /**
  * A group of options that `false` switches off: the defaults, with `enabled: false` for `false`,
  * or with the given fields merged over them.
@@ -310,7 +317,8 @@ function switchableSection<K extends 'purge' | 'replayCache' | 'completer' | 'jo
   given: Partial<ResolvedIdempotencyOptions[K]> | false | undefined,
 ): ResolvedIdempotencyOptions[K] {
   const defaults = DEFAULT_IDEMPOTENCY_OPTIONS[name];
-  const section = given === false ? { ...defaults, enabled: false } : { ...defaults, ...given };
+  const section =
+    given === false ? { ...defaults, enabled: false } : { ...defaults, ...withoutUndefined(given) };
   check(
     typeof section.enabled === 'boolean',
     `${name}.enabled`,
@@ -330,11 +338,9 @@ function switchableSection<K extends 'purge' | 'replayCache' | 'completer' | 'jo
 export function resolveIdempotencyOptions(
   options: IdempotencyModuleOptions = {},
 ): ResolvedIdempotencyOptions {
-  const defined = Object.fromEntries(
-    Object.entries(options ?? {}).filter(([, v]) => v !== undefined),
-  ) as IdempotencyModuleOptions;
+  const defined = withoutUndefined(options) as IdempotencyModuleOptions;
   const { purge, replayCache, phases, completer, jobs, ...rest } = defined;
-  const phaseOptions = { ...DEFAULT_IDEMPOTENCY_OPTIONS.phases, ...phases };
+  const phaseOptions = { ...DEFAULT_IDEMPOTENCY_OPTIONS.phases, ...withoutUndefined(phases) };
   const completerOptions = switchableSection('completer', completer);
   const jobsOptions = switchableSection('jobs', jobs);
   for (const [section, values] of [

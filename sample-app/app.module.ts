@@ -6,26 +6,32 @@ import { CreateIdempotencyRecords1732233600000, IdempotencyModule } from '../lib
 import { readAccountId } from './accounts/account-id';
 import { CreatePayments1763769600000 } from './database/create-payments.migration';
 import { DatabaseUnavailableInterceptor } from './database/database-unavailable.interceptor';
-import { APP_POOL_SIZE, PROVIDER_POOL_SIZE } from './database/pool-sizes';
+import { AddPaymentPhases1764028800000 } from './database/add-payment-phases.migration';
+import { APP_POOL_SIZE } from './database/pool-sizes';
 import { HealthController } from './health/health.controller';
 import { PaymentEntity } from './payments/payment.entity';
 import { PaymentsModule } from './payments/payments.module';
 import { CreateProviderTables1763769600001 } from './provider/create-provider-tables.migration';
 import { ProviderChargeEntity } from './provider/provider-charge.entity';
-import { PROVIDER_DATA_SOURCE } from './provider/provider.constants';
+import { chargeTiming } from './provider/provider.constants';
 import { ProviderModule } from './provider/provider.module';
+import { ReceiptEntity } from './receipts/receipt.entity';
 import { RefundEntity } from './refunds/refund.entity';
+import type { SampleAppConfig } from './config/sample-app.config';
+import { CrashModule } from './crash/crash.module';
 
 /** What the sample app module needs to know; the databases are already reachable. */
 export interface SampleAppModuleConfig {
-  /** PostgreSQL URL of the app (payments, refunds, idempotency records). */
+  /** PostgreSQL URL of the app (payments, refunds, receipts, idempotency records, provider). */
   databaseUrl: string;
-  /** PostgreSQL URL of the fake provider; the same as `databaseUrl` on a real server. */
-  providerDatabaseUrl: string;
   ttlSeconds: number;
   lockTimeoutSeconds: number;
   purgeIntervalSeconds: number;
   providerLatencyMs: number;
+  completerIntervalSeconds?: number;
+  completerAfterSeconds?: number;
+  jobsIntervalSeconds?: number;
+  crash?: SampleAppConfig['crash'];
 }
 
 /** The root module of the sample app. Build it with `createAppModule()`. */
@@ -34,45 +40,47 @@ export class AppModule {}
 
 /**
  * Builds the sample app's root module. The schema is created on start by migrations (never
- * `synchronize`): the library's record table and the app's tables on the app DataSource, the
- * provider's tables on its own DataSource (with its own migrations table).
+ * `synchronize`): the library's record and jobs tables, the app's tables and the fake
+ * provider's, on one DataSource. With `POST /payments` in phases no transaction is open while
+ * the provider is called, so the provider needs no pool (or embedded database) of its own.
  *
- * @param config - database URLs, idempotency settings and provider latency
+ * @param config - database URL, idempotency settings, provider latency and crash hooks
  * @returns the module to give to `NestFactory.create()` or `Test.createTestingModule()`
  */
 export function createAppModule(config: SampleAppModuleConfig): DynamicModule {
+  const charge = chargeTiming(config.lockTimeoutSeconds);
   return {
     module: AppModule,
     imports: [
       TypeOrmModule.forRoot({
         type: 'postgres',
         url: config.databaseUrl,
-        entities: [PaymentEntity, RefundEntity],
-        migrations: [CreateIdempotencyRecords1732233600000, CreatePayments1763769600000],
+        entities: [PaymentEntity, RefundEntity, ReceiptEntity, ProviderChargeEntity],
+        migrations: [
+          CreateIdempotencyRecords1732233600000,
+          CreatePayments1763769600000,
+          CreateProviderTables1763769600001,
+          AddPaymentPhases1764028800000,
+        ],
         migrationsRun: true,
         synchronize: false,
         logging: false,
         extra: { max: APP_POOL_SIZE },
-      }),
-      TypeOrmModule.forRoot({
-        name: PROVIDER_DATA_SOURCE,
-        type: 'postgres',
-        url: config.providerDatabaseUrl,
-        entities: [ProviderChargeEntity],
-        migrations: [CreateProviderTables1763769600001],
-        migrationsTableName: 'provider_migrations',
-        migrationsRun: true,
-        synchronize: false,
-        logging: false,
-        extra: { max: PROVIDER_POOL_SIZE },
       }),
       IdempotencyModule.forRoot({
         scope: (request) => readAccountId(request) ?? '',
         ttlSeconds: config.ttlSeconds,
         lockTimeoutSeconds: config.lockTimeoutSeconds,
         purge: { intervalSeconds: config.purgeIntervalSeconds },
+        completer: {
+          intervalSeconds: config.completerIntervalSeconds,
+          afterSeconds: config.completerAfterSeconds,
+        },
+        jobs: { intervalSeconds: config.jobsIntervalSeconds },
+        phases: { foreignStepMarginSeconds: charge.marginSeconds },
       }),
-      ProviderModule.register(config.providerLatencyMs),
+      ProviderModule.register(config.providerLatencyMs, charge.timeoutSeconds),
+      CrashModule.register(config.crash),
       PaymentsModule,
     ],
     controllers: [HealthController],

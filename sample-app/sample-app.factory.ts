@@ -5,23 +5,22 @@ import { createAppModule } from './app.module';
 import type { SampleAppConfig } from './config/sample-app.config';
 import { startEmbeddedPostgres } from './database/embedded-postgres';
 import type { EmbeddedPostgres } from './database/embedded-postgres';
-import { APP_POOL_SIZE, PROVIDER_POOL_SIZE } from './database/pool-sizes';
+import { APP_POOL_SIZE } from './database/pool-sizes';
 
 /** A sample app, initialised (routes registered) but not listening yet. */
 export interface SampleApp {
   app: INestApplication;
-  /** `true` when it runs on the embedded PGlite databases. */
+  /** `true` when it runs on the embedded PGlite database. */
   embedded: boolean;
-  /** Closes the app, then the embedded databases if any. */
+  /** Closes the app, then the embedded database if any. */
   close(): Promise<void>;
 }
 
 /**
  * Creates and initialises the sample app on the configured adapter. Without a `databaseUrl`
- * it starts two embedded PGlite databases: one for the app and one for the fake provider. On
- * a real server both use the same database (through separate pools). The provider needs its
- * own PGlite because PGlite runs one transaction at a time for all connections: the provider
- * is called while the payment's transaction is open, and would wait for it forever.
+ * it starts one embedded PGlite database. PGlite runs one transaction at a time for all
+ * connections; that is enough because `POST /payments` runs in phases, with no transaction open
+ * while the provider is called (it used to need a second PGlite for the provider).
  *
  * @param config - see `loadSampleAppConfig()`
  * @param options - `logger: false` to silence Nest (tests)
@@ -30,30 +29,25 @@ export async function createSampleApp(
   config: SampleAppConfig,
   options: { logger?: false | LogLevel[] } = {},
 ): Promise<SampleApp> {
-  const embedded: EmbeddedPostgres[] = [];
-  const stopEmbedded = () => Promise.all(embedded.map((db) => db.stop())).then(() => undefined);
+  let embedded: EmbeddedPostgres | undefined;
+  const stopEmbedded = async () => embedded?.stop();
   try {
     let databaseUrl = config.databaseUrl;
-    let providerDatabaseUrl = config.databaseUrl;
     if (!databaseUrl) {
       // maxConnections ≥ pool size, or the socket server refuses the pool's extra connections.
-      const started = await Promise.allSettled([
-        startEmbeddedPostgres(APP_POOL_SIZE + 2),
-        startEmbeddedPostgres(PROVIDER_POOL_SIZE + 2),
-      ]);
-      for (const result of started) if (result.status === 'fulfilled') embedded.push(result.value);
-      const failed = started.find((result) => result.status === 'rejected');
-      if (failed) throw failed.reason;
-      databaseUrl = embedded[0].url;
-      providerDatabaseUrl = embedded[1].url;
+      embedded = await startEmbeddedPostgres(APP_POOL_SIZE + 2);
+      databaseUrl = embedded.url;
     }
     const module = createAppModule({
       databaseUrl,
-      providerDatabaseUrl: providerDatabaseUrl!,
       ttlSeconds: config.ttlSeconds,
       lockTimeoutSeconds: config.lockTimeoutSeconds,
       purgeIntervalSeconds: config.purgeIntervalSeconds,
       providerLatencyMs: config.providerLatencyMs,
+      completerIntervalSeconds: config.completerIntervalSeconds,
+      completerAfterSeconds: config.completerAfterSeconds,
+      jobsIntervalSeconds: config.jobsIntervalSeconds,
+      crash: config.crash,
     });
     const nestOptions = { abortOnError: false, logger: options.logger };
     const app =
@@ -64,7 +58,7 @@ export async function createSampleApp(
     if (config.httpAdapter === 'fastify') await app.getHttpAdapter().getInstance().ready();
     return {
       app,
-      embedded: embedded.length > 0,
+      embedded: embedded !== undefined,
       close: async () => {
         await app.close();
         await stopEmbedded();

@@ -1,3 +1,12 @@
+/** Where `SAMPLE_CRASH_AT` makes the process kill itself (tests only; SPEC §10). */
+export const SAMPLE_CRASH_POINTS = [
+  'after_payment_created',
+  'after_charge_before_record',
+  'after_charged',
+  'after_job_taken',
+] as const;
+export type SampleCrashPoint = (typeof SAMPLE_CRASH_POINTS)[number];
+
 /** HTTP adapters the sample app can run on. */
 export type SampleHttpAdapter = 'express' | 'fastify';
 
@@ -17,6 +26,42 @@ export interface SampleAppConfig {
   purgeIntervalSeconds: number;
   /** `PROVIDER_LATENCY_MS`: delay of each call to the fake provider (default 0). */
   providerLatencyMs: number;
+  /** `IDEMPOTENCY_COMPLETER_INTERVAL_SECONDS`; unset → the library's default. */
+  completerIntervalSeconds?: number;
+  /** `IDEMPOTENCY_COMPLETER_AFTER_SECONDS`; unset → the library's default. */
+  completerAfterSeconds?: number;
+  /** `IDEMPOTENCY_JOBS_INTERVAL_SECONDS`; unset → the library's default. */
+  jobsIntervalSeconds?: number;
+  /**
+   * `SAMPLE_CRASH_AT` and `SAMPLE_CRASH_KEY_PREFIX` (tests only): the process SIGKILLs itself at
+   * that point, for requests whose idempotency key starts with the prefix.
+   */
+  crash?: { at: SampleCrashPoint; keyPrefix: string };
+}
+
+function readOptionalNumber(env: NodeJS.ProcessEnv, name: string, min: number): number | undefined {
+  const raw = env[name];
+  if (raw === undefined || raw.trim() === '') return undefined;
+  return readNumber(env, name, min, { min });
+}
+
+function readCrash(env: NodeJS.ProcessEnv): SampleAppConfig['crash'] {
+  const at = env.SAMPLE_CRASH_AT?.trim();
+  const keyPrefix = env.SAMPLE_CRASH_KEY_PREFIX ?? '';
+  if (!at) return undefined;
+  if (!(SAMPLE_CRASH_POINTS as readonly string[]).includes(at)) {
+    throw new Error(
+      `SAMPLE_CRASH_AT=${JSON.stringify(at)} is not valid: use ${SAMPLE_CRASH_POINTS.join(', ')}, ` +
+        'or unset it.',
+    );
+  }
+  if (keyPrefix === '') {
+    throw new Error(
+      'SAMPLE_CRASH_AT needs SAMPLE_CRASH_KEY_PREFIX: the process only crashes for requests ' +
+        'whose idempotency key starts with it.',
+    );
+  }
+  return { at: at as SampleCrashPoint, keyPrefix };
 }
 
 function readNumber(
@@ -63,5 +108,13 @@ export function loadSampleAppConfig(env: NodeJS.ProcessEnv = process.env): Sampl
     lockTimeoutSeconds: readNumber(env, 'IDEMPOTENCY_LOCK_TIMEOUT_SECONDS', 60, { min: 1 }),
     purgeIntervalSeconds: readNumber(env, 'IDEMPOTENCY_PURGE_INTERVAL_SECONDS', 60, { min: 1 }),
     providerLatencyMs: readNumber(env, 'PROVIDER_LATENCY_MS', 0, { min: 0, integer: true }),
+    completerIntervalSeconds: readOptionalNumber(
+      env,
+      'IDEMPOTENCY_COMPLETER_INTERVAL_SECONDS',
+      0.1,
+    ),
+    completerAfterSeconds: readOptionalNumber(env, 'IDEMPOTENCY_COMPLETER_AFTER_SECONDS', 0),
+    jobsIntervalSeconds: readOptionalNumber(env, 'IDEMPOTENCY_JOBS_INTERVAL_SECONDS', 0.1),
+    crash: readCrash(env),
   };
 }

@@ -1,6 +1,9 @@
 import { Column, CreateDateColumn, Entity, PrimaryColumn } from 'typeorm';
 
-/** A payment of one account, charged once through the provider. */
+/**
+ * A payment of one account, charged once through the provider. Written `pending` by the first
+ * step of `CreatePaymentOperation`, then `succeeded` (with its charge) or `failed` (declined).
+ */
 @Entity({ name: 'payments' })
 export class PaymentEntity {
   /** `pay_…` */
@@ -25,11 +28,11 @@ export class PaymentEntity {
   description!: string | null;
 
   @Column({ type: 'text' })
-  status!: 'succeeded';
+  status!: 'pending' | 'succeeded' | 'failed';
 
-  /** The provider's charge (`ch_…`). */
-  @Column({ name: 'charge_id', type: 'text' })
-  chargeId!: string;
+  /** The provider's charge (`ch_…`), once charged. */
+  @Column({ name: 'charge_id', type: 'text', nullable: true })
+  chargeId!: string | null;
 
   @CreateDateColumn({ name: 'created_at', type: 'timestamptz' })
   createdAt!: Date;

@@ -7,8 +7,8 @@ export interface PaymentResponse {
   currency: string;
   customerId: string;
   description: string | null;
-  status: 'succeeded';
-  chargeId: string;
+  status: PaymentEntity['status'];
+  chargeId: string | null;
   createdAt: string;
 }
 

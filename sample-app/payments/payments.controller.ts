@@ -1,8 +1,11 @@
-import { Body, Controller, Get, Param, Post, Res, UseGuards } from '@nestjs/common';
-import { Idempotent } from '../../lib';
+import { Body, Controller, Get, Param, Post, UseGuards } from '@nestjs/common';
+import { Idempotent, IdempotentOperations } from '../../lib';
 import { AccountId } from '../accounts/account-id.decorator';
 import { AccountGuard } from '../accounts/account.guard';
+import { toReceiptResponse } from '../receipts/receipt.response';
+import type { ReceiptResponse } from '../receipts/receipt.response';
 import { CreatePaymentDto } from './create-payment.dto';
+import { CreatePaymentOperation } from './create-payment.operation';
 import { toPaymentResponse } from './payment.response';
 import type { PaymentResponse } from './payment.response';
 import { PaymentsService } from './payments.service';
@@ -11,23 +14,20 @@ import { PaymentsService } from './payments.service';
 @Controller('payments')
 @UseGuards(AccountGuard)
 export class PaymentsController {
-  constructor(private readonly payments: PaymentsService) {}
+  constructor(
+    private readonly payments: PaymentsService,
+    private readonly operations: IdempotentOperations,
+  ) {}
 
   /**
-   * `POST /payments` — charges once per Idempotency-Key; retries get the stored answer.
-   * Answers 201 with `Location: /payments/{id}`.
+   * `POST /payments` — charges once per Idempotency-Key, in atomic phases (see
+   * `CreatePaymentOperation`); retries get the stored answer. Answers 201 with
+   * `Location: /payments/{id}`, or 402 when the card is declined.
    */
   @Post()
-  @Idempotent({ transactional: true })
-  async create(
-    @AccountId() accountId: string,
-    @Body() dto: CreatePaymentDto,
-    @Res({ passthrough: true }) response: { header(name: string, value: string): unknown },
-  ): Promise<PaymentResponse> {
-    const payment = await this.payments.create(accountId, dto);
-    // `header()` exists on both Express responses and Fastify replies.
-    response.header('Location', `/payments/${payment.id}`);
-    return toPaymentResponse(payment);
+  @Idempotent()
+  create(@AccountId() accountId: string, @Body() dto: CreatePaymentDto): Promise<unknown> {
+    return this.operations.run(CreatePaymentOperation, { ...dto, accountId });
   }
 
   /** `GET /payments` — the account's payments, newest first. */
@@ -40,5 +40,11 @@ export class PaymentsController {
   @Get(':id')
   async get(@AccountId() accountId: string, @Param('id') id: string): Promise<PaymentResponse> {
     return toPaymentResponse(await this.payments.get(accountId, id));
+  }
+
+  /** `GET /payments/:id/receipt` — 404 until the staged `send_receipt` job has written it. */
+  @Get(':id/receipt')
+  async receipt(@AccountId() accountId: string, @Param('id') id: string): Promise<ReceiptResponse> {
+    return toReceiptResponse(await this.payments.receipt(accountId, id));
   }
 }

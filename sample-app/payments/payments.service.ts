@@ -1,55 +1,13 @@
-import { randomBytes } from 'node:crypto';
 import { Injectable, NotFoundException } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource } from 'typeorm';
-import { IdempotencyContext } from '../../lib';
-import { FakePaymentProvider } from '../provider/fake-payment-provider.service';
-import type { CreatePaymentDto } from './create-payment.dto';
+import { ReceiptEntity } from '../receipts/receipt.entity';
 import { PaymentEntity } from './payment.entity';
-import { toHttpError } from './provider-error.mapper';
 
-/** Creates and reads payments. */
+/** Reads payments and their receipts. (`POST /payments` is `CreatePaymentOperation`.) */
 @Injectable()
 export class PaymentsService {
-  constructor(
-    @InjectDataSource() private readonly dataSource: DataSource,
-    private readonly idempotency: IdempotencyContext,
-    private readonly provider: FakePaymentProvider,
-  ) {}
-
-  /**
-   * Charges the customer and records the payment. Runs inside an
-   * `@Idempotent({ transactional: true })` handler: the payment row is written in the
-   * transaction that also stores the response, and the provider gets a key derived from the
-   * idempotency record, so every retry of the request asks for the same charge.
-   *
-   * @throws HttpException 402 on a decline, 503/504 when the provider fails (not stored)
-   */
-  async create(accountId: string, dto: CreatePaymentDto): Promise<PaymentEntity> {
-    const charge = await this.provider
-      .charge({
-        idempotencyKey: this.idempotency.derivedKey('charge'),
-        customerId: dto.customerId,
-        amount: dto.amount,
-        currency: dto.currency,
-      })
-      .catch((error: unknown) => {
-        throw toHttpError(error);
-      });
-    const payment = this.idempotency.entityManager.create(PaymentEntity, {
-      id: `pay_${randomBytes(12).toString('hex')}`,
-      accountId,
-      amount: dto.amount,
-      currency: dto.currency,
-      customerId: dto.customerId,
-      description: dto.description ?? null,
-      status: 'succeeded',
-      chargeId: charge.id,
-      createdAt: new Date(),
-    });
-    await this.idempotency.entityManager.insert(PaymentEntity, payment);
-    return payment;
-  }
+  constructor(@InjectDataSource() private readonly dataSource: DataSource) {}
 
   /** The account's payments, newest first. */
   list(accountId: string): Promise<PaymentEntity[]> {
@@ -67,6 +25,25 @@ export class PaymentsService {
     const payment = await this.dataSource.getRepository(PaymentEntity).findOneBy({ id, accountId });
     if (!payment) throw paymentNotFound(id);
     return payment;
+  }
+
+  /**
+   * The receipt of one payment of the account, written by the staged `send_receipt` job.
+   * @throws NotFoundException until the job has run, or when the payment is not the account's
+   */
+  async receipt(accountId: string, id: string): Promise<ReceiptEntity> {
+    await this.get(accountId, id);
+    const receipt = await this.dataSource.getRepository(ReceiptEntity).findOneBy({ paymentId: id });
+    if (!receipt) {
+      throw new NotFoundException({
+        error: {
+          type: 'invalid_request_error',
+          code: 'resource_missing',
+          message: `No receipt yet for payment: ${id}`,
+        },
+      });
+    }
+    return receipt;
   }
 }
 

@@ -8,7 +8,7 @@ export class CreateProviderTables1763769600001 implements MigrationInterface {
   /** @inheritDoc */
   async up(runner: QueryRunner): Promise<void> {
     await runner.query(`
-      CREATE TABLE provider_charges (
+      CREATE TABLE IF NOT EXISTS provider_charges (
         id text PRIMARY KEY,
         idempotency_key text NOT NULL UNIQUE,
         customer_id text NOT NULL,
@@ -16,9 +16,11 @@ export class CreateProviderTables1763769600001 implements MigrationInterface {
         currency text NOT NULL,
         created_at timestamptz NOT NULL DEFAULT now()
       )`);
-    await runner.query('CREATE INDEX provider_charges_customer ON provider_charges (customer_id)');
+    await runner.query(
+      'CREATE INDEX IF NOT EXISTS provider_charges_customer ON provider_charges (customer_id)',
+    );
     await runner.query(`
-      CREATE TABLE provider_calls (
+      CREATE TABLE IF NOT EXISTS provider_calls (
         idempotency_key text PRIMARY KEY,
         calls integer NOT NULL
       )`);

@@ -3,11 +3,7 @@ import { Inject, Injectable } from '@nestjs/common';
 import { InjectDataSource } from '@nestjs/typeorm';
 import { DataSource } from 'typeorm';
 import { ProviderChargeEntity } from './provider-charge.entity';
-import {
-  MISBEHAVING_CUSTOMERS,
-  PROVIDER_DATA_SOURCE,
-  PROVIDER_LATENCY_MS,
-} from './provider.constants';
+import { MISBEHAVING_CUSTOMERS, PROVIDER_LATENCY_MS } from './provider.constants';
 import {
   CardDeclinedError,
   ProviderTimeoutError,
@@ -25,14 +21,15 @@ export interface ChargeRequest {
 
 /**
  * A stand-in for a payment provider that honours idempotency keys, like Stripe does. It is a
- * foreign system: it writes through its own DataSource (its own connections), never inside the
- * caller's transaction, so a charge survives the caller's rollback — which is exactly why the
+ * foreign system: it keeps its tables in the app's database for the demo, but writes on its own
+ * connections, never inside a caller's transaction (the charge step of `POST /payments` runs
+ * outside any), so a charge survives whatever the caller does next — which is exactly why the
  * caller must send the same key on every retry.
  */
 @Injectable()
 export class FakePaymentProvider {
   constructor(
-    @InjectDataSource(PROVIDER_DATA_SOURCE) private readonly dataSource: DataSource,
+    @InjectDataSource() private readonly dataSource: DataSource,
     @Inject(PROVIDER_LATENCY_MS) private readonly latencyMs: number,
   ) {}
 

@@ -41,7 +41,10 @@ export async function readSnapshot(db: ChaosDatabase): Promise<DatabaseSnapshot>
               locked_until > now() AS lease_live, response_status, response_body, path
          FROM idempotency_records`,
     ),
-    db.query('SELECT id, account_id, description, charge_id FROM payments'),
+    // Succeeded payments: the first step writes one `pending`, a decline leaves it `failed`.
+    db.query(
+      "SELECT id, account_id, description, charge_id FROM payments WHERE status = 'succeeded'",
+    ),
     db.query('SELECT id, idempotency_key, customer_id FROM provider_charges'),
     db.query<{ idempotency_key: string; calls: number }>(
       'SELECT idempotency_key, calls FROM provider_calls',

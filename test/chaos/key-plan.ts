@@ -55,7 +55,8 @@ export function paymentPlan(
     expect: customerId === MISBEHAVING.declined ? 'declined' : 'payment',
   };
   if (customerId === MISBEHAVING.unavailableOnce) {
-    plan.handler5xx = [{ status: 503, code: 'provider_unavailable' }];
+    // The charge step asks to be retried later: the library's 503 problem+json.
+    plan.handler5xx = [{ status: 503, code: 'idempotency_retry_later' }];
   }
   if (customerId === MISBEHAVING.timeoutOnce) {
     plan.handler5xx = [{ status: 504, code: 'provider_timeout' }];

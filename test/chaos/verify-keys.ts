@@ -145,7 +145,8 @@ export async function verifyKeys(context: VerifyContext): Promise<Verification> 
         const storeDown = isDatabaseDown(exchange);
         const handler = plan.handler5xx?.some(
           (allowed) =>
-            allowed.status === status && json(exchange.body)?.error?.code === allowed.code,
+            allowed.status === status &&
+            (json(exchange.body)?.error?.code ?? json(exchange.body)?.code) === allowed.code,
         );
         if (!(handler || (storeDown && context.allowStoreUnavailable))) {
           counts.failures++;

@@ -1,4 +1,5 @@
 import request from 'supertest';
+import { IdempotencyJobs } from '../../lib';
 import { createTestDatabase } from '../fixtures/database';
 import type { TestDatabase } from '../fixtures/database';
 import { countRows, startSampleApp } from '../fixtures/sample-app';
@@ -13,7 +14,8 @@ describe.each(['express', 'fastify'] as const)('sample payments app (%s)', (adap
 
   beforeAll(async () => {
     db = await createTestDatabase();
-    sample = await startSampleApp(adapter, db);
+    // The drainer runs when a test asks (IdempotencyJobs.drain()).
+    sample = await startSampleApp(adapter, db, { jobsIntervalSeconds: 3600 });
   });
 
   afterAll(async () => {
@@ -45,9 +47,9 @@ describe.each(['express', 'fastify'] as const)('sample payments app (%s)', (adap
     expect(rows.map((r) => r.name)).toEqual([
       'CreateIdempotencyRecords1732233600000',
       'CreatePayments1763769600000',
+      'CreateProviderTables1763769600001',
+      'AddPaymentPhases1764028800000',
     ]);
-    const provider = await db.query<{ name: string }>('SELECT name FROM provider_migrations');
-    expect(provider.map((r) => r.name)).toEqual(['CreateProviderTables1763769600001']);
   });
 
   it('charges once for the same key and replays the first answer byte for byte', async () => {
@@ -106,7 +108,7 @@ describe.each(['express', 'fastify'] as const)('sample payments app (%s)', (adap
     expect(await countRows(db, 'cus_reuse')).toEqual({ payments: 1, charges: 1 });
   });
 
-  it('stores a decline (402) and replays it; nothing is charged or recorded', async () => {
+  it('stores a decline (402) and replays it; nothing is charged, the payment is recorded failed', async () => {
     const body = { amount: 700, currency: 'eur', customerId: 'cus_declined' };
     const first = await pay('decline-1', body);
     expect(first.status).toBe(402);
@@ -118,13 +120,22 @@ describe.each(['express', 'fastify'] as const)('sample payments app (%s)', (adap
     expect(second.headers['idempotent-replayed']).toBe('true');
     expect(second.text).toBe(first.text);
     expect(await countRows(db, 'cus_declined')).toEqual({ payments: 0, charges: 0 });
+    expect(
+      await db.query(
+        `SELECT p.status, array_agg(a.event ORDER BY a.id) AS events
+           FROM payments p JOIN payment_audit a ON a.payment_id = p.id
+          WHERE p.customer_id = 'cus_declined' GROUP BY p.id`,
+      ),
+    ).toEqual([{ status: 'failed', events: ['created', 'declined'] }]);
   });
 
   it('does not store a 503 from the provider: the retry charges once and answers 201', async () => {
     const body = { amount: 900, currency: 'gbp', customerId: 'cus_unavailable_once' };
     const first = await pay('unavailable-1', body);
+    // The charge step asked to be retried later: the key is released where it stands.
     expect(first.status).toBe(503);
-    expect(first.body.error).toMatchObject({ type: 'api_error', code: 'provider_unavailable' });
+    expect(first.headers['retry-after']).toBe('1');
+    expect(first.body).toMatchObject({ code: 'idempotency_retry_later' });
     expect(await countRows(db, 'cus_unavailable_once')).toEqual({ payments: 0, charges: 0 });
 
     const retry = await pay('unavailable-1', body);
@@ -142,8 +153,11 @@ describe.each(['express', 'fastify'] as const)('sample payments app (%s)', (adap
     const first = await pay('timeout-1', body);
     expect(first.status).toBe(504);
     expect(first.body.error).toMatchObject({ code: 'provider_timeout' });
-    // The provider charged; the payment row was rolled back with the transaction.
+    // The provider charged; the payment stays pending (its first step committed) until a retry.
     expect(await countRows(db, 'cus_timeout_once')).toEqual({ payments: 0, charges: 1 });
+    expect(
+      await db.query("SELECT status FROM payments WHERE customer_id = 'cus_timeout_once'"),
+    ).toEqual([{ status: 'pending' }]);
 
     const retry = await pay('timeout-1', body);
     expect(retry.status).toBe(201);
@@ -152,6 +166,24 @@ describe.each(['express', 'fastify'] as const)('sample payments app (%s)', (adap
     expect(charges).toHaveLength(1);
     expect(retry.body.chargeId).toBe(charges[0].id);
     expect(await countRows(db, 'cus_timeout_once')).toEqual({ payments: 1, charges: 1 });
+  });
+
+  it('writes the receipt through the staged job: 404 until the drainer delivered it, then 200', async () => {
+    const body = { amount: 1300, currency: 'eur', customerId: 'cus_receipt' };
+    const paid = await pay('receipt-1', body).expect(201);
+    const receipt = () =>
+      request(sample.server).get(`/payments/${paid.body.id}/receipt`).set('X-Account-Id', ACCOUNT);
+    const before = await receipt();
+    expect(before.status).toBe(404);
+    expect(before.body.error).toMatchObject({ code: 'resource_missing' });
+    expect((await sample.app.get(IdempotencyJobs).drain()).delivered).toBeGreaterThanOrEqual(1);
+    const after = await receipt().expect(200);
+    expect(after.body).toMatchObject({ paymentId: paid.body.id, amount: 1300, currency: 'eur' });
+    // Another account cannot read it.
+    await request(sample.server)
+      .get(`/payments/${paid.body.id}/receipt`)
+      .set('X-Account-Id', OTHER_ACCOUNT)
+      .expect(404);
   });
 
   it('requires X-Account-Id on every /payments route (401), before the key is claimed', async () => {
