@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { Inject } from '@nestjs/common';
+import type { EntityManager } from 'typeorm';
 import {
   IdempotentOperation,
   foreignStep,
@@ -133,7 +134,7 @@ export class CreatePaymentOperation implements IdempotencyOperation<
 }
 
 async function audit(
-  manager: import('typeorm').EntityManager,
+  manager: EntityManager,
   paymentId: string,
   event: string,
 ): Promise<void> {
