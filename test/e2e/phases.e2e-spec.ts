@@ -103,4 +103,57 @@ describe.each(ADAPTERS)('operations in phases on %s', (adapter) => {
       { n: 1 },
     ]);
   });
+
+  it('runs a SERIALIZABLE local step again, alone, after a serialization failure (40001)', async () => {
+    const k = key();
+    const [{ id: contended }] = await db.query(
+      "INSERT INTO ledger (amount, status) VALUES (0, 'contended') RETURNING id",
+    );
+    let conflicts = 0;
+    hooks.before.set('reserved', async (context) => {
+      if (conflicts++ > 0) return;
+      // The step reads the row, another transaction changes it, the step writes it: 40001.
+      await context.manager.query('SELECT amount FROM ledger WHERE id = $1', [contended]);
+      await db.query('UPDATE ledger SET amount = amount + 1 WHERE id = $1', [contended]);
+      await context.manager.query('UPDATE ledger SET amount = amount + 1 WHERE id = $1', [
+        contended,
+      ]);
+    });
+    const runsBefore = hooks.stepRuns.get('reserved') ?? 0;
+    const res = await request(t.server)
+      .post('/transfers/serializable')
+      .set('Idempotency-Key', k)
+      .send({ amount: 901, to: 'dave' });
+    expect(res.status).toBe(201);
+    expect(conflicts).toBe(2);
+    expect(hooks.stepRuns.get('reserved')).toBe(runsBefore + 2);
+    // The failed attempt's insert was rolled back: one ledger row for the transfer.
+    expect(await db.query('SELECT status FROM ledger WHERE amount = 901')).toEqual([
+      { status: 'settled' },
+    ]);
+    expect(await db.query('SELECT amount FROM ledger WHERE id = $1', [contended])).toEqual([
+      { amount: 1 },
+    ]);
+  });
+
+  it('refuses a foreign step whose timeout and margin do not fit in the lease (500, key released)', async () => {
+    const short = await createTestApp(adapter, db, {
+      ...TRANSFERS,
+      module: { completer: false, jobs: false, lockTimeoutSeconds: 1 },
+    });
+    try {
+      const k = key();
+      const res = await request(short.server)
+        .post('/transfers')
+        .set('Idempotency-Key', k)
+        .send({ amount: 902, to: 'erin' });
+      expect(res.status).toBe(500);
+      expect(res.body).toMatchObject({ code: 'idempotency_operation_unavailable' });
+      expect(res.body.detail).toContain('more than lockTimeoutSeconds');
+      expect(await record(k)).toMatchObject({ status: 'released', recovery_point: 'reserved' });
+      expect(short.app.get(TransferHooks).providerCalls).toHaveLength(0);
+    } finally {
+      await short.close();
+    }
+  });
 });
