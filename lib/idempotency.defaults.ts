@@ -65,6 +65,7 @@ export const DEFAULT_IDEMPOTENCY_OPTIONS: Readonly<ResolvedIdempotencyOptions> =
   store: 'typeorm',
   dataSource: undefined,
   problemTypeBaseUri: 'urn:nest-idempotency:problem:',
+  errorBody: null,
 });
 
 const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
@@ -391,6 +392,12 @@ export function resolveIdempotencyOptions(
     'problemTypeBaseUri',
     merged.problemTypeBaseUri,
     'Use an absolute URI such as "https://example.com/problems/".',
+  );
+  check(
+    merged.errorBody === null || typeof merged.errorBody === 'function',
+    'errorBody',
+    merged.errorBody,
+    'Use a function (problem) => ({ body, contentType? }), or null for problem+json.',
   );
   return {
     ...merged,

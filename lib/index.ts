@@ -50,6 +50,8 @@ export {
 export { IdempotencyExceptionFilter } from './errors/idempotency-exception.filter';
 export { IdempotencyProblemException } from './errors/idempotency-problem.exception';
 export type {
+  IdempotencyErrorBody,
+  IdempotencyErrorBodyRenderer,
   IdempotencyErrorCode,
   IdempotencyProblem,
 } from './errors/idempotency-problem.exception';

@@ -1,18 +1,22 @@
-import { Catch, Inject, Injectable } from '@nestjs/common';
+import { Catch, Inject, Injectable, Logger } from '@nestjs/common';
 import type { ArgumentsHost, ExceptionFilter } from '@nestjs/common';
 import { HttpAdapterHost } from '@nestjs/core';
 import type { ResolvedIdempotencyOptions } from '../interfaces/idempotency-module-options.interface';
 import { IDEMPOTENCY_OPTIONS } from '../idempotency.tokens';
 import { IdempotencyProblemException } from './idempotency-problem.exception';
+import { renderProblem } from './render-problem';
 
 /**
- * Renders `IdempotencyProblemException` as `application/problem+json` (RFC 9457) with
- * `Cache-Control: no-store`, through the HTTP adapter so Express and Fastify answer alike.
- * Bound to every `@Idempotent()` route; other exceptions go to the application's filters.
+ * Renders `IdempotencyProblemException` as `application/problem+json` (RFC 9457), or in the
+ * application's shape when it set `errorBody`, with `Cache-Control: no-store`, through the HTTP
+ * adapter so Express and Fastify answer alike. Bound to every `@Idempotent()` route; other
+ * exceptions go to the application's filters.
  */
 @Catch(IdempotencyProblemException)
 @Injectable()
 export class IdempotencyExceptionFilter implements ExceptionFilter<IdempotencyProblemException> {
+  private readonly logger = new Logger('Idempotency');
+
   constructor(
     private readonly adapterHost: HttpAdapterHost,
     @Inject(IDEMPOTENCY_OPTIONS) private readonly options: ResolvedIdempotencyOptions,
@@ -26,7 +30,7 @@ export class IdempotencyExceptionFilter implements ExceptionFilter<IdempotencyPr
       adapter.end(response);
       return;
     }
-    const problem = exception.toResponse(this.options.problemTypeBaseUri);
+    const problem = renderProblem(exception, this.options, this.logger);
     for (const [name, value] of Object.entries(problem.headers)) {
       adapter.setHeader(response, name, value as string);
     }

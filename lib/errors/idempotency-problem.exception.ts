@@ -1,6 +1,7 @@
 import { HttpException, HttpStatus } from '@nestjs/common';
 import { PROBLEM_CONTENT_TYPE } from '../idempotency.constants';
 import type { StoredResponse } from '../interfaces/idempotency-record.interface';
+import { responseBytes } from '../utils/response-bytes';
 
 /** Stable codes of the errors the library answers with. */
 export type IdempotencyErrorCode =
@@ -62,6 +63,24 @@ const PROBLEMS: Record<IdempotencyErrorCode, { status: number; title: string }> 
     title: 'Idempotency operation is misconfigured',
   },
 };
+
+/**
+ * What an application's `errorBody` option returns for one of the library's errors: the body
+ * (an object or array is sent as JSON, a string as text, a Buffer as bytes) and, optionally, its
+ * content type (`application/json; charset=utf-8` for objects by default).
+ */
+export interface IdempotencyErrorBody {
+  body: unknown;
+  contentType?: string;
+}
+
+/**
+ * Shapes the body of the library's errors for an API that has its own error format (Stripe's
+ * `{ error: { type, code, message } }`, say). Given the problem the library would send; the
+ * status, `Retry-After` and `Cache-Control: no-store` stay as they are. Keep `problem.code` in
+ * the body: it is the stable code clients branch on.
+ */
+export type IdempotencyErrorBodyRenderer = (problem: IdempotencyProblem) => IdempotencyErrorBody;
 
 /** An RFC 9457 problem document as the library sends it. */
 export interface IdempotencyProblem {
@@ -225,21 +244,28 @@ export class IdempotencyProblemException extends HttpException {
   }
 
   /**
-   * The whole response: status, problem+json headers (`Cache-Control: no-store`, `Retry-After`
-   * where set) and the body bytes.
+   * The whole response: status, headers (`Cache-Control: no-store`, `Retry-After` where set) and
+   * the body bytes — problem+json, or what the application's `errorBody` makes of the problem.
    * @param typeBaseUri - the module's `problemTypeBaseUri`
+   * @param errorBody - the module's `errorBody`, when set
+   * @throws what `errorBody` throws, or when its body cannot be sent as bytes
    */
-  toResponse(typeBaseUri: string): StoredResponse {
+  toResponse(typeBaseUri: string, errorBody?: IdempotencyErrorBodyRenderer | null): StoredResponse {
+    const problem = this.toProblem(typeBaseUri);
     const headers: Record<string, string> = {
       'content-type': PROBLEM_CONTENT_TYPE,
       'cache-control': 'no-store',
     };
     if (this.retryAfterSeconds !== undefined)
       headers['retry-after'] = String(this.retryAfterSeconds);
-    return {
-      status: this.getStatus(),
-      headers,
-      body: Buffer.from(JSON.stringify(this.toProblem(typeBaseUri)), 'utf8'),
-    };
+    let body: Buffer = Buffer.from(JSON.stringify(problem), 'utf8');
+    if (errorBody) {
+      const shaped = errorBody(problem);
+      const bytes = responseBytes(shaped.body, shaped.contentType, 'text/plain');
+      if (!bytes) throw new TypeError('errorBody() returned a body that is not JSON, text or bytes');
+      body = bytes.body;
+      headers['content-type'] = bytes.contentType ?? 'application/octet-stream';
+    }
+    return { status: this.getStatus(), headers, body };
   }
 }

@@ -67,6 +67,7 @@ export class IdempotencyExecutionFactory {
       events: this.events,
       logger: this.logger,
       problemTypeBaseUri: this.options.problemTypeBaseUri,
+      errorBody: this.options.errorBody,
       warnUnstorable: (why) => this.warnOnce(request, why),
       before: adapter.snapshot(response),
       textContentType: adapter.textContentType,

@@ -3,6 +3,8 @@ import { Observable } from 'rxjs';
 import { idempotencyRequestStorage } from '../context/idempotency-request-state';
 import type { IdempotencyRequestState } from '../context/idempotency-request-state';
 import { IdempotencyProblemException } from '../errors/idempotency-problem.exception';
+import type { IdempotencyErrorBodyRenderer } from '../errors/idempotency-problem.exception';
+import { renderProblem } from '../errors/render-problem';
 import type { IdempotencyEvents } from '../events/idempotency.events';
 import type { ResponseSink, ResponseSnapshot } from '../http/response-sink.interface';
 import type { IdempotencyRouteOptions } from '../interfaces/idempotency-module-options.interface';
@@ -23,6 +25,8 @@ export interface IdempotencyExecutionDeps {
   events: IdempotencyEvents;
   logger: Logger;
   problemTypeBaseUri: string;
+  /** The module's `errorBody`, when set. */
+  errorBody: IdempotencyErrorBodyRenderer | null;
   /** Logs once per route that its responses cannot be stored. */
   warnUnstorable: (why: string) => void;
   /** Status and headers the route set before its handler ran (its status, `@Header()`s). */
@@ -335,7 +339,7 @@ export class IdempotencyExecution implements ResponseSink {
       code: exception.code,
       status: exception.getStatus(),
     });
-    return exception.toResponse(this.deps.problemTypeBaseUri);
+    return renderProblem(exception, this.deps, this.deps.logger);
   }
 
   private async release(

@@ -1,4 +1,5 @@
 import type { Type } from '@nestjs/common';
+import type { IdempotencyErrorBodyRenderer } from '../errors/idempotency-problem.exception';
 import type { IdempotencyStore } from '../storage/idempotency.store';
 
 /**
@@ -276,6 +277,15 @@ export interface ResolvedIdempotencyOptions extends IdempotencyRouteOptions {
    * @defaultValue `DEFAULT_IDEMPOTENCY_OPTIONS.problemTypeBaseUri`
    */
   problemTypeBaseUri: string;
+  /**
+   * Shapes the body (and content type) of the library's errors for an API with its own error
+   * format; `null` sends RFC 9457 problem+json. Status, `Retry-After` and
+   * `Cache-Control: no-store` are kept; keep `problem.code` in the body. Module-level only.
+   * @defaultValue `DEFAULT_IDEMPOTENCY_OPTIONS.errorBody` (`null`: problem+json)
+   * @example
+   * errorBody: (problem) => ({ body: { error: { type: 'idempotency_error', code: problem.code, message: problem.detail } } })
+   */
+  errorBody: IdempotencyErrorBodyRenderer | null;
 }
 
 /** What `IdempotencyModule.forRoot()` accepts: any subset of the options. */

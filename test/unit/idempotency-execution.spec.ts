@@ -84,6 +84,7 @@ async function create(route: IdempotentOptions = {}, startMarked = true) {
       events: events$,
       logger: logger as unknown as Logger,
       problemTypeBaseUri: 'urn:test:',
+      errorBody: null,
       warnUnstorable,
       before: { status: 201, headers: {} },
       textContentType: 'text/html',
