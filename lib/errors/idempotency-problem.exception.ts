@@ -262,7 +262,8 @@ export class IdempotencyProblemException extends HttpException {
     if (errorBody) {
       const shaped = errorBody(problem);
       const bytes = responseBytes(shaped.body, shaped.contentType, 'text/plain');
-      if (!bytes) throw new TypeError('errorBody() returned a body that is not JSON, text or bytes');
+      if (!bytes)
+        throw new TypeError('errorBody() returned a body that is not JSON, text or bytes');
       body = bytes.body;
       headers['content-type'] = bytes.contentType ?? 'application/octet-stream';
     }

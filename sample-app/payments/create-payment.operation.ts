@@ -133,11 +133,7 @@ export class CreatePaymentOperation implements IdempotencyOperation<
   }
 }
 
-async function audit(
-  manager: EntityManager,
-  paymentId: string,
-  event: string,
-): Promise<void> {
+async function audit(manager: EntityManager, paymentId: string, event: string): Promise<void> {
   await manager.query('INSERT INTO payment_audit (payment_id, event) VALUES ($1, $2)', [
     paymentId,
     event,
