@@ -7,12 +7,17 @@ const UNAVAILABLE_SOCKET_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'EPIPE',
  * Whether an error means the database could not be reached (down, restarting, refusing
  * connections, or the connection was cut), as opposed to a failed statement. TypeORM wraps
  * driver errors in `QueryFailedError.driverError`; node-postgres reports a cut connection as
- * "Connection terminated…" and a full pool as "timeout exceeded when trying to connect".
+ * "Connection terminated…" and a full pool as "timeout exceeded when trying to connect"; TypeORM
+ * reports a query on a runner it released after its connection failed as
+ * `QueryRunnerAlreadyReleasedError`.
  */
 export function isDatabaseUnavailable(error: unknown): boolean {
   const candidates = [error, (error as { driverError?: unknown } | null)?.driverError];
   return candidates.some((candidate) => {
     if (!(candidate instanceof Error)) return false;
+    // TypeORM releases a query runner whose connection failed: the next query of the step on it
+    // (a transaction in progress) reports that, not the connection error.
+    if (candidate.name === 'QueryRunnerAlreadyReleasedError') return true;
     const { code, severity } = candidate as { code?: unknown; severity?: unknown };
     if (typeof code === 'string') {
       if (code.startsWith('08') || UNAVAILABLE_SQLSTATES.has(code)) return true;
