@@ -32,6 +32,9 @@ export class AppCluster {
   /** Output of every process that has exited, for `unhandledErrors()`. */
   private readonly pastOutput: string[] = [];
   private readonly slots: Slot[];
+  /** Processes expected to kill themselves (a crash hook): their exit is not unexpected. */
+  private readonly expectedCrashes = new Set<SampleAppProcess>();
+  private readonly lastOutputs = new Map<number, string>();
 
   /**
    * @param env - environment shared by every process (DATABASE_URL, lease, …)
@@ -89,7 +92,24 @@ export class AppCluster {
     entry.killing = false;
   }
 
-  /** Starts a new process in a slot that is down. */
+  /**
+   * Marks the slot's current process as one that will kill itself (the sample's
+   * `SAMPLE_CRASH_AT`), so its exit is not recorded as unexpected.
+   * @returns how it exited (`SIGKILL` for a crash hook), once it did
+   */
+  expectCrash(slot: number): Promise<number | string | null> {
+    const app = this.slots[slot].app;
+    if (!app) return Promise.reject(new Error(`slot ${slot} is down`));
+    this.expectedCrashes.add(app);
+    return app.exited;
+  }
+
+  /** Output of the slot's current process, or of the last one that exited in it. */
+  lastOutput(slot: number): string {
+    return this.slots[slot].app?.output() ?? this.lastOutputs.get(slot) ?? '';
+  }
+
+  /** Starts a new process in a slot that is down (or was never started). */
   restart(slot: number, extraEnv: Record<string, string> = {}): Promise<void> {
     const entry = this.slots[slot];
     entry.starting ??= this.startSlot(slot, extraEnv).finally(() => (entry.starting = undefined));
@@ -150,8 +170,9 @@ export class AppCluster {
     app.child.once('exit', (code, signal) => {
       running.delete(app);
       this.pastOutput.push(app.output());
+      this.lastOutputs.set(slot, app.output());
       if (entry.app === app) entry.app = undefined;
-      if (!entry.killing) {
+      if (!entry.killing && !this.expectedCrashes.delete(app)) {
         this.unexpectedExits.push(
           `slot ${slot} (${entry.adapter}, pid ${app.child.pid}) exited with ${code ?? signal}: ` +
             app.output().split('\n').slice(-15).join('\n'),

@@ -35,6 +35,8 @@ export interface ChaosRequest {
 export interface RetryPolicy {
   /** Slot of the first attempt; later attempts alternate between live slots. */
   firstSlot: number;
+  /** The slots attempts may go to (default: every slot). */
+  slots?: readonly number[];
   /** Give up (no final answer) after this long. */
   deadlineMs: number;
   /** Cap on a `Retry-After` wait, so the run stays short. */
@@ -161,7 +163,7 @@ export class ChaosClient {
     const attempts: Exchange[] = [];
     const deadline = Date.now() + policy.deadlineMs;
     for (let attempt = 0; Date.now() < deadline; attempt++) {
-      const slot = this.pickSlot(policy.firstSlot + attempt);
+      const slot = this.pickSlot(policy.firstSlot + attempt, policy.slots);
       if (slot === undefined) {
         await sleep(100);
         continue;
@@ -180,8 +182,8 @@ export class ChaosClient {
     return { final: undefined, attempts };
   }
 
-  private pickSlot(preferred: number): number | undefined {
-    const live = this.cluster.liveSlots();
+  private pickSlot(preferred: number, allowed?: readonly number[]): number | undefined {
+    const live = this.cluster.liveSlots().filter((slot) => !allowed || allowed.includes(slot));
     if (live.length === 0) return undefined;
     const wanted = preferred % this.cluster.size;
     return live.includes(wanted) ? wanted : live[preferred % live.length];

@@ -16,6 +16,12 @@ export interface ChaosSizes {
   /** How long the database stays unreachable. */
   outageSeconds: number;
   tenancyKeys: number;
+  /** Rounds of the phases scenario: each crashes one process at every hook of `POST /payments`. */
+  phasesRounds: number;
+  /** Keys per hook whose client sends once and gives up: only the completer can finish them. */
+  phasesNoRetryKeys: number;
+  /** Keys per hook whose client retries (on a survivor) until final. */
+  phasesRetryKeys: number;
 }
 
 /** Everything `npm run chaos` was asked to do. */
@@ -42,6 +48,9 @@ const FULL: ChaosSizes = {
   outageClients: 16,
   outageSeconds: 4,
   tenancyKeys: 20,
+  phasesRounds: 5,
+  phasesNoRetryKeys: 2,
+  phasesRetryKeys: 3,
 };
 
 const QUICK: ChaosSizes = {
@@ -53,15 +62,19 @@ const QUICK: ChaosSizes = {
   outageClients: 8,
   outageSeconds: 2,
   tenancyKeys: 6,
+  phasesRounds: 1,
+  phasesNoRetryKeys: 2,
+  phasesRetryKeys: 2,
 };
 
 /** Usage text for `--help` and argument errors. */
-export const CHAOS_USAGE = `Usage: npm run chaos -- [--quick] [--scenarios storm,crash,outage,tenancy]
+export const CHAOS_USAGE = `Usage: npm run chaos -- [--quick] [--scenarios storm,crash,outage,tenancy,phases]
                        [--adapter express|fastify] [--keep-db]
 
   --quick        small counts; the outage terminates the app's connections instead of
-                 stopping PostgreSQL (safe for CI, well under a minute)
-  --scenarios    comma-separated subset to run (default: all)
+                 stopping PostgreSQL (safe for CI, about 70 s)
+  --scenarios    comma-separated subset to run (default: all); only \`outage\` without
+                 --quick stops the PostgreSQL server
   --adapter      run both app instances on this adapter (default: express + fastify)
   --keep-db      keep the scenario databases for inspection
 Environment: CHAOS_DATABASE_URL or DATABASE_URL (default postgres://postgres@127.0.0.1:5432/postgres)`;

@@ -26,6 +26,7 @@ const COLUMNS: { title: string; value: (result: ScenarioResult) => string; left?
   { title: 'provider calls', value: (r) => String(r.providerCalls) },
   { title: 'payments', value: (r) => String(r.payments) },
   { title: 'charges', value: (r) => String(r.charges) },
+  { title: 'receipts', value: (r) => (r.receipts === undefined ? '-' : String(r.receipts)) },
   { title: 'dup', value: (r) => String(r.duplicates) },
   { title: 'lost', value: (r) => String(r.lost) },
   { title: 'stuck', value: (r) => String(r.stuck) },

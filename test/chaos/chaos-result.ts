@@ -1,5 +1,5 @@
 /** Names of the chaos scenarios, in the order they run. */
-export const SCENARIO_NAMES = ['storm', 'crash', 'outage', 'tenancy'] as const;
+export const SCENARIO_NAMES = ['storm', 'crash', 'outage', 'tenancy', 'phases'] as const;
 
 /** One chaos scenario. */
 export type ScenarioName = (typeof SCENARIO_NAMES)[number];
@@ -40,6 +40,8 @@ export interface ScenarioResult extends InvariantCounts {
   payments: number;
   /** Provider charge rows in the scenario's database. */
   charges: number;
+  /** Receipt rows (written by the staged `send_receipt` job), for the scenarios that count them. */
+  receipts?: number;
   /** Distinct idempotency keys (per account) the scenario used. */
   keys: number;
   durationMs: number;

@@ -22,6 +22,12 @@ export interface KeyPlan {
   handler5xx?: { status: number; code: string }[];
   /** For a refund: the payment it refunds. */
   paymentId?: string;
+  /**
+   * The client sent the key once and gave up, whatever it got (a crash cut it off): nobody but
+   * the completer can finish it. It needs no final answer from the load, and the first final
+   * retry of the verification must already be a replay.
+   */
+  noRetry?: boolean;
 }
 
 /** Customers of the fake provider that misbehave on purpose (SPEC §10). */

@@ -1,9 +1,10 @@
 /**
  * `npm run chaos`: throws storms, crashes, database outages and cross-tenant replays at the
- * sample payments app running as real child processes on the local PostgreSQL, then counts
- * executions, payments and provider charges in the database and checks them against the
- * responses the clients got. Prints one row per scenario, writes `results/latest.json` (`quick.json` for `--quick`), and
- * exits non-zero when any invariant is violated. `--help` for the flags.
+ * sample payments app running as real child processes on the local PostgreSQL, and kills it at
+ * every phase boundary of `POST /payments`, then counts executions, payments, provider charges
+ * and receipts in the database and checks them against the responses the clients got. Prints one
+ * row per scenario, writes `results/latest.json` (`quick.json` for `--quick`), and exits non-zero
+ * when any invariant is violated. `--help` for the flags.
  */
 import { killAllApps } from './app-cluster';
 import { createChaosDatabase } from './chaos-database';
@@ -16,6 +17,7 @@ import { createSchemaTemplate } from './schema-template';
 import type { Scenario } from './scenario-support';
 import { runCrash } from './scenarios/crash.scenario';
 import { runOutage } from './scenarios/outage.scenario';
+import { runPhases } from './scenarios/phases.scenario';
 import { runStorm } from './scenarios/storm.scenario';
 import { runTenancy } from './scenarios/tenancy.scenario';
 
@@ -24,6 +26,7 @@ const SCENARIOS: Record<ScenarioName, Scenario> = {
   crash: runCrash,
   outage: runOutage,
   tenancy: runTenancy,
+  phases: runPhases,
 };
 
 const runStartedAt = Date.now();

@@ -71,12 +71,22 @@ export function buildResult(input: {
   keys: number;
   disruptions: string;
   details?: Record<string, unknown>;
+  /** Receipt rows, for a scenario that counts them. */
+  receipts?: number;
   /** Scenario-specific violations on top of the verification's. */
-  extra?: { leaks?: string[]; failures?: string[]; duplicates?: string[] };
+  extra?: {
+    leaks?: string[];
+    failures?: string[];
+    duplicates?: string[];
+    lost?: string[];
+    stuck?: string[];
+  };
 }): ScenarioResult {
   const { verification, cluster } = input;
   const leaks = input.extra?.leaks ?? [];
   const duplicates = input.extra?.duplicates ?? [];
+  const lost = input.extra?.lost ?? [];
+  const stuck = input.extra?.stuck ?? [];
   const failures = [...(input.extra?.failures ?? []), ...cluster.unexpectedExits];
   const result: ScenarioResult = {
     scenario: input.scenario,
@@ -87,16 +97,19 @@ export function buildResult(input: {
     providerCalls: verification.providerCalls,
     payments: verification.payments,
     charges: verification.charges,
+    ...(input.receipts === undefined ? {} : { receipts: input.receipts }),
     keys: input.keys,
     duplicates: verification.duplicates + duplicates.length,
-    lost: verification.lost,
-    stuck: verification.stuck,
+    lost: verification.lost + lost.length,
+    stuck: verification.stuck + stuck.length,
     leaks: verification.leaks + leaks.length,
     failures: verification.failures + failures.length,
     durationMs: Date.now() - input.startedAt,
     verdict: 'PASS',
     violations: [
       ...duplicates.map((line) => `duplicate: ${line}`),
+      ...lost.map((line) => `lost ${line}`),
+      ...stuck.map((line) => `stuck ${line}`),
       ...leaks.map((line) => `leak: ${line}`),
       ...failures.map((line) => `failure: ${line}`),
       ...verification.violations,

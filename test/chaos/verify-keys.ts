@@ -75,7 +75,8 @@ function describe(exchange: Exchange): string {
  * 3. the clients of one key were never told of two different executions (duplicates) and every
  *    final answer of a key is byte-identical (lost otherwise);
  * 4. a final retry of every key on every process is a replay of exactly those bytes (lost), and
- *    gets a final answer at all (stuck);
+ *    gets a final answer at all (stuck); for a key whose client gave up (`noRetry`), the first
+ *    final retry must already be a replay (stuck otherwise: nobody finished it);
  * 5. the record is completed with those bytes; the key has exactly the payment, charge or refund
  *    its answer names (lost when missing, duplicates when more), and no payment, charge or refund
  *    exists that no key accounts for (duplicates: a handler ran unprotected or twice).
@@ -172,7 +173,7 @@ export async function verifyKeys(context: VerifyContext): Promise<Verification> 
       note(`${name}: clients were told of ${freshBodies.size} different first executions`);
     }
     if (finals.length === 0) {
-      stick(id, `no final answer in ${exchanges.length} attempt(s)`);
+      if (!plan.noRetry) stick(id, `no final answer in ${exchanges.length} attempt(s)`);
       continue;
     }
     reference.set(id, finals[0]);
@@ -205,6 +206,13 @@ export async function verifyKeys(context: VerifyContext): Promise<Verification> 
       }
       const first = reference.get(id);
       if (!first) {
+        if (plan.noRetry && !final.replayed) {
+          stick(
+            id,
+            `its client gave up and nobody finished it: the final retry on slot ${slot} ran it ` +
+              `(${describe(final)})`,
+          );
+        }
         reference.set(id, final);
         continue;
       }
