@@ -66,6 +66,7 @@ export const DEFAULT_IDEMPOTENCY_OPTIONS: Readonly<ResolvedIdempotencyOptions> =
   dataSource: undefined,
   problemTypeBaseUri: 'urn:nest-idempotency:problem:',
   errorBody: null,
+  metrics: true,
 });
 
 const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
@@ -399,6 +400,7 @@ export function resolveIdempotencyOptions(
     merged.errorBody,
     'Use a function (problem) => ({ body, contentType? }), or null for problem+json.',
   );
+  check(typeof merged.metrics === 'boolean', 'metrics', merged.metrics, 'Use true or false.');
   return {
     ...merged,
     purge: purgeOptions,

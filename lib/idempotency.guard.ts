@@ -4,6 +4,7 @@ import { IdempotencyProblemException } from './errors/idempotency-problem.except
 import { IdempotencyEvents } from './events/idempotency.events';
 import { IdempotencyRouteOptionsResolver } from './idempotency-route-options.resolver';
 import { readIdempotencyKey } from './utils/parse-idempotency-key';
+import { routeLabelOf } from './utils/route-label';
 
 /**
  * Enforces the key header on decorated routes. Runs with the route's guards, before pipes, so a
@@ -24,16 +25,17 @@ export class IdempotencyGuard implements CanActivate {
     if (!route) return true;
     const parsed = readIdempotencyKey(request, route.header);
     if (parsed.kind === 'missing' && route.required) {
-      this.reject(IdempotencyProblemException.keyMissing(route.header));
+      this.reject(IdempotencyProblemException.keyMissing(route.header), request);
     }
     if (parsed.kind === 'invalid') {
-      this.reject(IdempotencyProblemException.keyInvalid(route.header, parsed.reason));
+      this.reject(IdempotencyProblemException.keyInvalid(route.header, parsed.reason), request);
     }
     return true;
   }
 
-  private reject(error: IdempotencyProblemException): never {
-    this.events.emit({ type: 'rejected', code: error.code, status: error.getStatus() });
+  private reject(error: IdempotencyProblemException, request: any): never {
+    const route = routeLabelOf(request);
+    this.events.emit({ type: 'rejected', code: error.code, status: error.getStatus(), route });
     throw error;
   }
 }

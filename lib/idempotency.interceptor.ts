@@ -7,6 +7,7 @@ import { IdempotencyProblemException } from './errors/idempotency-problem.except
 import { IdempotencyEvents } from './events/idempotency.events';
 import { IdempotencyExecution } from './execution/idempotency-execution';
 import { IdempotencyExecutionFactory } from './execution/idempotency-execution.factory';
+import { IdempotencyMetrics } from './metrics/idempotency-metrics';
 import { fingerprintOf } from './execution/request-fingerprint';
 import { ResponseAdapterResolver } from './http/response-adapter.resolver';
 import { IdempotencyRouteOptionsResolver } from './idempotency-route-options.resolver';
@@ -15,12 +16,14 @@ import type { StoredResponse } from './interfaces/idempotency-record.interface';
 import { IdempotencyStore } from './storage/idempotency.store';
 import { readIdempotencyKey } from './utils/parse-idempotency-key';
 import { normaliseScope } from './utils/request-scope';
+import { routeLabelOf } from './utils/route-label';
 
 /** A completed record found by the claim. */
 interface Replay {
   scope: string;
   key: string;
   response: StoredResponse;
+  label: string;
 }
 
 /**
@@ -42,6 +45,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
     private readonly executions: IdempotencyExecutionFactory,
     private readonly responses: ResponseAdapterResolver,
     private readonly events: IdempotencyEvents,
+    private readonly metrics: IdempotencyMetrics,
   ) {}
 
   /** @inheritDoc */
@@ -72,35 +76,42 @@ export class IdempotencyInterceptor implements NestInterceptor {
     const path = request.originalUrl ?? request.url;
     const { method } = request;
     const { lockTimeoutSeconds, ttlSeconds } = route;
+    const label = routeLabelOf(request);
     const claimedAt = Date.now();
+    const started = performance.now();
     const claim = await this.store
       .claim({ scope, key, fingerprint, method, path, ownerToken, lockTimeoutSeconds, ttlSeconds })
-      .catch((error) => Promise.reject(this.storeUnavailable(error, route, 'claim')));
+      .catch((error) => {
+        this.metrics.claimed(label, (performance.now() - started) / 1000, 'error');
+        return Promise.reject(this.storeUnavailable(error, route, 'claim', label));
+      });
+    this.metrics.claimed(label, (performance.now() - started) / 1000, claim.outcome);
     switch (claim.outcome) {
       case 'mismatch':
-        throw this.reject(IdempotencyProblemException.keyReused(route.header), scope, key);
+        throw this.reject(IdempotencyProblemException.keyReused(route.header), label, scope, key);
       case 'in_flight':
         throw this.reject(
           IdempotencyProblemException.keyInUse(route.header, route.retryAfterSeconds),
+          label,
           scope,
           key,
         );
       case 'abandoned':
-        throw this.reject(IdempotencyProblemException.operationAbandoned(), scope, key);
+        throw this.reject(IdempotencyProblemException.operationAbandoned(), label, scope, key);
       case 'completed':
-        return { scope, key, response: claim.response };
+        return { scope, key, response: claim.response, label };
     }
     const { recordId, attempt } = claim;
     return this.executions
       .start(context, route, { scope, key, fingerprint, ownerToken, recordId, attempt, claimedAt })
-      .catch((error) => Promise.reject(this.storeUnavailable(error, route, 'begin')));
+      .catch((error) => Promise.reject(this.storeUnavailable(error, route, 'begin', label)));
   }
 
   /** Writes the stored response now, whatever the route's style. */
   private replay(context: ExecutionContext, replay: Replay): Observable<undefined> {
     this.responses.get().writeReplay(context.switchToHttp().getResponse(), replay.response);
-    const { scope, key, response } = replay;
-    this.events.emit({ type: 'replayed', scope, key, status: response.status });
+    const { scope, key, response, label } = replay;
+    this.events.emit({ type: 'replayed', scope, key, status: response.status, route: label });
     return of(undefined);
   }
 
@@ -110,7 +121,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
     } catch (error) {
       if (!(error instanceof IdempotencyConfigurationError)) throw error;
       this.logger.error(error.message);
-      throw this.reject(IdempotencyProblemException.scopeInvalid());
+      throw this.reject(IdempotencyProblemException.scopeInvalid(), routeLabelOf(request));
     }
   }
 
@@ -129,7 +140,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
             'refuse the type before this route.',
         );
       }
-      throw this.reject(error, scope);
+      throw this.reject(error, routeLabelOf(request), scope);
     }
   }
 
@@ -137,18 +148,31 @@ export class IdempotencyInterceptor implements NestInterceptor {
     error: unknown,
     route: IdempotencyRouteOptions,
     operation: string,
+    label: string,
   ): IdempotencyProblemException {
-    this.events.emit({ type: 'store_error', operation, error });
+    this.events.emit({ type: 'store_error', operation, error, route: label });
     this.logger.error(`Idempotency store unavailable during ${operation}`, error as Error);
-    return this.reject(IdempotencyProblemException.storeUnavailable(route.retryAfterSeconds));
+    return this.reject(
+      IdempotencyProblemException.storeUnavailable(route.retryAfterSeconds),
+      label,
+    );
   }
 
   private reject(
     error: IdempotencyProblemException,
+    label: string,
     scope?: string,
     key?: string,
   ): IdempotencyProblemException {
-    this.events.emit({ type: 'rejected', scope, key, code: error.code, status: error.getStatus() });
+    const { code } = error;
+    this.events.emit({
+      type: 'rejected',
+      scope,
+      key,
+      code,
+      status: error.getStatus(),
+      route: label,
+    });
     return error;
   }
 }

@@ -30,6 +30,7 @@ import { IdempotencyCompleter } from './phases/idempotency-completer.service';
 import { IdempotencyPhaseEngine } from './phases/idempotency-phase-engine';
 import { IdempotentOperations } from './phases/idempotent-operations.service';
 import { IdempotencyOperationRegistry } from './phases/operation-registry';
+import { IdempotencyMetrics } from './metrics/idempotency-metrics';
 import { IdempotencyPurgeService } from './purge/idempotency-purge.service';
 import { IdempotencyStore } from './storage/idempotency.store';
 import { MemoryIdempotencyStore } from './storage/memory-idempotency.store';
@@ -90,6 +91,7 @@ const providers: Provider[] = [
   ResponseAdapterResolver,
   IdempotencyExecutionFactory,
   IdempotencyEvents,
+  IdempotencyMetrics,
   IdempotencyGuard,
   IdempotencyInterceptor,
   IdempotencyExceptionFilter,
@@ -134,6 +136,7 @@ const providers: Provider[] = [
     ResponseAdapterResolver,
     IdempotencyExecutionFactory,
     IdempotencyEvents,
+    IdempotencyMetrics,
     IdempotencyGuard,
     IdempotencyInterceptor,
     IdempotencyExceptionFilter,

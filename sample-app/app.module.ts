@@ -1,8 +1,10 @@
 import { Module, ValidationPipe } from '@nestjs/common';
 import type { DynamicModule } from '@nestjs/common';
 import { APP_INTERCEPTOR, APP_PIPE } from '@nestjs/core';
+import { TerminusModule } from '@nestjs/terminus';
 import { TypeOrmModule } from '@nestjs/typeorm';
 import { CreateIdempotencyRecords1732233600000, IdempotencyModule } from '../lib';
+import { IdempotencyHealthIndicator } from '../lib/health';
 import { readAccountId } from './accounts/account-id';
 import { CreatePayments1763769600000 } from './database/create-payments.migration';
 import { DatabaseUnavailableInterceptor } from './database/database-unavailable.interceptor';
@@ -82,9 +84,11 @@ export function createAppModule(config: SampleAppModuleConfig): DynamicModule {
       ProviderModule.register(config.providerLatencyMs, charge.timeoutSeconds),
       CrashModule.register(config.crash),
       PaymentsModule,
+      TerminusModule.forRoot(),
     ],
     controllers: [HealthController],
     providers: [
+      IdempotencyHealthIndicator,
       { provide: APP_INTERCEPTOR, useClass: DatabaseUnavailableInterceptor },
       {
         provide: APP_PIPE,

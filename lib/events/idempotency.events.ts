@@ -1,7 +1,11 @@
 import { Injectable, Logger } from '@nestjs/common';
 import type { IdempotencyErrorCode } from '../errors/idempotency-problem.exception';
 
-/** Something the library did, for logs and metrics. */
+/**
+ * Something the library did, for logs and metrics. Events of a request carry `route`, the route
+ * it matched as `METHOD /pattern` (e.g. `POST /payments/:id`); events of background work (the
+ * purge, the completer) do not.
+ */
 export type IdempotencyEvent =
   | {
       type: 'executed';
@@ -10,16 +14,31 @@ export type IdempotencyEvent =
       status: number;
       stored: boolean;
       attempt: number;
+      route?: string;
     }
-  | { type: 'replayed'; scope: string; key: string; status: number }
-  | { type: 'rejected'; scope?: string; key?: string; code: IdempotencyErrorCode; status: number }
+  | { type: 'replayed'; scope: string; key: string; status: number; route?: string }
+  | {
+      type: 'rejected';
+      scope?: string;
+      key?: string;
+      code: IdempotencyErrorCode;
+      status: number;
+      route?: string;
+    }
   | {
       type: 'released';
       scope: string;
       key: string;
       reason: 'not_final' | 'rejected_before_handler' | 'unstorable' | 'abandoned' | 'retry_later';
+      route?: string;
     }
-  | { type: 'lock_lost'; scope: string; key: string; during: 'renew' | 'complete' | 'release' }
+  | {
+      type: 'lock_lost';
+      scope: string;
+      key: string;
+      during: 'renew' | 'complete' | 'release';
+      route?: string;
+    }
   | { type: 'purged'; count: number; durationMs: number }
   /** An operation in phases reached a recovery point (a step committed). */
   | {
@@ -63,7 +82,7 @@ export type IdempotencyEvent =
       dead: boolean;
       error: unknown;
     }
-  | { type: 'store_error'; operation: string; error: unknown };
+  | { type: 'store_error'; operation: string; error: unknown; route?: string };
 
 /** Listener of `IdempotencyEvents`. */
 export type IdempotencyEventListener = (event: IdempotencyEvent) => void;

@@ -3,6 +3,7 @@ import type { ExecutionContext } from '@nestjs/common';
 import type { IdempotencyRequestState } from '../context/idempotency-request-state';
 import { isHandlerStartMarked } from '../decorators/handler-start';
 import { IdempotencyEvents } from '../events/idempotency.events';
+import type { IdempotencyEvent } from '../events/idempotency.events';
 import { ResponseAdapterResolver } from '../http/response-adapter.resolver';
 import { IDEMPOTENCY_OPTIONS } from '../idempotency.tokens';
 import type {
@@ -11,6 +12,8 @@ import type {
 } from '../interfaces/idempotency-module-options.interface';
 import { IdempotencyStore } from '../storage/idempotency.store';
 import { IdempotencyExecution } from './idempotency-execution';
+import { IdempotencyMetrics } from '../metrics/idempotency-metrics';
+import { routeLabelOf } from '../utils/route-label';
 
 /** A key this request won in the store. */
 export interface WonClaim {
@@ -38,6 +41,7 @@ export class IdempotencyExecutionFactory {
     private readonly events: IdempotencyEvents,
     private readonly responses: ResponseAdapterResolver,
     @Inject(IDEMPOTENCY_OPTIONS) private readonly options: ResolvedIdempotencyOptions,
+    private readonly metrics: IdempotencyMetrics,
   ) {}
 
   /**
@@ -62,9 +66,12 @@ export class IdempotencyExecutionFactory {
       attempt,
       handlerStarted: false,
     };
+    const label = routeLabelOf(request);
     const execution = new IdempotencyExecution({ scope, key, ownerToken }, state, route, {
       store: this.store,
-      events: this.events,
+      // This request's events carry its route.
+      events: { emit: (event) => this.events.emit({ ...event, route: label } as IdempotencyEvent) },
+      recordCompletion: (seconds, stored) => this.metrics.completed(label, seconds, stored),
       logger: this.logger,
       problemTypeBaseUri: this.options.problemTypeBaseUri,
       errorBody: this.options.errorBody,

@@ -22,7 +22,9 @@ import { LeaseHeartbeat } from './lease-heartbeat';
 /** What an execution needs from its surroundings; built by `IdempotencyExecutionFactory`. */
 export interface IdempotencyExecutionDeps {
   store: IdempotencyStore;
-  events: IdempotencyEvents;
+  events: Pick<IdempotencyEvents, 'emit'>;
+  /** Reports how long storing the response took (for the completion latency metric). */
+  recordCompletion?: (seconds: number, stored: boolean) => void;
   logger: Logger;
   problemTypeBaseUri: string;
   /** The module's `errorBody`, when set. */
@@ -280,8 +282,10 @@ export class IdempotencyExecution implements ResponseSink {
     this.transaction = undefined;
     if (transaction) return this.storeInTransaction(transaction, stored, outgoing);
     let owned = false;
+    const started = performance.now();
     try {
       owned = await this.deps.store.complete(this.ref, stored, this.route.ttlSeconds);
+      this.deps.recordCompletion?.((performance.now() - started) / 1000, owned);
       if (!owned) this.emitLockLost('complete');
     } catch (error) {
       // The handler ran and its client gets its response; a retry after the lease lapses runs
@@ -304,10 +308,12 @@ export class IdempotencyExecution implements ResponseSink {
     outgoing: OutgoingResponse,
   ): Promise<OutgoingResponse> {
     let owned: boolean;
+    const started = performance.now();
     try {
       owned = await transaction.complete(this.ref, stored, this.route.ttlSeconds);
       if (owned) await transaction.commit();
       else await transaction.rollback();
+      this.deps.recordCompletion?.((performance.now() - started) / 1000, owned);
     } catch (error) {
       this.deps.events.emit({ type: 'store_error', operation: 'complete', error });
       await transaction.rollback().catch(() => undefined);

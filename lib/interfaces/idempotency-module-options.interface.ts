@@ -286,6 +286,12 @@ export interface ResolvedIdempotencyOptions extends IdempotencyRouteOptions {
    * errorBody: (problem) => ({ body: { error: { type: 'idempotency_error', code: problem.code, message: problem.detail } } })
    */
   errorBody: IdempotencyErrorBodyRenderer | null;
+  /**
+   * Record OpenTelemetry metrics through `@opentelemetry/api` when the application has it (see
+   * the README's "Health and metrics"); `false` turns them off. Module-level only.
+   * @defaultValue `DEFAULT_IDEMPOTENCY_OPTIONS.metrics` (`true`)
+   */
+  metrics: boolean;
 }
 
 /** What `IdempotencyModule.forRoot()` accepts: any subset of the options. */

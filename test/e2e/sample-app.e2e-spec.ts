@@ -39,7 +39,9 @@ describe.each(['express', 'fastify'] as const)('sample payments app (%s)', (adap
     (await request(sample.server).get('/provider/charges').query({ customerId }).expect(200)).body;
 
   it('GET /health answers 200', async () => {
-    await request(sample.server).get('/health').expect(200, { status: 'ok' });
+    const { body } = await request(sample.server).get('/health').expect(200);
+    expect(body.status).toBe('ok');
+    expect(body.info.idempotency).toMatchObject({ status: 'up', stuckInFlight: 0 });
   });
 
   it('creates a schema through migrations (not synchronize)', async () => {

@@ -85,7 +85,10 @@ function compilerOptions(): ts.CompilerOptions {
     incremental: false,
     // An application's types, not the test runner's.
     types: ['node'],
-    paths: { 'nest-idempotency': [join(ROOT, 'lib/index.ts')] },
+    paths: {
+      'nest-idempotency': [join(ROOT, 'lib/index.ts')],
+      'nest-idempotency/terminus': [join(ROOT, 'lib/health/index.ts')],
+    },
   };
 }
 

@@ -1,0 +1,101 @@
+import { Inject, Injectable } from '@nestjs/common';
+import { HealthIndicatorService } from '@nestjs/terminus';
+import type { HealthIndicatorResult } from '@nestjs/terminus';
+import { IDEMPOTENCY_OPTIONS } from '../idempotency.tokens';
+import type { ResolvedIdempotencyOptions } from '../interfaces/idempotency-module-options.interface';
+import { IdempotencyStore } from '../storage/idempotency.store';
+import { LocalFirstIdempotencyStore } from '../storage/local-first-idempotency.store';
+import { readTableHealth } from '../storage/typeorm/typeorm-health.query';
+import { TypeOrmIdempotencyStore } from '../storage/typeorm/typeorm-idempotency.store';
+
+/** Bounds of `IdempotencyHealthIndicator.isHealthy()`; each has a default. */
+export interface IdempotencyHealthOptions {
+  /** How long the store may take to answer before the check is down (ms). Default 1000. */
+  timeoutMs?: number;
+  /** Down when more records than this are in flight past their lease. Default 100. */
+  maxStuckInFlight?: number;
+  /** Down when more expired records than this wait for the purge. Default 10000. */
+  maxPurgeBacklog?: number;
+  /**
+   * Down when more operations in phases than this are idle (unfinished and not running) or
+   * abandoned. Default `Infinity` (reported, never down).
+   */
+  maxUnfinishedOperations?: number;
+}
+
+/** The defaults of `IdempotencyHealthOptions`. */
+export const DEFAULT_IDEMPOTENCY_HEALTH_OPTIONS: Readonly<Required<IdempotencyHealthOptions>> =
+  Object.freeze({
+    timeoutMs: 1000,
+    maxStuckInFlight: 100,
+    maxPurgeBacklog: 10_000,
+    maxUnfinishedOperations: Infinity,
+  });
+
+/** The most rows one count reads (counts at or over it are reported as it). */
+const COUNT_LIMIT = 100_000;
+
+/**
+ * A `@nestjs/terminus` health indicator for the idempotency store: down when the store does
+ * not answer within `timeoutMs`, or when more records than allowed are stuck in flight past
+ * their lease or wait for the purge. Import it from `nest-idempotency/terminus` and add it to
+ * the providers of the module that has `TerminusModule`.
+ *
+ * @example
+ * \@Get('health') \@HealthCheck()
+ * check() {
+ *   return this.health.check([() => this.idempotency.isHealthy('idempotency')]);
+ * }
+ */
+@Injectable()
+export class IdempotencyHealthIndicator {
+  constructor(
+    private readonly indicator: HealthIndicatorService,
+    private readonly store: IdempotencyStore,
+    @Inject(IDEMPOTENCY_OPTIONS) private readonly options: ResolvedIdempotencyOptions,
+  ) {}
+
+  /**
+   * Checks the store.
+   * @param key - the key of the result in the health report
+   * @param bounds - thresholds that turn the check down (see `IdempotencyHealthOptions`)
+   * @returns `{ [key]: { status: 'up' | 'down', ...counts } }`
+   */
+  async isHealthy<const Key extends string = 'idempotency'>(
+    key: Key = 'idempotency' as Key,
+    bounds: IdempotencyHealthOptions = {},
+  ): Promise<HealthIndicatorResult<Key>> {
+    const session = this.indicator.check(key);
+    const limits = { ...DEFAULT_IDEMPOTENCY_HEALTH_OPTIONS, ...definedOnly(bounds) };
+    const inner = this.store instanceof LocalFirstIdempotencyStore ? this.store.inner : this.store;
+    if (!(inner instanceof TypeOrmIdempotencyStore)) {
+      return session.up({ store: 'not checked (not the TypeORM store)' });
+    }
+    let health;
+    try {
+      health = await readTableHealth(inner, this.options.tableName, COUNT_LIMIT, limits.timeoutMs);
+    } catch (error) {
+      return session.down({ message: `store unavailable: ${(error as Error)?.message ?? error}` });
+    }
+    const { stuckInFlight, idleOperations, abandonedOperations, purgeBacklog } = health;
+    const data = { ...health };
+    const problems: string[] = [];
+    if (stuckInFlight > limits.maxStuckInFlight) {
+      problems.push(`${stuckInFlight} records stuck in flight (max ${limits.maxStuckInFlight})`);
+    }
+    if (purgeBacklog > limits.maxPurgeBacklog) {
+      problems.push(`purge backlog of ${purgeBacklog} (max ${limits.maxPurgeBacklog})`);
+    }
+    const unfinished = idleOperations + abandonedOperations;
+    if (unfinished > limits.maxUnfinishedOperations) {
+      problems.push(`${unfinished} unfinished operations (max ${limits.maxUnfinishedOperations})`);
+    }
+    return problems.length === 0
+      ? session.up(data)
+      : session.down({ ...data, message: problems.join('; ') });
+  }
+}
+
+function definedOnly<T extends object>(value: T): Partial<T> {
+  return Object.fromEntries(Object.entries(value).filter(([, v]) => v !== undefined)) as Partial<T>;
+}

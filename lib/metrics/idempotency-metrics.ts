@@ -1,0 +1,204 @@
+import { Inject, Injectable } from '@nestjs/common';
+import type { OnModuleDestroy, OnModuleInit } from '@nestjs/common';
+import type * as OpenTelemetry from '@opentelemetry/api';
+import { IdempotencyEvents } from '../events/idempotency.events';
+import type { IdempotencyEvent } from '../events/idempotency.events';
+import { IDEMPOTENCY_OPTIONS } from '../idempotency.tokens';
+import type { ResolvedIdempotencyOptions } from '../interfaces/idempotency-module-options.interface';
+
+type Api = typeof OpenTelemetry;
+type Attributes = OpenTelemetry.Attributes;
+
+/** The instruments, made from one MeterProvider. */
+interface Instruments {
+  provider: OpenTelemetry.MeterProvider;
+  executed: OpenTelemetry.Counter;
+  replayed: OpenTelemetry.Counter;
+  rejected: OpenTelemetry.Counter;
+  released: OpenTelemetry.Counter;
+  lockLost: OpenTelemetry.Counter;
+  storeErrors: OpenTelemetry.Counter;
+  purged: OpenTelemetry.Counter;
+  claimDuration: OpenTelemetry.Histogram;
+  completionDuration: OpenTelemetry.Histogram;
+}
+
+/** What a claim came to, for the claim latency histogram. */
+export type ClaimOutcome =
+  'claimed' | 'completed' | 'in_flight' | 'mismatch' | 'abandoned' | 'error';
+
+/** The meter's name (the instrumentation scope). */
+export const IDEMPOTENCY_METER_NAME = 'nest-idempotency';
+
+const DURATION_BUCKETS = [
+  0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10,
+];
+
+/**
+ * OpenTelemetry metrics of the library through `@opentelemetry/api`, an optional peer loaded
+ * here rather than imported (see `PeriodicTask` for why `require`, then `import()`). Without
+ * it, or with `metrics: false`, every method does nothing. Counters come from
+ * `IdempotencyEvents`; the two latencies are reported by the interceptor and the execution.
+ * Attributes hold the route and outcome, never the key or the scope.
+ *
+ * The instruments are made from the global MeterProvider in force at the time of a recording,
+ * so an SDK registered after the application started is picked up. Internal.
+ */
+@Injectable()
+export class IdempotencyMetrics implements OnModuleInit, OnModuleDestroy {
+  private api?: Api;
+  private instruments?: Instruments;
+  private unsubscribe?: () => void;
+
+  constructor(
+    private readonly events: IdempotencyEvents,
+    @Inject(IDEMPOTENCY_OPTIONS) private readonly options: ResolvedIdempotencyOptions,
+  ) {}
+
+  /** Loads `@opentelemetry/api` when metrics are on, and listens to the events. */
+  async onModuleInit(): Promise<void> {
+    if (!this.options.metrics) return;
+    this.api = await loadOpenTelemetry();
+    if (this.api) this.unsubscribe = this.events.subscribe((event) => this.onEvent(event));
+  }
+
+  /** Stops listening. */
+  onModuleDestroy(): void {
+    this.unsubscribe?.();
+    this.unsubscribe = undefined;
+  }
+
+  /**
+   * Records how long a claim took.
+   * @param route - `METHOD /pattern` (see `routeLabelOf`)
+   * @param seconds - from sending the claim to its answer
+   */
+  claimed(route: string, seconds: number, outcome: ClaimOutcome): void {
+    const meters = this.meters();
+    if (!meters) return;
+    meters.claimDuration.record(seconds, {
+      ...routeAttributes(route),
+      'idempotency.outcome': outcome,
+    });
+  }
+
+  /**
+   * Records how long storing a response took (the completion, with its commit when the route
+   * is transactional).
+   */
+  completed(route: string, seconds: number, stored: boolean): void {
+    const meters = this.meters();
+    if (!meters) return;
+    meters.completionDuration.record(seconds, {
+      ...routeAttributes(route),
+      'idempotency.stored': stored,
+    });
+  }
+
+  private onEvent(event: IdempotencyEvent): void {
+    const meters = this.meters();
+    if (!meters) return;
+    switch (event.type) {
+      case 'executed':
+        meters.executed.add(1, {
+          ...routeAttributes(event.route),
+          'http.response.status_class': `${Math.floor(event.status / 100)}xx`,
+          'idempotency.stored': event.stored,
+        });
+        break;
+      case 'replayed':
+        meters.replayed.add(1, {
+          ...routeAttributes(event.route),
+          'http.response.status_class': `${Math.floor(event.status / 100)}xx`,
+        });
+        break;
+      case 'rejected':
+        meters.rejected.add(1, {
+          ...routeAttributes(event.route),
+          'idempotency.code': event.code,
+          'http.response.status_code': event.status,
+        });
+        break;
+      case 'released':
+        meters.released.add(1, {
+          ...routeAttributes(event.route),
+          'idempotency.reason': event.reason,
+        });
+        break;
+      case 'lock_lost':
+        meters.lockLost.add(1, {
+          ...routeAttributes(event.route),
+          'idempotency.during': event.during,
+        });
+        break;
+      case 'store_error':
+        meters.storeErrors.add(1, {
+          ...routeAttributes(event.route),
+          'idempotency.operation': event.operation,
+        });
+        break;
+      case 'purged':
+        meters.purged.add(event.count);
+        break;
+    }
+  }
+
+  /** The instruments of the current global MeterProvider, made on first use. */
+  private meters(): Instruments | undefined {
+    const api = this.api;
+    if (!api) return undefined;
+    const provider = api.metrics.getMeterProvider();
+    if (this.instruments?.provider === provider) return this.instruments;
+    const meter = provider.getMeter(IDEMPOTENCY_METER_NAME);
+    const counter = (name: string, description: string, unit = '{request}') =>
+      meter.createCounter(name, { description, unit });
+    const duration = (name: string, description: string) =>
+      meter.createHistogram(name, {
+        description,
+        unit: 's',
+        advice: { explicitBucketBoundaries: DURATION_BUCKETS },
+      });
+    this.instruments = {
+      provider,
+      executed: counter(
+        'idempotency.executed',
+        'Requests whose handler ran, by status class and whether the response was stored',
+      ),
+      replayed: counter('idempotency.replayed', 'Stored responses replayed'),
+      rejected: counter('idempotency.rejected', 'Requests answered with an idempotency error'),
+      released: counter('idempotency.released', 'Keys given back without a stored response'),
+      lockLost: counter('idempotency.lock_lost', 'Leases found taken over by another request'),
+      storeErrors: counter('idempotency.store_errors', 'Store calls that failed', '{error}'),
+      purged: counter('idempotency.purged', 'Expired records deleted by the purge', '{record}'),
+      claimDuration: duration('idempotency.claim.duration', 'Time to claim a key'),
+      completionDuration: duration(
+        'idempotency.completion.duration',
+        'Time to store a response (complete, and commit on transactional routes)',
+      ),
+    };
+    return this.instruments;
+  }
+}
+
+/** `http.route` and `http.request.method` from a `METHOD /pattern` label. */
+function routeAttributes(route: string | undefined): Attributes {
+  if (!route) return {};
+  const space = route.indexOf(' ');
+  return space < 0
+    ? { 'http.route': route }
+    : { 'http.request.method': route.slice(0, space), 'http.route': route.slice(space + 1) };
+}
+
+/** `@opentelemetry/api`, when the application has it. */
+async function loadOpenTelemetry(): Promise<Api | undefined> {
+  try {
+    return (
+      typeof require === 'function'
+        ? // eslint-disable-next-line @typescript-eslint/no-require-imports
+          require('@opentelemetry/api')
+        : await import('@opentelemetry/api')
+    ) as Api;
+  } catch {
+    return undefined; // not installed: metrics are off
+  }
+}

@@ -1,0 +1,80 @@
+import { quoteTableName } from './idempotency-table.sql';
+import { prepareStatement } from './prepared-statement';
+import type { PreparedStatement } from './prepared-statement';
+import type { TypeOrmIdempotencyStore } from './typeorm-idempotency.store';
+import { Deadline } from './with-deadline';
+
+/** What the record table looks like to a health check. Each count stops at the read's limit. */
+export interface IdempotencyTableHealth {
+  /** Records in flight whose lease lapsed (`status = 'in_flight' AND locked_until < now`). */
+  stuckInFlight: number;
+  /** Unfinished operations in phases nobody runs (released, or in flight with a lapsed lease). */
+  idleOperations: number;
+  /** Operations in phases marked abandoned, waiting for a human. */
+  abandonedOperations: number;
+  /** Expired records the purge may delete and has not yet. */
+  purgeBacklog: number;
+  /** Milliseconds the statement took. */
+  latencyMs: number;
+}
+
+const statements = new Map<string, PreparedStatement>();
+
+/**
+ * One statement, four counts, each bounded by `$1` rows so that a check stays cheap on a large
+ * table. The conditions are those of the store's own statements (claim, purge, completer), on
+ * the database clock.
+ */
+function healthStatement(tableName: string): PreparedStatement {
+  let statement = statements.get(tableName);
+  if (statement) return statement;
+  const t = quoteTableName(tableName);
+  const at = 'statement_timestamp()';
+  const bounded = (where: string) =>
+    `(SELECT count(*) FROM (SELECT 1 FROM ${t} r WHERE ${where} LIMIT $1) s)::int`;
+  statement = prepareStatement(`
+    SELECT ${bounded(`r.status = 'in_flight' AND r.locked_until < ${at}`)} AS stuck_in_flight,
+           ${bounded(
+             `r.operation IS NOT NULL AND (r.status = 'released' OR ` +
+               `(r.status = 'in_flight' AND r.locked_until <= ${at}))`,
+           )} AS idle_operations,
+           ${bounded(`r.status = 'abandoned'`)} AS abandoned_operations,
+           ${bounded(
+             `r.expires_at <= ${at} AND NOT (r.status = 'in_flight' AND r.locked_until > ${at}) ` +
+               `AND (r.operation IS NULL OR r.status = 'completed')`,
+           )} AS purge_backlog`);
+  statements.set(tableName, statement);
+  return statement;
+}
+
+/**
+ * Reads the record table's health through the store's statement runner (its pool, its own
+ * timeout), answering within `timeoutMs` whatever the store's timeout is.
+ *
+ * @param store - the TypeORM store
+ * @param tableName - the record table
+ * @param countLimit - the most rows each count reads
+ * @param timeoutMs - how long the read may take
+ * @throws IdempotencyStoreTimeoutError when the database does not answer within `timeoutMs`
+ */
+export async function readTableHealth(
+  store: TypeOrmIdempotencyStore,
+  tableName: string,
+  countLimit: number,
+  timeoutMs: number,
+): Promise<IdempotencyTableHealth> {
+  const started = Date.now();
+  const deadline = new Deadline('health check', timeoutMs);
+  const { rows } = await deadline.race(
+    store.runStatement('health check', healthStatement(tableName), [countLimit]),
+    'PostgreSQL to answer',
+  );
+  const row = rows[0];
+  return {
+    stuckInFlight: Number(row.stuck_in_flight),
+    idleOperations: Number(row.idle_operations),
+    abandonedOperations: Number(row.abandoned_operations),
+    purgeBacklog: Number(row.purge_backlog),
+    latencyMs: Date.now() - started,
+  };
+}

@@ -1,0 +1,29 @@
+/**
+ * `@nestjs/terminus` and `@opentelemetry/api` are optional peers: an application without them
+ * starts and serves idempotent requests with no warning, and the package root never loads them.
+ * Run in a child process that makes both unresolvable (test/fixtures/without-optional-peers.ts).
+ */
+import { execFile } from 'node:child_process';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+
+const run = promisify(execFile);
+
+describe('without the optional peers', () => {
+  it('starts, serves and replays with no warning, loading neither package', async () => {
+    const root = join(__dirname, '../..');
+    const { stdout, stderr } = await run(
+      process.execPath,
+      ['-r', 'ts-node/register/transpile-only', 'test/fixtures/without-optional-peers.ts'],
+      { cwd: root, env: { ...process.env, NODE_ENV: 'test' }, timeout: 60_000 },
+    );
+    expect(stderr.replace(/\(node:\d+\) ExperimentalWarning[^\n]*\n(\(Use[^\n]*\n)?/g, '')).toBe(
+      '',
+    );
+    const result = JSON.parse(stdout);
+    expect(result.first).toEqual({ status: 201, body: { n: 1 } });
+    expect(result.second).toEqual({ status: 201, body: { n: 1 } });
+    expect(result.logged).toEqual([]);
+    expect(result.loaded).toEqual([]);
+  }, 60_000);
+});
