@@ -67,6 +67,7 @@ export const DEFAULT_IDEMPOTENCY_OPTIONS: Readonly<ResolvedIdempotencyOptions> =
   problemTypeBaseUri: 'urn:nest-idempotency:problem:',
   errorBody: null,
   metrics: true,
+  openApi: true,
 });
 
 const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
@@ -401,6 +402,7 @@ export function resolveIdempotencyOptions(
     'Use a function (problem) => ({ body, contentType? }), or null for problem+json.',
   );
   check(typeof merged.metrics === 'boolean', 'metrics', merged.metrics, 'Use true or false.');
+  check(typeof merged.openApi === 'boolean', 'openApi', merged.openApi, 'Use true or false.');
   return {
     ...merged,
     purge: purgeOptions,

@@ -31,6 +31,7 @@ import { IdempotencyPhaseEngine } from './phases/idempotency-phase-engine';
 import { IdempotentOperations } from './phases/idempotent-operations.service';
 import { IdempotencyOperationRegistry } from './phases/operation-registry';
 import { IdempotencyMetrics } from './metrics/idempotency-metrics';
+import { IDEMPOTENCY_OPENAPI, documentIdempotentRoutes } from './openapi/idempotency-openapi';
 import { IdempotencyPurgeService } from './purge/idempotency-purge.service';
 import { IdempotencyStore } from './storage/idempotency.store';
 import { MemoryIdempotencyStore } from './storage/memory-idempotency.store';
@@ -86,6 +87,12 @@ const providers: Provider[] = [
     provide: IdempotencyStore,
     useFactory: createStore,
     inject: [IDEMPOTENCY_OPTIONS, ModuleRef],
+  },
+  {
+    // Documents @Idempotent() routes for @nestjs/swagger, when installed (before createDocument).
+    provide: IDEMPOTENCY_OPENAPI,
+    useFactory: documentIdempotentRoutes,
+    inject: [IDEMPOTENCY_OPTIONS, ModulesContainer],
   },
   IdempotencyRouteOptionsResolver,
   ResponseAdapterResolver,

@@ -3,6 +3,7 @@ import type { INestApplication, LogLevel } from '@nestjs/common';
 import { FastifyAdapter } from '@nestjs/platform-fastify';
 import { createAppModule } from './app.module';
 import type { SampleAppConfig } from './config/sample-app.config';
+import { setupApiDocs } from './docs/api-docs';
 import { startEmbeddedPostgres } from './database/embedded-postgres';
 import type { EmbeddedPostgres } from './database/embedded-postgres';
 import { APP_POOL_SIZE } from './database/pool-sizes';
@@ -54,6 +55,7 @@ export async function createSampleApp(
       config.httpAdapter === 'fastify'
         ? await NestFactory.create(module, new FastifyAdapter(), nestOptions)
         : await NestFactory.create(module, nestOptions);
+    setupApiDocs(app, config.httpAdapter); // Swagger UI at /docs, the document at /docs-json
     await app.init();
     if (config.httpAdapter === 'fastify') await app.getHttpAdapter().getInstance().ready();
     return {

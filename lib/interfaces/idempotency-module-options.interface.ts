@@ -292,6 +292,14 @@ export interface ResolvedIdempotencyOptions extends IdempotencyRouteOptions {
    * @defaultValue `DEFAULT_IDEMPOTENCY_OPTIONS.metrics` (`true`)
    */
   metrics: boolean;
+  /**
+   * Document `@Idempotent()` routes in the OpenAPI document when the application has
+   * `@nestjs/swagger` (the key header, `Idempotent-Replayed`, the 400 / 409 / 422 / 503 answers;
+   * see the README's "OpenAPI"); `false` leaves the routes as the application declared them.
+   * Module-level only.
+   * @defaultValue `DEFAULT_IDEMPOTENCY_OPTIONS.openApi` (`true`)
+   */
+  openApi: boolean;
 }
 
 /** What `IdempotencyModule.forRoot()` accepts: any subset of the options. */

@@ -1,6 +1,7 @@
 import { Inject, Injectable } from '@nestjs/common';
 import type { OnModuleDestroy, OnModuleInit } from '@nestjs/common';
 import type * as OpenTelemetry from '@opentelemetry/api';
+import { loadOptionalPeer } from '../utils/load-optional-peer';
 import { IdempotencyEvents } from '../events/idempotency.events';
 import type { IdempotencyEvent } from '../events/idempotency.events';
 import { IDEMPOTENCY_OPTIONS } from '../idempotency.tokens';
@@ -189,16 +190,11 @@ function routeAttributes(route: string | undefined): Attributes {
     : { 'http.request.method': route.slice(0, space), 'http.route': route.slice(space + 1) };
 }
 
-/** `@opentelemetry/api`, when the application has it. */
+/** `@opentelemetry/api`, when the application has it (see `loadOptionalPeer`). */
 async function loadOpenTelemetry(): Promise<Api | undefined> {
   try {
-    return (
-      typeof require === 'function'
-        ? // eslint-disable-next-line @typescript-eslint/no-require-imports
-          require('@opentelemetry/api')
-        : await import('@opentelemetry/api')
-    ) as Api;
+    return await loadOptionalPeer<Api>('@opentelemetry/api');
   } catch {
-    return undefined; // not installed: metrics are off
+    return undefined; // installed but broken: metrics are off
   }
 }

@@ -1,5 +1,6 @@
 import type { ModuleRef } from '@nestjs/core';
 import type * as Schedule from '@nestjs/schedule';
+import { loadOptionalPeer } from '../utils/load-optional-peer';
 
 /** The part of `@nestjs/schedule`'s SchedulerRegistry a periodic task uses. */
 interface IntervalRegistry {
@@ -80,21 +81,14 @@ export class PeriodicTask<T> {
 }
 
 /**
- * The application's `SchedulerRegistry`, when it has `@nestjs/schedule` (an optional peer,
- * hence loaded here rather than imported) and `ScheduleModule.forRoot()`. The published build
- * is CommonJS and uses `require`, which returns the application's own module instance in a
- * CommonJS app and, through `require(esm)`, in a Nest 12 ESM app too; so does Jest's CommonJS
- * runtime. Where the code runs as ESM (Jest's ESM mode, used for the Nest 12 test leg)
- * `require` does not exist and `import()` does the same.
+ * The application's `SchedulerRegistry`, when it has `@nestjs/schedule` (an optional peer, see
+ * `loadOptionalPeer`) and `ScheduleModule.forRoot()`.
  */
 async function findSchedulerRegistry(moduleRef: ModuleRef): Promise<IntervalRegistry | undefined> {
   try {
-    const { SchedulerRegistry } = (
-      typeof require === 'function'
-        ? // eslint-disable-next-line @typescript-eslint/no-require-imports
-          require('@nestjs/schedule')
-        : await import('@nestjs/schedule')
-    ) as typeof Schedule;
+    const schedule = await loadOptionalPeer<typeof Schedule>('@nestjs/schedule');
+    if (!schedule) return undefined;
+    const { SchedulerRegistry } = schedule;
     return moduleRef.get(SchedulerRegistry, { strict: false });
   } catch {
     return undefined; // no @nestjs/schedule, or no ScheduleModule.forRoot()

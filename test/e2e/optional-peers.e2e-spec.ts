@@ -1,7 +1,8 @@
 /**
- * `@nestjs/terminus` and `@opentelemetry/api` are optional peers: an application without them
- * starts and serves idempotent requests with no warning, and the package root never loads them.
- * Run in a child process that makes both unresolvable (test/fixtures/without-optional-peers.ts).
+ * `@nestjs/terminus`, `@nestjs/swagger` and `@opentelemetry/api` are optional peers: an
+ * application without them starts and serves idempotent requests with no warning, and the package
+ * root never loads them. Run in a child process that makes them unresolvable
+ * (test/fixtures/without-optional-peers.ts).
  */
 import { execFile } from 'node:child_process';
 import { join } from 'node:path';
@@ -10,7 +11,7 @@ import { promisify } from 'node:util';
 const run = promisify(execFile);
 
 describe('without the optional peers', () => {
-  it('starts, serves and replays with no warning, loading neither package', async () => {
+  it('starts, serves and replays with no warning, loading none of them', async () => {
     const root = join(__dirname, '../..');
     const { stdout, stderr } = await run(
       process.execPath,
