@@ -61,6 +61,7 @@ export const DEFAULT_IDEMPOTENCY_OPTIONS: Readonly<ResolvedIdempotencyOptions> =
     maxBackoffSeconds: 600,
   },
   storeTimeoutSeconds: 5,
+  preparedStatements: true,
   tableName: 'idempotency_records',
   store: 'typeorm',
   dataSource: undefined,
@@ -403,6 +404,12 @@ export function resolveIdempotencyOptions(
   );
   check(typeof merged.metrics === 'boolean', 'metrics', merged.metrics, 'Use true or false.');
   check(typeof merged.openApi === 'boolean', 'openApi', merged.openApi, 'Use true or false.');
+  check(
+    typeof merged.preparedStatements === 'boolean',
+    'preparedStatements',
+    merged.preparedStatements,
+    'Use true, or false behind PgBouncer in transaction pooling mode before 1.21.',
+  );
   return {
     ...merged,
     purge: purgeOptions,

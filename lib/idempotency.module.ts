@@ -59,6 +59,7 @@ function createDecidingStore(
   // The DataSource is created by TypeOrmModule, possibly after this provider: look it up lazily.
   return new TypeOrmIdempotencyStore(() => findDataSource(options, moduleRef), options.tableName, {
     timeoutMs: options.storeTimeoutSeconds * 1000,
+    preparedStatements: options.preparedStatements,
   });
 }
 

@@ -26,6 +26,12 @@ import { CrashModule } from './crash/crash.module';
 export interface SampleAppModuleConfig {
   /** PostgreSQL URL of the app (payments, refunds, receipts, idempotency records, provider). */
   databaseUrl: string;
+  /**
+   * The database is the embedded PGlite. Its socket server runs every connection in one
+   * session and interleaves their protocol messages (a second connection's named statement
+   * already exists, an unnamed portal vanishes under another's), so the pool has one connection.
+   */
+  embedded?: boolean;
   ttlSeconds: number;
   lockTimeoutSeconds: number;
   purgeIntervalSeconds: number;
@@ -67,7 +73,7 @@ export function createAppModule(config: SampleAppModuleConfig): DynamicModule {
         migrationsRun: true,
         synchronize: false,
         logging: false,
-        extra: { max: APP_POOL_SIZE },
+        extra: { max: config.embedded ? 1 : APP_POOL_SIZE },
       }),
       IdempotencyModule.forRoot({
         scope: (request) => readAccountId(request) ?? '',

@@ -41,6 +41,7 @@ export async function createSampleApp(
     }
     const module = createAppModule({
       databaseUrl,
+      embedded: embedded !== undefined,
       ttlSeconds: config.ttlSeconds,
       lockTimeoutSeconds: config.lockTimeoutSeconds,
       purgeIntervalSeconds: config.purgeIntervalSeconds,

@@ -257,6 +257,15 @@ export interface ResolvedIdempotencyOptions extends IdempotencyRouteOptions {
    */
   storeTimeoutSeconds: number;
   /**
+   * Send the TypeORM store's statements as named prepared statements, parsed and planned once
+   * per connection. Set `false` when connections do not keep their own server session: behind
+   * PgBouncer in transaction pooling mode before 1.21 (the error otherwise is `prepared statement
+   * "nest_idempotency_…" already exists` or `… does not exist`), or an embedded PGlite served to
+   * several connections. Module-level only.
+   * @defaultValue `DEFAULT_IDEMPOTENCY_OPTIONS.preparedStatements` (`true`)
+   */
+  preparedStatements: boolean;
+  /**
    * Storage table (optionally schema-qualified, e.g. `billing.idempotency_records`).
    * @defaultValue `DEFAULT_IDEMPOTENCY_OPTIONS.tableName` (`idempotency_records`)
    */

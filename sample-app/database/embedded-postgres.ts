@@ -13,9 +13,11 @@ export interface EmbeddedPostgres {
  * Starts an in-memory PGlite database behind `PGLiteSocketServer`, so the app reaches it with
  * the ordinary `pg` driver (TypeORM type `postgres`) exactly as it would a real server.
  *
- * PGlite runs one statement at a time for all connections, and while one connection has a
- * transaction open the others wait; the socket server multiplexes up to `maxConnections`
- * connections, so it must be at least the TypeORM pool size (extra connections are refused).
+ * PGlite has one session. The socket server accepts up to `maxConnections` connections and runs
+ * them all in that session, one protocol message batch at a time: concurrent connections see
+ * each other's named prepared statements ("already exists") and lose their unnamed portals
+ * ("portal \"\" does not exist") when a batch is split. So the sample gives its pool one
+ * connection on PGlite; `maxConnections` only has to be at least that.
  *
  * @param maxConnections - connections the socket server accepts; ≥ the pool size
  * @returns the URL and a `stop()` function

@@ -45,6 +45,23 @@ describe('sample app as a process', () => {
       await fetch(`${app.url}/provider/charges?customerId=cus_embedded`)
     ).json();
     expect(charges).toHaveLength(1);
+
+    // Concurrent requests: PGlite's socket server runs every connection in one session, so a
+    // pool of several connections broke each other's prepared statements and portals (503s).
+    const concurrent = await Promise.all(
+      Array.from({ length: 12 }, (_, i) =>
+        post(app, '/payments', `embedded-many-${i}`, {
+          amount: 100 + i,
+          currency: 'eur',
+          customerId: `cus_embedded_many_${i}`,
+        }),
+      ),
+    );
+    expect(concurrent.map((response) => response.status)).toEqual(Array(12).fill(201));
+    const sameKey = await Promise.all(
+      Array.from({ length: 6 }, () => post(app, '/payments', 'embedded-1', body)),
+    );
+    expect(sameKey.map((response) => response.status)).toEqual(Array(6).fill(201));
     // A graceful stop closes the app and the embedded databases, and exits 0.
     expect(await app.stop('SIGTERM')).toBe(0);
   });

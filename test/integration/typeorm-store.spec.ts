@@ -77,6 +77,53 @@ describeStoreConformance(
   },
 );
 
+describeStoreConformance(
+  'TypeOrmIdempotencyStore (PostgreSQL, preparedStatements: false: unnamed statements)',
+  async () => {
+    await db.query(`TRUNCATE ${TABLE}`);
+    return {
+      store: new TypeOrmIdempotencyStore(dataSource, TABLE, {
+        timeoutMs: 5000,
+        preparedStatements: false,
+      }),
+      advance: (seconds: number) => sleep(seconds * 1000),
+      teardown: async () => undefined,
+    };
+  },
+);
+
+describe.each([
+  ['prepares its statements by default', undefined, true],
+  ['prepares nothing with preparedStatements: false', false, false],
+] as const)('on one connection, the store %s', (_, preparedStatements, prepared) => {
+  it('(pg_prepared_statements after a claim, a completion and a transaction)', async () => {
+    const single = new DataSource({ type: 'postgres', url: db.url, extra: { max: 1 } });
+    await single.initialize();
+    try {
+      const store = new TypeOrmIdempotencyStore(single, TABLE, {
+        timeoutMs: 5000,
+        preparedStatements,
+      });
+      const request = claimRequest();
+      expect((await store.claim(request)).outcome).toBe('claimed');
+      expect(await store.complete(request, RESPONSE, 3600)).toBe(true);
+      const transactional = claimRequest();
+      await store.claim(transactional);
+      const transaction = await store.beginTransaction();
+      expect(await transaction.complete(transactional, RESPONSE, 3600)).toBe(true);
+      await transaction.commit();
+      // The pool's only connection: the one every statement above ran on.
+      const [{ count }] = await single.query(
+        "SELECT count(*)::int AS count FROM pg_prepared_statements WHERE name LIKE 'nest_idempotency_%'",
+      );
+      if (prepared) expect(count).toBeGreaterThan(0);
+      else expect(count).toBe(0);
+    } finally {
+      await single.destroy();
+    }
+  });
+});
+
 describeStoreConformance('LocalFirstIdempotencyStore over PostgreSQL', async () => {
   await db.query(`TRUNCATE ${TABLE}`);
   return {

@@ -146,6 +146,10 @@ export class ConsumerApp {
       writeFileSync(join(this.dir, file.path), file.source);
     }
     copyFileSync(join(__dirname, 'payments.support.ts'), join(this.dir, 'src/payments.support.ts'));
+    copyFileSync(
+      join(__dirname, 'payments-client.support.ts'),
+      join(this.dir, 'src/payments.client.ts'),
+    );
     const tsconfigPath = join(this.dir, 'tsconfig.json');
     const tsconfig = JSON.parse(readFileSync(tsconfigPath, 'utf8'));
     tsconfig.compilerOptions.strict = true;
@@ -191,6 +195,19 @@ export class ConsumerApp {
     const app = new RunningApp(child, `http://127.0.0.1:${port}`);
     await app.ready(60_000);
     return app;
+  }
+
+  /**
+   * Runs the built src/payments.client.ts (`nest-idempotency/client`) against a running app.
+   * @returns what it printed, parsed
+   */
+  async runClient(url: string): Promise<unknown> {
+    const script = "import('./dist/payments.client.js').then((m) => m.main(process.argv[1]))";
+    const result = expectSuccess(
+      await run(process.execPath, ['-e', script, url], { cwd: this.dir, timeoutMs: 60_000 }),
+      'the client script',
+    );
+    return JSON.parse(result.output);
   }
 
   remove(): void {

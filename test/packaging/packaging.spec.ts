@@ -175,11 +175,21 @@ describe.each(APP_KINDS)('a new %s application', (kind) => {
     expect(await conflict.json()).toMatchObject({ code: 'idempotency_key_in_use' });
   });
 
-  step('ran each handler once: two payments, two completed records', async () => {
-    expect(await db.query('SELECT count(*)::int AS n FROM payments')).toEqual([{ n: 2 }]);
+  step(
+    'nest-idempotency/client (built by the app) creates a payment, then gets its replay',
+    async () => {
+      expect(await app.runClient(running!.url)).toEqual([
+        { status: 201, replayed: false, attempts: 1, sameKey: true, body: expect.any(Object) },
+        { status: 201, replayed: true, attempts: 1, sameKey: true, body: expect.any(Object) },
+      ]);
+    },
+  );
+
+  step('ran each handler once: three payments, three completed records', async () => {
+    expect(await db.query('SELECT count(*)::int AS n FROM payments')).toEqual([{ n: 3 }]);
     expect(
       await db.query('SELECT status, count(*)::int AS n FROM idempotency_records GROUP BY 1'),
-    ).toEqual([{ status: 'completed', n: 2 }]);
+    ).toEqual([{ status: 'completed', n: 3 }]);
   });
 
   // Jest's CommonJS runtime loads ESM-only packages (Nest 12) only from Node 24.9 on: before

@@ -88,6 +88,7 @@ function compilerOptions(): ts.CompilerOptions {
     paths: {
       'nest-idempotency': [join(ROOT, 'lib/index.ts')],
       'nest-idempotency/terminus': [join(ROOT, 'lib/health/index.ts')],
+      'nest-idempotency/client': [join(ROOT, 'lib/client/index.ts')],
     },
   };
 }

@@ -21,7 +21,7 @@ export interface StatementResult {
 
 /** The part of a node-postgres client the store uses. */
 export interface PgClient {
-  query(config: { name: string; text: string; values: unknown[] }): Promise<StatementResult>;
+  query(config: { name?: string; text: string; values: unknown[] }): Promise<StatementResult>;
   on(event: 'error', listener: (error: Error) => void): unknown;
   removeListener(event: 'error', listener: (error: Error) => void): unknown;
 }
@@ -60,12 +60,17 @@ export function hasPoolAccess(dataSource: DataSource): boolean {
  * whose statement ran out of time is handed back with the error, so the pool closes it instead
  * of lending it out again; one that arrives after the deadline is given back at once.
  * Call only when `hasPoolAccess(dataSource)` holds.
+ *
+ * @param prepared - send it as a named prepared statement (else unnamed: parsed and planned on
+ *   every call, but safe where connections share server sessions, as behind PgBouncer's
+ *   transaction pooling before 1.21)
  */
 export async function runOnPool(
   dataSource: DataSource,
   statement: PreparedStatement,
   values: unknown[],
   deadline: Deadline,
+  prepared = true,
 ): Promise<StatementResult> {
   const driver = dataSource.driver as unknown as PostgresDriverLike;
   const [client, release] = await deadline.race(
@@ -79,7 +84,8 @@ export async function runOnPool(
   // dropped by the server between two queries would crash the process.
   client.on('error', onError);
   try {
-    return await deadline.race(client.query({ ...statement, values }), 'PostgreSQL to answer');
+    const query = prepared ? { ...statement, values } : { text: statement.text, values };
+    return await deadline.race(client.query(query), 'PostgreSQL to answer');
   } catch (error) {
     // After a timeout the statement is still pending on this connection (or lost in a dead
     // socket): pg-pool, given an error, ends the client, which destroys the socket because a

@@ -32,6 +32,14 @@ export interface TypeOrmIdempotencyStoreSettings {
    * @defaultValue 5000
    */
   timeoutMs: number;
+  /**
+   * Send the store's statements as named prepared statements (parsed and planned once per
+   * connection). `false` sends them unnamed, for connections that do not keep their own server
+   * session: PgBouncer in transaction pooling mode before 1.21, or an embedded PGlite served to
+   * several connections. The module passes its `preparedStatements` option.
+   * @defaultValue true
+   */
+  preparedStatements?: boolean;
 }
 
 /**
@@ -69,6 +77,7 @@ export class TypeOrmIdempotencyStore extends IdempotencyStore {
   >;
 
   private readonly timeoutMs: number;
+  private readonly preparedStatements: boolean;
   private resolved?: DataSource;
   /**
    * Whether statements run on pg connections lent by TypeORM's driver (named, prepared once
@@ -102,6 +111,7 @@ export class TypeOrmIdempotencyStore extends IdempotencyStore {
       );
     }
     this.timeoutMs = timeoutMs;
+    this.preparedStatements = settings.preparedStatements ?? true;
     this.table = quoteTableName(tableName);
     this.jobsTable = quoteTableName(jobsTableNameOf(tableName));
     const t = this.table;
@@ -380,7 +390,11 @@ export class TypeOrmIdempotencyStore extends IdempotencyStore {
    * @internal
    */
   openTransaction(): Promise<TypeOrmStoreTransaction> {
-    return TypeOrmStoreTransaction.begin(this.dataSource, this.timeoutMs, this.usesPoolAccess());
+    return TypeOrmStoreTransaction.begin(
+      this.dataSource,
+      this.timeoutMs,
+      this.usesPoolAccess() && this.preparedStatements,
+    );
   }
 
   /**
@@ -412,7 +426,7 @@ export class TypeOrmIdempotencyStore extends IdempotencyStore {
     const deadline =
       typeof operation === 'string' ? new Deadline(operation, this.timeoutMs) : operation;
     return this.usesPoolAccess()
-      ? runOnPool(this.dataSource, statement, values, deadline)
+      ? runOnPool(this.dataSource, statement, values, deadline, this.preparedStatements)
       : runOnNewQueryRunner(this.dataSource, statement, values, deadline);
   }
 }

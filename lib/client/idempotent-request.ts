@@ -1,0 +1,39 @@
+/** One logical operation sent by `IdempotentClient.request()`. */
+export interface IdempotentRequest {
+  /** @defaultValue `'POST'` */
+  method?: string;
+  /** Resolved against the client's `baseUrl`, e.g. `/payments`. */
+  path: string;
+  /**
+   * The body: a string or bytes are sent as they are; anything else is sent as JSON (with
+   * `Content-Type: application/json` unless given). Serialized once, so every attempt carries
+   * the same bytes — the server compares them with the first attempt's.
+   */
+  body?: unknown;
+  /** This request's own headers, over the client's. */
+  headers?: Record<string, string>;
+  /**
+   * The operation's key. Give one you stored with the operation (an order id, say) to carry a
+   * retry across restarts of your process; a new UUID v4 otherwise.
+   */
+  idempotencyKey?: string;
+  /** Cancels the operation: the attempt in flight and any wait. */
+  signal?: AbortSignal;
+}
+
+/** The final answer to an operation. */
+export interface IdempotentResponse<T = unknown> {
+  /** The HTTP status of the final answer. */
+  status: number;
+  /** `status` is 2xx. */
+  ok: boolean;
+  headers: Headers;
+  /** The body: parsed when its content type is JSON (`application/json`, `…+json`), else text. */
+  body: T;
+  /** The answer is the server's stored answer to an earlier attempt (`Idempotent-Replayed: true`). */
+  replayed: boolean;
+  /** How many attempts were made, this one included. */
+  attempts: number;
+  /** The key every attempt carried. */
+  idempotencyKey: string;
+}

@@ -1,0 +1,25 @@
+// Copied into each packaging app as src/payments.client.ts: built by the app's `nest build`
+// (strict, the app's own module resolution) and run against the app by the packaging test.
+import { createIdempotentClient } from 'nest-idempotency/client';
+import type { IdempotentResponse } from 'nest-idempotency/client';
+
+/**
+ * Creates one payment twice with one key through `nest-idempotency/client` and prints what came
+ * back as JSON: `[{ status, replayed, attempts, sameKey }, …]`.
+ */
+export async function main(url: string): Promise<void> {
+  const client = createIdempotentClient({ baseUrl: url, retries: 2 });
+  const payment = { amount: 1500, currency: 'eur', customerId: 'cus_client' };
+  const answers: IdempotentResponse<{ id?: number }>[] = [];
+  for (let i = 0; i < 2; i++) {
+    answers.push(await client.post('/payments', payment, { idempotencyKey: 'client-1' }));
+  }
+  const summary = answers.map((answer) => ({
+    status: answer.status,
+    replayed: answer.replayed,
+    attempts: answer.attempts,
+    sameKey: answer.idempotencyKey === 'client-1',
+    body: answer.body,
+  }));
+  process.stdout.write(JSON.stringify(summary));
+}
