@@ -39,6 +39,8 @@ export interface SampleAppModuleConfig {
   completerIntervalSeconds?: number;
   completerAfterSeconds?: number;
   jobsIntervalSeconds?: number;
+  /** The library's `preparedStatements` (`false` behind PgBouncer's transaction pooling). */
+  preparedStatements?: boolean;
   crash?: SampleAppConfig['crash'];
 }
 
@@ -86,6 +88,7 @@ export function createAppModule(config: SampleAppModuleConfig): DynamicModule {
         },
         jobs: { intervalSeconds: config.jobsIntervalSeconds },
         phases: { foreignStepMarginSeconds: charge.marginSeconds },
+        preparedStatements: config.preparedStatements ?? true,
       }),
       ProviderModule.register(config.providerLatencyMs, charge.timeoutSeconds),
       CrashModule.register(config.crash),

@@ -49,6 +49,7 @@ export async function createSampleApp(
       completerIntervalSeconds: config.completerIntervalSeconds,
       completerAfterSeconds: config.completerAfterSeconds,
       jobsIntervalSeconds: config.jobsIntervalSeconds,
+      preparedStatements: config.preparedStatements,
       crash: config.crash,
     });
     const nestOptions = { abortOnError: false, logger: options.logger };

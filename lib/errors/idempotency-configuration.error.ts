@@ -124,6 +124,22 @@ export class IdempotencyConfigurationError extends IdempotencyError {
     );
   }
 
+  /**
+   * PostgreSQL lost or already had one of the store's named prepared statements: its connections
+   * do not keep a server session of their own (PgBouncer in transaction pooling mode before
+   * 1.21). Thrown at first use, by the statement that met it; the request fails closed (503).
+   * @param answer - what PostgreSQL answered
+   */
+  static preparedStatementsUnsupported(answer: string): IdempotencyConfigurationError {
+    return new IdempotencyConfigurationError(
+      `nest-idempotency: PostgreSQL answered "${answer}" to one of the store's prepared ` +
+        'statements: these connections do not keep a server session of their own, as behind ' +
+        'PgBouncer in transaction pooling mode before 1.21. Set ' +
+        'IdempotencyModule.forRoot({ preparedStatements: false }), or use PgBouncer 1.21+ with ' +
+        'max_prepared_statements > 0.',
+    );
+  }
+
   /** The application runs on an HTTP adapter the library has no response adapter for. */
   static unsupportedHttpAdapter(type: string): IdempotencyConfigurationError {
     return new IdempotencyConfigurationError(

@@ -33,6 +33,11 @@ export interface SampleAppConfig {
   /** `IDEMPOTENCY_JOBS_INTERVAL_SECONDS`; unset → the library's default. */
   jobsIntervalSeconds?: number;
   /**
+   * `IDEMPOTENCY_PREPARED_STATEMENTS`: `false` behind PgBouncer in transaction pooling mode
+   * before 1.21 (the library's `preparedStatements`); default `true`.
+   */
+  preparedStatements: boolean;
+  /**
    * `SAMPLE_CRASH_AT` and `SAMPLE_CRASH_KEY_PREFIX` (tests only): the process SIGKILLs itself at
    * that point, for requests whose idempotency key starts with the prefix.
    */
@@ -86,6 +91,13 @@ function readNumber(
   return value;
 }
 
+function readBoolean(env: NodeJS.ProcessEnv, name: string, fallback: boolean): boolean {
+  const raw = env[name]?.trim();
+  if (raw === undefined || raw === '') return fallback;
+  if (raw === 'true' || raw === 'false') return raw === 'true';
+  throw new Error(`${name}=${JSON.stringify(raw)} is not valid: use true or false.`);
+}
+
 /**
  * Reads the sample app's configuration from environment variables.
  *
@@ -115,6 +127,7 @@ export function loadSampleAppConfig(env: NodeJS.ProcessEnv = process.env): Sampl
     ),
     completerAfterSeconds: readOptionalNumber(env, 'IDEMPOTENCY_COMPLETER_AFTER_SECONDS', 0),
     jobsIntervalSeconds: readOptionalNumber(env, 'IDEMPOTENCY_JOBS_INTERVAL_SECONDS', 0.1),
+    preparedStatements: readBoolean(env, 'IDEMPOTENCY_PREPARED_STATEMENTS', true),
     crash: readCrash(env),
   };
 }

@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { DataSource } from 'typeorm';
+import { IdempotencyConfigurationError } from '../../errors/idempotency-configuration.error';
 import { isStoreTimeout } from './with-deadline';
 import type { Deadline } from './with-deadline';
 
@@ -91,7 +92,7 @@ export async function runOnPool(
     // socket): pg-pool, given an error, ends the client, which destroys the socket because a
     // query is active. Handed back without one, the next caller would queue behind it.
     if (isStoreTimeout(error) || !isServerError(error)) broken = error;
-    throw error;
+    throw prepared ? explainStatementError(error, statement) : error;
   } finally {
     client.removeListener('error', onError);
     release(broken);
@@ -104,4 +105,18 @@ export async function runOnPool(
  */
 function isServerError(error: unknown): boolean {
   return (error as { severity?: unknown } | null)?.severity === 'ERROR';
+}
+
+/**
+ * The error a named statement met, or, when PostgreSQL says the statement already exists
+ * (42P05) or does not exist (26000) on a connection, the configuration error that says why and
+ * names the fix (`preparedStatements: false`).
+ */
+export function explainStatementError(error: unknown, statement: PreparedStatement): unknown {
+  const { code, message } = (error ?? {}) as { code?: unknown; message?: unknown };
+  const lost =
+    (code === '42P05' || code === '26000') &&
+    typeof message === 'string' &&
+    message.includes(statement.name);
+  return lost ? IdempotencyConfigurationError.preparedStatementsUnsupported(message) : error;
 }

@@ -1,5 +1,6 @@
 import type { DataSource, QueryRunner } from 'typeorm';
 import type { PgClient, PreparedStatement, StatementResult } from './prepared-statement';
+import { explainStatementError } from './prepared-statement';
 import { isStoreTimeout } from './with-deadline';
 import type { Deadline } from './with-deadline';
 
@@ -56,7 +57,9 @@ export async function runOnQueryRunner(
   named: boolean,
 ): Promise<StatementResult> {
   const pending: Promise<StatementResult> = named
-    ? ((await runner.connect()) as PgClient).query({ ...statement, values })
+    ? ((await runner.connect()) as PgClient)
+        .query({ ...statement, values })
+        .catch((error: unknown) => Promise.reject(explainStatementError(error, statement)))
     : runner.query(statement.text, values, true).then((result) => ({
         rows: result.records ?? [],
         rowCount: result.affected ?? null,

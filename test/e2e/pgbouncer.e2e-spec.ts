@@ -1,0 +1,174 @@
+/**
+ * Behind a real PgBouncer in transaction pooling mode (Debian's 1.18, which keeps no prepared
+ * statements across server connections; `.ci/run` installs it): with the default named
+ * statements the store's first use fails closed with a configuration error naming
+ * `preparedStatements: false`; with it, the store conformance suite passes, plain and
+ * transactional routes answer and replay, and a same-key storm runs its handler once, on Express
+ * and Fastify. Skipped, saying why, where pgbouncer is not installed.
+ */
+import { randomUUID } from 'node:crypto';
+import request from 'supertest';
+import { DataSource } from 'typeorm';
+import { CreateIdempotencyRecords1732233600000 } from '../../lib';
+import { IdempotencyConfigurationError } from '../../lib/errors/idempotency-configuration.error';
+import { TypeOrmIdempotencyStore } from '../../lib/storage/typeorm/typeorm-idempotency.store';
+import { createTestDatabase } from '../fixtures/database';
+import type { TestDatabase } from '../fixtures/database';
+import { findPgBouncer, startPgBouncer } from '../fixtures/pgbouncer';
+import type { PgBouncer } from '../fixtures/pgbouncer';
+import { orderCount } from '../fixtures/record-queries';
+import { ADAPTERS, createTestApp } from '../fixtures/test-app';
+import type { TestApp } from '../fixtures/test-app';
+import { describeStoreConformance } from '../shared/store-conformance';
+
+const TABLE = 'idempotency_records';
+const found = findPgBouncer();
+const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+
+if (!('bin' in found)) {
+  describe.skip(`behind PgBouncer (${found.missing})`, () => {
+    it('is skipped', () => undefined);
+  });
+} else {
+  describe('behind PgBouncer in transaction pooling mode', () => {
+    let bouncer: PgBouncer;
+    let db: TestDatabase;
+    let dataSource: DataSource;
+
+    beforeAll(async () => {
+      // Two server connections for up to 20 client connections: statements prepared on one
+      // client connection land on server connections other client connections also use.
+      bouncer = await startPgBouncer(found.bin, 2);
+      db = await createTestDatabase();
+      dataSource = new DataSource({
+        type: 'postgres',
+        url: bouncer.through(db.url),
+        migrations: [CreateIdempotencyRecords1732233600000],
+        migrationsRun: true,
+        extra: { max: 20 },
+      });
+      await dataSource.initialize();
+    });
+
+    afterAll(async () => {
+      if (dataSource?.isInitialized) await dataSource.destroy();
+      await db?.drop();
+      await bouncer?.stop();
+    });
+
+    it('runs PgBouncer 1.18 or older, in transaction mode (the case under test)', async () => {
+      expect(bouncer.version).toMatch(/^PgBouncer 1\.(1\d|20)\./);
+      // Transaction pooling: two statements of one client connection may reach two backends.
+      const runner = dataSource.createQueryRunner();
+      await runner.connect();
+      try {
+        const pids = new Set<number>();
+        const busy = Array.from({ length: 4 }, () =>
+          dataSource.query('SELECT pg_sleep(0.05)').catch(() => undefined),
+        );
+        for (let i = 0; i < 20; i++) {
+          pids.add((await runner.query('SELECT pg_backend_pid() AS pid'))[0].pid);
+        }
+        await Promise.all(busy);
+        expect(pids.size).toBeGreaterThan(1);
+      } finally {
+        await runner.release();
+      }
+    });
+
+    it('with named statements (the default), fails closed and names preparedStatements: false', async () => {
+      const store = new TypeOrmIdempotencyStore(dataSource, TABLE, { timeoutMs: 5000 });
+      const results = await Promise.allSettled(
+        Array.from({ length: 40 }, () =>
+          store.claim({
+            scope: 's',
+            key: randomUUID(),
+            fingerprint: 'a'.repeat(64),
+            method: 'POST',
+            path: '/p',
+            ownerToken: randomUUID(),
+            lockTimeoutSeconds: 60,
+            ttlSeconds: 60,
+          }),
+        ),
+      );
+      const errors = results.flatMap((r) => (r.status === 'rejected' ? [r.reason] : []));
+      expect(errors.length).toBeGreaterThan(0);
+      for (const error of errors) {
+        expect(error).toBeInstanceOf(IdempotencyConfigurationError);
+        expect(error.message).toMatch(/prepared statement "nest_idempotency_\w+" already exists/);
+        expect(error.message).toContain('preparedStatements: false');
+      }
+    });
+
+    describeStoreConformance('the store, preparedStatements: false', async () => {
+      await dataSource.query(`TRUNCATE ${TABLE}`);
+      return {
+        store: new TypeOrmIdempotencyStore(dataSource, TABLE, {
+          timeoutMs: 5000,
+          preparedStatements: false,
+        }),
+        advance: (seconds: number) => sleep(seconds * 1000),
+        teardown: async () => undefined,
+      };
+    });
+
+    describe.each(ADAPTERS)('an app (%s), preparedStatements: false', (adapter) => {
+      let t: TestApp;
+      const post = (path: string, key: string, body: object) =>
+        request(t.server).post(path).set('Idempotency-Key', key).set('x-user', 'alice').send(body);
+
+      beforeAll(async () => {
+        t = await createTestApp(adapter, db, {
+          databaseUrl: bouncer.through(db.url),
+          module: { preparedStatements: false },
+        });
+      });
+
+      afterAll(async () => {
+        await t?.close();
+      });
+
+      it('runs, stores and replays plain and transactional routes', async () => {
+        for (const path of ['/orders', '/orders/tx']) {
+          const key = `pgb-${adapter}-${path}-${randomUUID()}`;
+          const first = await post(path, key, { amount: 7, note: key });
+          expect(first.status).toBe(201);
+          const replay = await post(path, key, { amount: 7, note: key });
+          expect(replay.status).toBe(201);
+          expect(replay.headers['idempotent-replayed']).toBe('true');
+          expect(replay.text).toBe(first.text);
+          expect(await orderCount(db, key)).toBe(1);
+        }
+      });
+
+      it('runs a same-key storm of 100 once, with no 5xx', async () => {
+        const key = `pgb-storm-${adapter}-${randomUUID()}`;
+        const before = t.probe.ran('create');
+        const answers = await Promise.all(
+          Array.from({ length: 100 }, () => post('/orders', key, { amount: 9, note: key })),
+        );
+        const statuses = answers.map((r) => r.status);
+        expect(statuses.filter((s) => s !== 201 && s !== 409)).toEqual([]);
+        const executed = answers.filter(
+          (r) => r.status === 201 && r.headers['idempotent-replayed'] === undefined,
+        );
+        expect(executed).toHaveLength(1);
+        expect(t.probe.ran('create') - before).toBe(1);
+        expect(await orderCount(db, key)).toBe(1);
+      });
+
+      it('runs 60 different keys at once, each once', async () => {
+        const keys = Array.from(
+          { length: 60 },
+          (_, i) => `pgb-many-${adapter}-${i}-${randomUUID()}`,
+        );
+        const answers = await Promise.all(
+          keys.map((key) => post('/orders/tx', key, { amount: 3, note: key })),
+        );
+        expect(answers.map((r) => r.status)).toEqual(Array(60).fill(201));
+        for (const key of keys) expect(await orderCount(db, key)).toBe(1);
+      });
+    });
+  });
+}
