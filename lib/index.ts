@@ -40,6 +40,7 @@ export { MemoryIdempotencyStore } from './storage/memory-idempotency.store';
 export { TypeOrmIdempotencyStore } from './storage/typeorm/typeorm-idempotency.store';
 export type { TypeOrmIdempotencyStoreSettings } from './storage/typeorm/typeorm-idempotency.store';
 export { IdempotencyStoreTimeoutError } from './storage/typeorm/with-deadline';
+export { isDatabaseUnavailable } from './storage/typeorm/database-unavailable';
 export { IdempotencyRecordEntity } from './storage/typeorm/idempotency-record.entity';
 export {
   AddPhasesToIdempotencyRecords1764028800000,

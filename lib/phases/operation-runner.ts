@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { IdempotencyRequestIdentity } from '../context/idempotency.context';
 import { deriveKey } from '../context/idempotency.context';
+import { isDatabaseUnavailable } from '../storage/typeorm/database-unavailable';
 import { IdempotencyProblemException } from '../errors/idempotency-problem.exception';
 import type { IdempotencyEvents } from '../events/idempotency.events';
 import type { LeaseHeartbeat } from '../execution/lease-heartbeat';
@@ -62,7 +63,7 @@ export class OperationRunner {
     private readonly phases: TypeOrmPhaseStore,
     private readonly jobs: TypeOrmJobStore,
     private readonly events: IdempotencyEvents,
-    private readonly options: Pick<ResolvedIdempotencyOptions, 'phases'>,
+    private readonly options: Pick<ResolvedIdempotencyOptions, 'phases' | 'retryAfterSeconds'>,
   ) {}
 
   /**
@@ -76,7 +77,9 @@ export class OperationRunner {
     target: OperationRunTarget,
   ): Promise<OperationRunResult> {
     const { ref } = target;
-    const bound = await this.phases.bind(ref, operation.name, input);
+    const bound = await this.phases
+      .bind(ref, operation.name, input)
+      .catch((error: unknown) => this.failClosed(error, 'bind'));
     if (!bound) return this.lost(target) as OperationRunResult;
     if (bound.operation !== operation.name) {
       throw IdempotencyProblemException.operationUnavailable(
@@ -115,6 +118,19 @@ export class OperationRunner {
     return { kind: 'lost' };
   }
 
+  /**
+   * Rethrows a failure of the store or of a local step's transaction; one that means the
+   * database could not be reached (`isDatabaseUnavailable`) becomes 503
+   * `idempotency_store_unavailable` with `Retry-After` (a `store_error` event carries the
+   * original), as for a claim. The step rolled back and the key is released by the caller, so
+   * a retry resumes at the same recovery point. A foreign step's own errors never come here.
+   */
+  private failClosed(error: unknown, operation: string): never {
+    if (!isDatabaseUnavailable(error)) throw error;
+    this.events.emit({ type: 'store_error', operation, error });
+    throw IdempotencyProblemException.storeUnavailable(this.options.retryAfterSeconds);
+  }
+
   private indexAfter(operation: RegisteredOperation, recoveryPoint: string): number {
     if (recoveryPoint === 'started') return 0;
     const index = operation.steps.findIndex((step) => step.name === recoveryPoint);
@@ -139,7 +155,9 @@ export class OperationRunner {
     const isolation = step.options.isolation ?? 'READ COMMITTED';
     const attempts = this.options.phases.localStepAttempts;
     for (let attempt = 1; ; attempt++) {
-      const tx = await this.phases.beginStep(target.ref, expected, isolation);
+      const tx = await this.phases
+        .beginStep(target.ref, expected, isolation)
+        .catch((error: unknown) => this.failClosed(error, `step "${step.name}"`));
       if (!tx) return this.lost(target);
       try {
         // A step that outlives the lease must not keep the record locked (a retry would wait
@@ -177,7 +195,7 @@ export class OperationRunner {
           await sleep(Math.random() * 10 * 2 ** (attempt - 1));
           continue;
         }
-        throw error;
+        return this.failClosed(error, `step "${step.name}"`);
       }
     }
   }
@@ -216,7 +234,9 @@ export class OperationRunner {
       throw error;
     }
     if (target.lease.signal.aborted) return this.lost(target);
-    const result = await this.settle(operation, step, expected, outcome, state, target, { last });
+    const result = await this.settle(operation, step, expected, outcome, state, target, {
+      last,
+    }).catch((error: unknown) => this.failClosed(error, `step "${step.name}"`));
     if (result.kind === 'released') return this.release(target, result.reason);
     return result.kind === 'lost' ? this.lost(target) : result;
   }

@@ -1,10 +1,16 @@
 /**
- * The sample app answers 503 `database_unavailable` only for errors that mean the database could
- * not be reached — including a query on a query runner TypeORM released because its connection
- * failed mid-transaction (seen in the chaos outage scenario with payments in phases).
+ * `isDatabaseUnavailable` (exported; used by the library for steps of operations in phases, and
+ * by the sample app for its own 503 `database_unavailable`) holds only for errors that mean the
+ * database could not be reached — including a query on a query runner TypeORM released because
+ * its connection failed mid-transaction (seen in the chaos outage scenario with payments in
+ * phases) and a store call that ran out of time.
  */
-import { QueryFailedError, QueryRunnerAlreadyReleasedError } from 'typeorm';
-import { isDatabaseUnavailable } from '../../sample-app/database/database-unavailable';
+import {
+  QueryFailedError,
+  QueryRunnerAlreadyReleasedError,
+  QueryRunnerProviderAlreadyReleasedError,
+} from 'typeorm';
+import { IdempotencyStoreTimeoutError, isDatabaseUnavailable } from '../../lib';
 
 describe('isDatabaseUnavailable', () => {
   it('recognises a cut connection, a refused one and a runner released after its connection failed', () => {
@@ -13,6 +19,12 @@ describe('isDatabaseUnavailable', () => {
       isDatabaseUnavailable(Object.assign(new Error('refused'), { code: 'ECONNREFUSED' })),
     ).toBe(true);
     expect(isDatabaseUnavailable(new QueryRunnerAlreadyReleasedError())).toBe(true);
+    expect(isDatabaseUnavailable(new QueryRunnerProviderAlreadyReleasedError())).toBe(true);
+    expect(
+      isDatabaseUnavailable(
+        new IdempotencyStoreTimeoutError('claim', 5000, 'PostgreSQL to answer'),
+      ),
+    ).toBe(true);
   });
 
   it('does not take a failed statement for an outage', () => {

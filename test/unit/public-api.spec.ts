@@ -40,6 +40,7 @@ describe('public API', () => {
       'createIdempotencyPhasesMigration',
       'createIdempotencyRecordsMigration',
       'foreignStep',
+      'isDatabaseUnavailable',
       'localStep',
       'proceed',
       'resolveIdempotencyOptions',

@@ -1,5 +1,12 @@
+import { isStoreTimeout } from './with-deadline';
+
 /** SQLSTATEs PostgreSQL sends when it is going away or not taking connections. */
 const UNAVAILABLE_SQLSTATES = new Set(['57P01', '57P02', '57P03', '53300']);
+/** TypeORM's error for a query on a runner it released (its connection failed). */
+const RELEASED_RUNNER_ERRORS = new Set([
+  'QueryRunnerAlreadyReleasedError',
+  'QueryRunnerProviderAlreadyReleasedError',
+]);
 /** Socket errors of a server that is down or restarting. */
 const UNAVAILABLE_SOCKET_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT']);
 
@@ -9,15 +16,24 @@ const UNAVAILABLE_SOCKET_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'EPIPE',
  * driver errors in `QueryFailedError.driverError`; node-postgres reports a cut connection as
  * "Connection terminated…" and a full pool as "timeout exceeded when trying to connect"; TypeORM
  * reports a query on a runner it released after its connection failed as
- * `QueryRunnerAlreadyReleasedError`.
+ * `QueryRunnerAlreadyReleasedError`; a store call that ran out of time
+ * (`IdempotencyStoreTimeoutError`) counts too.
+ *
+ * The library answers a step of an operation in phases that failed this way with 503
+ * `idempotency_store_unavailable`; an application can use it to do the same for its own routes.
+ *
+ * @param error - what a query, a TypeORM call or a store call threw
  */
 export function isDatabaseUnavailable(error: unknown): boolean {
+  if (isStoreTimeout(error)) return true;
   const candidates = [error, (error as { driverError?: unknown } | null)?.driverError];
   return candidates.some((candidate) => {
     if (!(candidate instanceof Error)) return false;
     // TypeORM releases a query runner whose connection failed: the next query of the step on it
     // (a transaction in progress) reports that, not the connection error.
-    if (candidate.name === 'QueryRunnerAlreadyReleasedError') return true;
+    // (`QueryRunnerProviderAlreadyReleasedError` in TypeORM 0.3, `QueryRunnerAlreadyReleasedError`
+    // in 1.x.)
+    if (RELEASED_RUNNER_ERRORS.has(candidate.name)) return true;
     const { code, severity } = candidate as { code?: unknown; severity?: unknown };
     if (typeof code === 'string') {
       if (code.startsWith('08') || UNAVAILABLE_SQLSTATES.has(code)) return true;
