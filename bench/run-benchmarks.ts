@@ -61,7 +61,14 @@ async function benchAdapter(
     if (runs('storm')) {
       log(`[${adapter}] same-key storms (at ${elapsed(started)})`);
       result.storms = [];
-      const paths = [ROUTES.idempotent, ROUTES.idempotentTx, ...(server.peer ? [ROUTES.peer] : [])];
+      // The floor first: the same storm answered 409 by a bare route (no database).
+      const paths = [
+        ROUTES.stormFloor,
+        ROUTES.idempotent,
+        ROUTES.idempotentTx,
+        ROUTES.durable,
+        ...(server.peer ? [ROUTES.peer] : []),
+      ];
       for (const path of paths) {
         const storm = await runStorm(server, db, path, options.stormRequests);
         log(

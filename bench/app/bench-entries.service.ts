@@ -25,6 +25,18 @@ export class BenchEntriesService {
   }
 
   /**
+   * Inserts in a transaction of its own (`BEGIN; insert; COMMIT`): what a transactional
+   * idempotent route replaces.
+   * @returns the inserted row
+   */
+  insertInOwnTransaction(input: BenchEntryInput): Promise<BenchEntry> {
+    return this.dataSource.transaction(async (manager) => {
+      const rows = await manager.query(INSERT_ENTRY, [input.amount, input.note ?? null]);
+      return rows[0];
+    });
+  }
+
+  /**
    * Inserts through the transaction of an `@Idempotent({ transactional: true })` request, the
    * one that also stores its response.
    * @returns the inserted row

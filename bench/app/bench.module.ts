@@ -8,6 +8,10 @@ import {
   CreateIdempotencyRecords1732233600000,
   IdempotencyModule,
 } from '../../lib';
+import { DurableKeyEntity } from '../peers/durable-key.entity';
+import { DurableIdempotencyInterceptor } from '../peers/durable-idempotency.interceptor';
+import { DurablePeerController } from '../peers/durable-peer.controller';
+import { AddBenchFloor1764806400000 } from './add-bench-floor.migration';
 import { AddBenchPayments1764720000000 } from './add-bench-payments.migration';
 import type { BenchAppConfig } from './bench-app.config';
 import { BenchController } from './bench.controller';
@@ -17,6 +21,7 @@ import { BenchPaymentsService } from './bench-payments.service';
 import { BenchProvider } from './bench-provider.service';
 import { CreateBenchEntries1764547200000 } from './create-bench-entries.migration';
 import { CreateBenchPayment } from './create-bench-payment.operation';
+import { FloorController } from './floor.controller';
 import { HealthController } from './health.controller';
 import { PeerController } from './peer.controller';
 import { PurgeController } from './purge.controller';
@@ -49,7 +54,9 @@ export function createBenchModule(config: BenchAppConfig): DynamicModule {
           AddPhasesToIdempotencyRecords1764028800000,
           CreateBenchEntries1764547200000,
           AddBenchPayments1764720000000,
+          AddBenchFloor1764806400000,
         ],
+        entities: [DurableKeyEntity],
         migrationsRun: true,
         synchronize: false,
         logging: false,
@@ -57,6 +64,7 @@ export function createBenchModule(config: BenchAppConfig): DynamicModule {
         retryAttempts: 3,
         retryDelay: 1000,
       }),
+      TypeOrmModule.forFeature([DurableKeyEntity]),
       IdempotencyModule.forRoot({
         purge: {
           enabled: false,
@@ -76,6 +84,8 @@ export function createBenchModule(config: BenchAppConfig): DynamicModule {
     ],
     controllers: [
       BenchController,
+      FloorController,
+      DurablePeerController,
       HealthController,
       PurgeController,
       ...(peer ? [PeerController] : []),
@@ -84,6 +94,7 @@ export function createBenchModule(config: BenchAppConfig): DynamicModule {
     ],
     providers: [
       BenchEntriesService,
+      DurableIdempotencyInterceptor,
       BenchPaymentsService,
       CreateBenchPayment,
       {

@@ -1,7 +1,13 @@
 import { Client } from 'pg';
 
 /** The tables the bench app writes; emptied between phases so every phase starts alike. */
-const BENCH_TABLES = ['bench_entries', 'bench_provider_charges', 'idempotency_records'];
+const BENCH_TABLES = [
+  'bench_entries',
+  'bench_provider_charges',
+  'idempotency_records',
+  'bench_lean_records',
+  'bench_durable_keys',
+];
 
 /** How many sessions of the server's pool are in each state, from `pg_stat_activity`. */
 export interface SessionStates {

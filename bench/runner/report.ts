@@ -15,6 +15,10 @@ const statuses = (counts: Record<string, number>) =>
 const verdict = (pass: boolean | undefined) =>
   pass === undefined ? 'n/a' : pass ? 'PASS' : 'FAIL';
 
+function signed(value: number): string {
+  return `${value >= 0 ? '+' : '−'}${int(Math.abs(value))}`;
+}
+
 function throughputSection(result: AdapterResult, options: BenchOptions): string | undefined {
   if (!result.throughput) return undefined;
   const title =
@@ -23,35 +27,62 @@ function throughputSection(result: AdapterResult, options: BenchOptions): string
     (options.rounds > 1
       ? `, ${options.rounds} interleaved rounds (median; per-round ratios in brackets)`
       : '');
+  const plain = result.throughput.find((row) => row.id === 'plain');
+  const rounds = (values: number[]) =>
+    values.length > 1 ? ` (${values.map((r) => fixed(r)).join('/')})` : '';
   const rows = result.throughput.map((row) => [
     row.label,
     row.path,
     int(row.rps),
     fixed(row.latency.p50),
     fixed(row.latency.p99),
-    `${fixed(row.ratioToPlain)}×` +
-      (row.roundsRatio.length > 1 ? ` (${row.roundsRatio.map((r) => fixed(r)).join('/')})` : ''),
+    `${fixed(row.ratioToPlain)}×${rounds(row.roundsRatio)}`,
+    Number.isNaN(row.ratioToFloor)
+      ? '–'
+      : `${fixed(row.ratioToFloor)}×${rounds(row.roundsRatioToFloor)}`,
     int(row.cpu.serverUs),
     int(row.cpu.postgresUs),
+    plain ? signed(row.cpu.serverUs - plain.cpu.serverUs) : '–',
+    plain ? signed(row.cpu.postgresUs - plain.cpu.postgresUs) : '–',
     int(row.executions),
     statuses(row.statuses) + (row.errors ? ` err×${row.errors}` : ''),
   ]);
-  return `${title}\n${formatTable(
-    [
-      'case',
-      'route',
-      'req/s',
-      'p50 ms',
-      'p99 ms',
-      'vs plain',
-      'server µs/req',
-      'PG µs/req',
-      'executions',
-      'statuses',
-    ],
-    rows,
-    ['left', 'left', 'right', 'right', 'right', 'right', 'right', 'right', 'right', 'left'],
-  )}\nCPU per request: the server process and the PostgreSQL backends of its pool (from /proc).`;
+  return (
+    `${title}\n${formatTable(
+      [
+        'case',
+        'route',
+        'req/s',
+        'p50 ms',
+        'p99 ms',
+        'vs plain',
+        'vs floor',
+        'server µs/req',
+        'PG µs/req',
+        'Node µs beyond plain',
+        'PG µs beyond plain',
+        'executions',
+        'statuses',
+      ],
+      rows,
+      [
+        'left',
+        'left',
+        'right',
+        'right',
+        'right',
+        'right',
+        'right',
+        'right',
+        'right',
+        'right',
+        'right',
+        'right',
+        'left',
+      ],
+    )}\nCPU per request: the server process and the PostgreSQL backends of its pool (from /proc); ` +
+    `"beyond plain" is the case's minus plain's, from the rounds with the median req/s.`
+  );
 }
 
 function probeSection(result: AdapterResult, options: BenchOptions): string | undefined {

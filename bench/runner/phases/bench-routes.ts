@@ -4,6 +4,11 @@ export const BENCH_BODY = { amount: 100, note: 'bench' };
 /** Bench app routes. */
 export const ROUTES = {
   plain: '/plain',
+  plainTx: '/plain-tx',
+  floor: '/floor',
+  floorLean: '/floor-lean',
+  durable: '/durable',
+  stormFloor: '/storm-floor',
   idempotent: '/idempotent',
   idempotentTx: '/idempotent-tx',
   peer: '/peer',
@@ -17,7 +22,18 @@ export type KeyUse = 'none' | 'fresh' | 'fixed';
 /** One measured case: a route and how its key is used. */
 export interface BenchCase {
   /** Stable id, used in JSON and for ratios. */
-  id: 'plain' | 'first' | 'first-tx' | 'replay' | 'peer-first' | 'peer-replay';
+  id:
+    | 'plain'
+    | 'plain-tx'
+    | 'floor'
+    | 'floor-lean'
+    | 'first'
+    | 'first-tx'
+    | 'replay'
+    | 'durable-first'
+    | 'durable-replay'
+    | 'peer-first'
+    | 'peer-replay';
   /** What the table calls it. */
   label: string;
   path: string;
@@ -29,6 +45,27 @@ export interface BenchCase {
 /** The cases of the throughput table and the unloaded-latency probe, in table order. */
 export const BENCH_CASES: readonly BenchCase[] = [
   { id: 'plain', label: 'plain', path: ROUTES.plain, key: 'none', peer: false },
+  {
+    id: 'plain-tx',
+    label: 'plain in a transaction',
+    path: ROUTES.plainTx,
+    key: 'none',
+    peer: false,
+  },
+  {
+    id: 'floor',
+    label: 'floor (2 statements by hand)',
+    path: ROUTES.floor,
+    key: 'fresh',
+    peer: false,
+  },
+  {
+    id: 'floor-lean',
+    label: 'lean floor',
+    path: ROUTES.floorLean,
+    key: 'fresh',
+    peer: false,
+  },
   { id: 'first', label: 'first execution', path: ROUTES.idempotent, key: 'fresh', peer: false },
   {
     id: 'first-tx',
@@ -38,6 +75,20 @@ export const BENCH_CASES: readonly BenchCase[] = [
     peer: false,
   },
   { id: 'replay', label: 'replay', path: ROUTES.idempotent, key: 'fixed', peer: false },
+  {
+    id: 'durable-first',
+    label: 'durable peer first (TypeORM)',
+    path: ROUTES.durable,
+    key: 'fresh',
+    peer: false,
+  },
+  {
+    id: 'durable-replay',
+    label: 'durable peer replay (TypeORM)',
+    path: ROUTES.durable,
+    key: 'fixed',
+    peer: false,
+  },
   { id: 'peer-first', label: 'peer first (Redis)', path: ROUTES.peer, key: 'fresh', peer: true },
   { id: 'peer-replay', label: 'peer replay (Redis)', path: ROUTES.peer, key: 'fixed', peer: true },
 ];

@@ -32,11 +32,14 @@ export interface ThroughputRow {
   executions: number;
   /** `rps / rps(plain)` of the same round (median over rounds). */
   ratioToPlain: number;
+  /** `rps / rps(floor)` of the same round (median over rounds); `NaN` without a floor case. */
+  ratioToFloor: number;
   /** CPU time per request of the server, PostgreSQL and the load generator. */
   cpu: CpuPerRequest;
   /** req/s and ratio to plain of every round. */
   roundsRps: number[];
   roundsRatio: number[];
+  roundsRatioToFloor: number[];
 }
 
 /**
@@ -94,12 +97,13 @@ function median(values: number[]): number {
 }
 
 /**
- * Measures every case of the table (plain, first execution, transactional first execution,
- * replay, and the peer's first execution and replay) on the same server, each warmed up and
+ * Measures every case of the table (plain, plain in a transaction, the floor and the lean floor,
+ * first execution, transactional first execution, replay, and the durable and Redis peers' first
+ * execution and replay) on the same server, each warmed up and
  * then measured from empty tables, with the server's and PostgreSQL's CPU time per request.
  * With several rounds the cases are interleaved (plain, first, …, plain, first, …) so that a
- * noisy neighbour hits them alike: req/s is the median over rounds, the ratio to plain the
- * median of each round's ratio, and latency and CPU come from the round with the median req/s.
+ * noisy neighbour hits them alike: req/s is the median over rounds, the ratios to plain and to
+ * the floor the medians of each round's ratios, and latency and CPU come from the round with the median req/s.
  *
  * @param peer - whether the server runs the peer route
  * @param log - progress lines
@@ -112,15 +116,15 @@ export async function runThroughputPhase(
   log: (line: string) => void,
 ): Promise<ThroughputRow[]> {
   const cases = BENCH_CASES.filter((benchCase) => peer || !benchCase.peer);
-  const rounds: Map<BenchCase['id'], Measured & { ratio: number }>[] = [];
+  const rounds: Map<BenchCase['id'], Measured & { ratio: number; ratioToFloor: number }>[] = [];
   for (let round = 1; round <= settings.rounds; round++) {
     // Later rounds run on a warm process: a short warm-up refills the pool and connections.
     const warmup = round === 1 ? settings.warmupSeconds : Math.min(1, settings.warmupSeconds);
-    const results = new Map<BenchCase['id'], Measured & { ratio: number }>();
+    const results = new Map<BenchCase['id'], Measured & { ratio: number; ratioToFloor: number }>();
     for (const benchCase of cases) {
       const result = await measureCase(server, db, benchCase, settings, warmup);
       const plain = results.get('plain')?.rps ?? result.rps;
-      results.set(benchCase.id, { ...result, ratio: result.rps / plain });
+      results.set(benchCase.id, { ...result, ratio: result.rps / plain, ratioToFloor: NaN });
       log(
         `  ${server.adapter} ${benchCase.label}${settings.rounds > 1 ? ` (round ${round})` : ''}: ` +
           `${result.rps.toFixed(0)} req/s, p50 ${result.latency.p50.toFixed(2)} ms, ` +
@@ -128,6 +132,8 @@ export async function runThroughputPhase(
           `PostgreSQL ${result.cpu.postgresUs.toFixed(0)} µs, statuses ${JSON.stringify(result.statuses)}`,
       );
     }
+    const floor = results.get('floor')?.rps;
+    for (const result of results.values()) result.ratioToFloor = result.rps / (floor ?? NaN);
     rounds.push(results);
   }
   await db.reset();
@@ -146,9 +152,11 @@ export async function runThroughputPhase(
       errors: chosen.errors + chosen.timeouts,
       executions: chosen.executions,
       ratioToPlain: median(all.map((result) => result.ratio)),
+      ratioToFloor: median(all.map((result) => result.ratioToFloor)),
       cpu: chosen.cpu,
       roundsRps: all.map((result) => result.rps),
       roundsRatio: all.map((result) => result.ratio),
+      roundsRatioToFloor: all.map((result) => result.ratioToFloor),
     };
   });
 }

@@ -1,0 +1,127 @@
+import { Body, ConflictException, Controller, Headers, HttpCode, Post } from '@nestjs/common';
+import { randomUUID } from 'node:crypto';
+import type { Pool } from 'pg';
+import { DataSource } from 'typeorm';
+import { TypeOrmIdempotencyStore } from '../../lib';
+import type { BenchEntry } from './bench-entry';
+import { parseBenchEntryInput } from './bench-entry';
+import { BenchEntriesService } from './bench-entries.service';
+
+interface Statement {
+  name: string;
+  text: string;
+}
+
+const TTL_SECONDS = 86400;
+const LEASE_SECONDS = 60;
+/** No fingerprint is computed: the floor pays for none. */
+const FINGERPRINT = 'f'.repeat(64);
+const HEADERS = JSON.stringify({ 'content-type': 'application/json; charset=utf-8' });
+
+/** The lean floor's statements (table `bench_lean_records`, see `AddBenchFloor`). */
+const LEAN: Record<'claim' | 'complete', Statement> = {
+  claim: {
+    name: 'bench_lean_claim',
+    text: `INSERT INTO bench_lean_records (scope, idempotency_key, fingerprint, status, owner_token,
+             locked_until, expires_at)
+           VALUES ($1, $2, $3, 'in_flight', $4, clock_timestamp() + $5::float8 * interval '1 second',
+             clock_timestamp() + $6::float8 * interval '1 second')
+           ON CONFLICT DO NOTHING RETURNING 1`,
+  },
+  // Leaves expires_at (indexed) alone: set at the claim, so the update can be HOT.
+  complete: {
+    name: 'bench_lean_complete',
+    text: `UPDATE bench_lean_records SET status = 'completed', owner_token = NULL,
+             locked_until = NULL, response_status = $4, response_headers = $5, response_body = $6
+           WHERE scope = $1 AND idempotency_key = $2 AND owner_token = $3`,
+  },
+};
+
+/**
+ * The floor: what a perfect library would cost on this schema. The same insert as `/plain`, plus
+ * the library's own two statements (its claim and its completion, the very SQL its TypeORM store
+ * sends) issued by hand on the same pool as named prepared statements, with no interceptor, no
+ * hook and no fingerprint. `/floor-lean` does the same with a leaner claim (`INSERT … ON CONFLICT
+ * DO NOTHING RETURNING`) and a completion that leaves indexed columns alone, on a fillfactor-60
+ * table. A key already claimed answers 409 (the bench only sends fresh keys here).
+ */
+@Controller()
+export class FloorController {
+  private readonly library: Record<'claim' | 'complete', Statement>;
+
+  constructor(
+    private readonly dataSource: DataSource,
+    private readonly entries: BenchEntriesService,
+  ) {
+    // The store's statements, as it prepares them (their text and name).
+    const store = new TypeOrmIdempotencyStore(dataSource, 'idempotency_records');
+    this.library = (store as unknown as { sql: Record<'claim' | 'complete', Statement> }).sql;
+  }
+
+  private get pool(): Pool {
+    return (this.dataSource.driver as unknown as { master: Pool }).master;
+  }
+
+  /** `POST /floor`: the library's claim and completion by hand around the insert. */
+  @Post('floor')
+  async floor(@Headers('idempotency-key') key: string, @Body() body: unknown): Promise<BenchEntry> {
+    const owner = randomUUID();
+    const claimed = await this.pool.query({
+      ...this.library.claim,
+      values: [
+        '',
+        key,
+        FINGERPRINT,
+        owner,
+        LEASE_SECONDS,
+        TTL_SECONDS,
+        randomUUID(),
+        'POST',
+        '/floor',
+      ],
+    });
+    if (claimed.rows[0]?.outcome !== 'claimed') throw new ConflictException();
+    const entry = await this.entries.insert(parseBenchEntryInput(body));
+    await this.pool.query({
+      ...this.library.complete,
+      values: ['', key, owner, 201, HEADERS, Buffer.from(JSON.stringify(entry)), TTL_SECONDS],
+    });
+    return entry;
+  }
+
+  /** `POST /floor-lean`: the lean claim and completion by hand around the insert. */
+  @Post('floor-lean')
+  async floorLean(
+    @Headers('idempotency-key') key: string,
+    @Body() body: unknown,
+  ): Promise<BenchEntry> {
+    const owner = randomUUID();
+    const claimed = await this.pool.query({
+      ...LEAN.claim,
+      values: ['', key, FINGERPRINT, owner, LEASE_SECONDS, TTL_SECONDS],
+    });
+    if (claimed.rowCount !== 1) throw new ConflictException();
+    const entry = await this.entries.insert(parseBenchEntryInput(body));
+    await this.pool.query({
+      ...LEAN.complete,
+      values: ['', key, owner, 201, HEADERS, Buffer.from(JSON.stringify(entry))],
+    });
+    return entry;
+  }
+
+  /**
+   * `POST /storm-floor`: 409 at once, no database: the floor of a same-key storm (what 1000
+   * connections answered 409 by a bare route cost on this machine).
+   */
+  @Post('storm-floor')
+  @HttpCode(409)
+  stormFloor(): { code: string } {
+    return { code: 'idempotency_key_in_use' };
+  }
+
+  /** `POST /plain-tx`: the insert in a plain transaction (`BEGIN; insert; COMMIT`), no library. */
+  @Post('plain-tx')
+  plainTransaction(@Body() body: unknown): Promise<BenchEntry> {
+    return this.entries.insertInOwnTransaction(parseBenchEntryInput(body));
+  }
+}
