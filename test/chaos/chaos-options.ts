@@ -22,6 +22,10 @@ export interface ChaosSizes {
   phasesNoRetryKeys: number;
   /** Keys per hook whose client retries (on a survivor) until final. */
   phasesRetryKeys: number;
+  /** Rounds of the scale-out scenario (four instances, two behind PgBouncer): one kill each. */
+  scaleOutRounds: number;
+  /** Keys per scale-out round, each sent by four clients at once. */
+  scaleOutKeysPerRound: number;
 }
 
 /** Everything `npm run chaos` was asked to do. */
@@ -51,6 +55,8 @@ const FULL: ChaosSizes = {
   phasesRounds: 5,
   phasesNoRetryKeys: 2,
   phasesRetryKeys: 3,
+  scaleOutRounds: 8,
+  scaleOutKeysPerRound: 20,
 };
 
 const QUICK: ChaosSizes = {
@@ -65,10 +71,12 @@ const QUICK: ChaosSizes = {
   phasesRounds: 1,
   phasesNoRetryKeys: 2,
   phasesRetryKeys: 2,
+  scaleOutRounds: 4,
+  scaleOutKeysPerRound: 6,
 };
 
 /** Usage text for `--help` and argument errors. */
-export const CHAOS_USAGE = `Usage: npm run chaos -- [--quick] [--scenarios storm,crash,outage,tenancy,phases]
+export const CHAOS_USAGE = `Usage: npm run chaos -- [--quick] [--scenarios storm,crash,outage,tenancy,phases,scaleout]
                        [--adapter express|fastify] [--keep-db]
 
   --quick        small counts; the outage terminates the app's connections instead of

@@ -18,6 +18,7 @@ import type { Scenario } from './scenario-support';
 import { runCrash } from './scenarios/crash.scenario';
 import { runOutage } from './scenarios/outage.scenario';
 import { runPhases } from './scenarios/phases.scenario';
+import { runScaleOut } from './scenarios/scale-out.scenario';
 import { runStorm } from './scenarios/storm.scenario';
 import { runTenancy } from './scenarios/tenancy.scenario';
 
@@ -27,6 +28,7 @@ const SCENARIOS: Record<ScenarioName, Scenario> = {
   outage: runOutage,
   tenancy: runTenancy,
   phases: runPhases,
+  scaleout: runScaleOut,
 };
 
 const runStartedAt = Date.now();
