@@ -39,15 +39,15 @@ const LEAN: Record<'claim' | 'complete', Statement> = {
 
 /**
  * The floor: what a perfect library would cost on this schema. The same insert as `/plain`, plus
- * the library's own two statements (its claim and its completion, the very SQL its TypeORM store
- * sends) issued by hand on the same pool as named prepared statements, with no interceptor, no
+ * the library's own two statements for a new key (its claim's fresh insert and its completion,
+ * the very SQL its TypeORM store sends) issued by hand on the same pool as named prepared statements, with no interceptor, no
  * hook and no fingerprint. `/floor-lean` does the same with a leaner claim (`INSERT … ON CONFLICT
  * DO NOTHING RETURNING`) and a completion that leaves indexed columns alone, on a fillfactor-60
  * table. A key already claimed answers 409 (the bench only sends fresh keys here).
  */
 @Controller()
 export class FloorController {
-  private readonly library: Record<'claim' | 'complete', Statement>;
+  private readonly library: Record<'claimFresh' | 'complete', Statement>;
 
   constructor(
     private readonly dataSource: DataSource,
@@ -55,7 +55,7 @@ export class FloorController {
   ) {
     // The store's statements, as it prepares them (their text and name).
     const store = new TypeOrmIdempotencyStore(dataSource, 'idempotency_records');
-    this.library = (store as unknown as { sql: Record<'claim' | 'complete', Statement> }).sql;
+    this.library = (store as unknown as { sql: Record<'claimFresh' | 'complete', Statement> }).sql;
   }
 
   private get pool(): Pool {
@@ -66,8 +66,10 @@ export class FloorController {
   @Post('floor')
   async floor(@Headers('idempotency-key') key: string, @Body() body: unknown): Promise<BenchEntry> {
     const owner = randomUUID();
+    // A new key's claim is the store's fresh insert (its full claim runs only for a key that
+    // exists, which the bench does not send here).
     const claimed = await this.pool.query({
-      ...this.library.claim,
+      ...this.library.claimFresh,
       values: [
         '',
         key,
@@ -80,7 +82,7 @@ export class FloorController {
         '/floor',
       ],
     });
-    if (claimed.rows[0]?.outcome !== 'claimed') throw new ConflictException();
+    if (claimed.rowCount !== 1) throw new ConflictException();
     const entry = await this.entries.insert(parseBenchEntryInput(body));
     await this.pool.query({
       ...this.library.complete,

@@ -573,8 +573,9 @@ describe('TypeOrmIdempotencyStore on PostgreSQL', () => {
       other.key,
     ]);
     expect(row.status).toBe('completed');
-    // verify, claim, complete, replay, claim, beginTransaction: one query runner each.
-    expect(createQueryRunner).toHaveBeenCalledTimes(6);
+    // One query runner each: verify, claim (a fresh insert), complete, the replay (the fresh
+    // insert finds the key, then the claim reads it), claim, beginTransaction.
+    expect(createQueryRunner).toHaveBeenCalledTimes(7);
   });
 
   it('purges a backlog of 5000 expired rows in batches of 1000 and keeps live leases', async () => {

@@ -72,7 +72,14 @@ export class TypeOrmIdempotencyStore extends IdempotencyStore {
   private readonly table: string;
   private readonly jobsTable: string;
   private readonly sql: Record<
-    'claim' | 'complete' | 'renew' | 'releaseRetry' | 'releaseForget' | 'purge' | 'verify',
+    | 'claimFresh'
+    | 'claim'
+    | 'complete'
+    | 'renew'
+    | 'releaseRetry'
+    | 'releaseForget'
+    | 'purge'
+    | 'verify',
     PreparedStatement
   >;
 
@@ -125,6 +132,16 @@ export class TypeOrmIdempotencyStore extends IdempotencyStore {
       `r.expires_at <= ${at} AND (r.status = 'completed' OR (r.operation IS NULL ` +
       `AND (r.status <> 'in_flight' OR r.locked_until <= ${at})))`;
     const sql = {
+      // The fast path of a first execution: a key nobody holds is one plain insert, without
+      // the CTE below (its lookup, its outcome and its upsert cost PostgreSQL more on every new
+      // key). A key that exists inserts nothing and returns no row: then the claim runs.
+      claimFresh: `
+        INSERT INTO ${t} (scope, idempotency_key, record_id, fingerprint, status, owner_token,
+          locked_until, expires_at, attempts, method, path, created_at, updated_at)
+        VALUES ($1, $2, $7, $3, 'in_flight', $4, ${written} + $5::float8 * interval '1 second',
+          ${written} + $6::float8 * interval '1 second', 1, $8, $9, ${written}, ${written})
+        ON CONFLICT (scope, idempotency_key) DO NOTHING
+        RETURNING record_id, attempts`,
       // The snapshot's row answers most calls without writing: a replay, a mismatch or a live
       // lease is read, not locked, so the statement takes no transaction id and no WAL flush.
       // Only a new, expired, released or lapsed key reaches the INSERT, whose ON CONFLICT
@@ -277,6 +294,8 @@ export class TypeOrmIdempotencyStore extends IdempotencyStore {
     ];
     // One deadline for all attempts: the claim as a whole answers within the timeout.
     const deadline = new Deadline('claim', this.timeoutMs);
+    const fresh = (await this.run(deadline, this.sql.claimFresh, params)).rows[0];
+    if (fresh) return { outcome: 'claimed', recordId: fresh.record_id, attempt: 1 };
     for (let attempt = 0; attempt < CLAIM_ATTEMPTS; attempt++) {
       const { rows } = await this.run(deadline, this.sql.claim, params);
       const row = rows[0];
