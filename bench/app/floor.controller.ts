@@ -1,6 +1,6 @@
 import { Body, ConflictException, Controller, Headers, HttpCode, Post } from '@nestjs/common';
 import { randomUUID } from 'node:crypto';
-import type { Pool } from 'pg';
+import type { Pool, PoolClient } from 'pg';
 import { DataSource } from 'typeorm';
 import { TypeOrmIdempotencyStore } from '../../lib';
 import type { BenchEntry } from './bench-entry';
@@ -119,6 +119,81 @@ export class FloorController {
   @HttpCode(409)
   stormFloor(): { code: string } {
     return { code: 'idempotency_key_in_use' };
+  }
+
+  /**
+   * `POST /floor-tx`: the transactional route's statements by hand, as the library sends them:
+   * the claim on its own (autocommit), then `BEGIN; insert; completion; COMMIT` on one client.
+   */
+  @Post('floor-tx')
+  async floorTransactional(
+    @Headers('idempotency-key') key: string,
+    @Body() body: unknown,
+  ): Promise<BenchEntry> {
+    const owner = randomUUID();
+    const claimed = await this.pool.query(this.claimFresh(key, owner, '/floor-tx'));
+    if (claimed.rowCount !== 1) throw new ConflictException();
+    return this.inTransaction(async (client) => this.insertAndComplete(client, key, owner, body));
+  }
+
+  /**
+   * `POST /floor-tx-inside`: the claim inside the handler's transaction instead
+   * (`BEGIN; claim; insert; completion; COMMIT`): one commit and one checkout fewer. What it
+   * changes is measured here only; see BENCHMARKS.md for what it would mean for duplicates.
+   */
+  @Post('floor-tx-inside')
+  floorTransactionalInside(
+    @Headers('idempotency-key') key: string,
+    @Body() body: unknown,
+  ): Promise<BenchEntry> {
+    const owner = randomUUID();
+    return this.inTransaction(async (client) => {
+      const claimed = await client.query(this.claimFresh(key, owner, '/floor-tx-inside'));
+      if (claimed.rowCount !== 1) throw new ConflictException();
+      return this.insertAndComplete(client, key, owner, body);
+    });
+  }
+
+  private claimFresh(key: string, owner: string, path: string) {
+    return {
+      ...this.library.claimFresh,
+      values: ['', key, FINGERPRINT, owner, LEASE_SECONDS, TTL_SECONDS, randomUUID(), 'POST', path],
+    };
+  }
+
+  private async insertAndComplete(
+    client: PoolClient,
+    key: string,
+    owner: string,
+    body: unknown,
+  ): Promise<BenchEntry> {
+    const input = parseBenchEntryInput(body);
+    const { rows } = await client.query(
+      `INSERT INTO bench_entries (amount, note) VALUES ($1, $2)
+       RETURNING id, amount, note, created_at AS "createdAt"`,
+      [input.amount, input.note ?? null],
+    );
+    const entry: BenchEntry = rows[0];
+    await client.query({
+      ...this.library.complete,
+      values: ['', key, owner, 201, HEADERS, Buffer.from(JSON.stringify(entry)), TTL_SECONDS],
+    });
+    return entry;
+  }
+
+  private async inTransaction<T>(work: (client: PoolClient) => Promise<T>): Promise<T> {
+    const client = await this.pool.connect();
+    try {
+      await client.query('BEGIN');
+      const result = await work(client);
+      await client.query('COMMIT');
+      return result;
+    } catch (error) {
+      await client.query('ROLLBACK').catch(() => undefined);
+      throw error;
+    } finally {
+      client.release();
+    }
   }
 
   /** `POST /plain-tx`: the insert in a plain transaction (`BEGIN; insert; COMMIT`), no library. */

@@ -7,6 +7,8 @@ export const ROUTES = {
   plainTx: '/plain-tx',
   floor: '/floor',
   floorLean: '/floor-lean',
+  floorTx: '/floor-tx',
+  floorTxInside: '/floor-tx-inside',
   durable: '/durable',
   stormFloor: '/storm-floor',
   idempotent: '/idempotent',
@@ -27,6 +29,8 @@ export interface BenchCase {
     | 'plain-tx'
     | 'floor'
     | 'floor-lean'
+    | 'floor-tx'
+    | 'floor-tx-inside'
     | 'first'
     | 'first-tx'
     | 'replay'
@@ -63,6 +67,20 @@ export const BENCH_CASES: readonly BenchCase[] = [
     id: 'floor-lean',
     label: 'lean floor',
     path: ROUTES.floorLean,
+    key: 'fresh',
+    peer: false,
+  },
+  {
+    id: 'floor-tx',
+    label: 'floor, transactional',
+    path: ROUTES.floorTx,
+    key: 'fresh',
+    peer: false,
+  },
+  {
+    id: 'floor-tx-inside',
+    label: 'floor, claim inside the tx',
+    path: ROUTES.floorTxInside,
     key: 'fresh',
     peer: false,
   },
