@@ -60,9 +60,21 @@ export class BenchDatabase {
     return new BenchDatabase(url.toString(), client);
   }
 
-  /** Empties the bench tables. Call only while no request is in flight. */
+  /**
+   * Empties the bench tables. Call once the load has stopped: a request autocannon gave up on at
+   * the end of a run may still be in a transaction, and a TRUNCATE that deadlocks with it (the
+   * transactional floor locks the record table before `bench_entries`) is tried again.
+   */
   async reset(): Promise<void> {
-    await this.client.query(`TRUNCATE ${BENCH_TABLES.join(', ')} RESTART IDENTITY`);
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await this.client.query(`TRUNCATE ${BENCH_TABLES.join(', ')} RESTART IDENTITY`);
+        return;
+      } catch (error) {
+        if ((error as { code?: string }).code !== '40P01' || attempt >= 5) throw error;
+        await new Promise((resolve) => setTimeout(resolve, 100 * attempt));
+      }
+    }
   }
 
   /** Rows in `bench_entries`: one per handler execution since the last reset. */
