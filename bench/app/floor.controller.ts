@@ -55,7 +55,17 @@ export class FloorController {
   ) {
     // The store's statements, as it prepares them (their text and name).
     const store = new TypeOrmIdempotencyStore(dataSource, 'idempotency_records');
-    this.library = (store as unknown as { sql: Record<'claimFresh' | 'complete', Statement> }).sql;
+    // Not public API: read at startup so a renamed field fails here, not as an empty query.
+    const sql = (
+      store as unknown as { sql?: Partial<Record<'claimFresh' | 'complete', Statement>> }
+    ).sql;
+    if (!sql?.claimFresh?.text || !sql.complete?.text) {
+      throw new Error(
+        'bench /floor: TypeOrmIdempotencyStore no longer keeps its statements in `sql.claimFresh` ' +
+          'and `sql.complete`; point FloorController at where they are now.',
+      );
+    }
+    this.library = { claimFresh: sql.claimFresh, complete: sql.complete };
   }
 
   private get pool(): Pool {
