@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { Injectable, Logger } from '@nestjs/common';
 import type { CallHandler, ExecutionContext, NestInterceptor } from '@nestjs/common';
-import { Observable, defer, mergeMap, of } from 'rxjs';
+import { Observable, of } from 'rxjs';
 import { IdempotencyConfigurationError } from './errors/idempotency-configuration.error';
 import { IdempotencyProblemException } from './errors/idempotency-problem.exception';
 import { IdempotencyEvents } from './events/idempotency.events';
@@ -57,11 +57,28 @@ export class IdempotencyInterceptor implements NestInterceptor {
     const key = readIdempotencyKey(request, route.header);
     // No key on a `required: false` route: unprotected. (The guard refused every other case.)
     if (key.kind !== 'valid') return next.handle();
-    return defer(() => this.claim(context, route, key.key)).pipe(
-      mergeMap((claimed) =>
-        claimed instanceof IdempotencyExecution ? claimed.run(next) : this.replay(context, claimed),
-      ),
-    );
+    // One observable around the claim and what follows it (not defer + mergeMap: two fewer
+    // subscriber layers on every request). A claim that settles after the caller stopped
+    // listening (an outer timeout answered first) is given back: see unclaimed().
+    return new Observable((subscriber) => {
+      this.claim(context, route, key.key).then(
+        (claimed) => {
+          if (subscriber.closed) return void this.unclaimed(claimed);
+          try {
+            const answer =
+              claimed instanceof IdempotencyExecution
+                ? claimed.run(next)
+                : this.replay(context, claimed);
+            answer.subscribe(subscriber);
+          } catch (error) {
+            // A replay that cannot be written (a stored header Node refuses) goes to Nest's
+            // error handling, as a throw inside an operator would.
+            subscriber.error(error);
+          }
+        },
+        (error: unknown) => subscriber.error(error),
+      );
+    });
   }
 
   private async claim(
@@ -103,8 +120,26 @@ export class IdempotencyInterceptor implements NestInterceptor {
     }
     const { recordId, attempt } = claim;
     return this.executions
-      .start(context, route, { scope, key, fingerprint, ownerToken, recordId, attempt, claimedAt })
+      .start(context, route, {
+        scope,
+        key,
+        fingerprint,
+        ownerToken,
+        recordId,
+        attempt,
+        claimedAt,
+        label,
+      })
       .catch((error) => Promise.reject(this.storeUnavailable(error, route, 'begin', label)));
+  }
+
+  /**
+   * The caller stopped listening before the claim settled (an outer timeout answered first):
+   * a key won for a handler that will never run is given back at once rather than held by its
+   * lease; a replay has nothing left to do.
+   */
+  private unclaimed(claimed: IdempotencyExecution | Replay): void {
+    if (claimed instanceof IdempotencyExecution) void claimed.abort();
   }
 
   /** Writes the stored response now, whatever the route's style. */

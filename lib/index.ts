@@ -44,8 +44,10 @@ export { isDatabaseUnavailable } from './storage/typeorm/database-unavailable';
 export { IdempotencyRecordEntity } from './storage/typeorm/idempotency-record.entity';
 export {
   AddPhasesToIdempotencyRecords1764028800000,
+  AddPurgeAfterToIdempotencyRecords1764201600000,
   CreateIdempotencyRecords1732233600000,
   createIdempotencyPhasesMigration,
+  createIdempotencyPurgeAfterMigration,
   createIdempotencyRecordsMigration,
 } from './storage/typeorm/create-idempotency-records.migration';
 export { IdempotencyExceptionFilter } from './errors/idempotency-exception.filter';

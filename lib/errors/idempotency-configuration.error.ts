@@ -101,6 +101,16 @@ export class IdempotencyConfigurationError extends IdempotencyError {
     );
   }
 
+  /** The record table predates `purge_after` (the completion could not be a HOT update). */
+  static purgeAfterMissing(table: string): IdempotencyConfigurationError {
+    return new IdempotencyConfigurationError(
+      `nest-idempotency: the table ${table} has no purge_after column. Add ` +
+        'AddPurgeAfterToIdempotencyRecords1764201600000 (or ' +
+        'createIdempotencyPurgeAfterMigration(tableName)) after the create and phases migrations ' +
+        'in your DataSource migrations and run them.',
+    );
+  }
+
   /** `run()` named an operation no provider declares. */
   static operationNotRegistered(ref: string | Type): IdempotencyConfigurationError {
     const name = typeof ref === 'string' ? `"${ref}"` : ref.name;

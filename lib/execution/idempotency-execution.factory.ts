@@ -13,7 +13,6 @@ import type {
 import { IdempotencyStore } from '../storage/idempotency.store';
 import { IdempotencyExecution } from './idempotency-execution';
 import { IdempotencyMetrics } from '../metrics/idempotency-metrics';
-import { routeLabelOf } from '../utils/route-label';
 
 /** A key this request won in the store. */
 export interface WonClaim {
@@ -25,6 +24,8 @@ export interface WonClaim {
   attempt: number;
   /** `Date.now()` when the claim was sent: the lease is counted from there. */
   claimedAt: number;
+  /** The route the request matched (`routeLabelOf`), carried by its events. */
+  label: string;
 }
 
 /**
@@ -66,7 +67,7 @@ export class IdempotencyExecutionFactory {
       attempt,
       handlerStarted: false,
     };
-    const label = routeLabelOf(request);
+    const { label } = claim;
     const execution = new IdempotencyExecution({ scope, key, ownerToken }, state, route, {
       store: this.store,
       // This request's events carry its route.

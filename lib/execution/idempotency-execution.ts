@@ -123,7 +123,7 @@ export class IdempotencyExecution implements ResponseSink {
     this.state.manager = this.transaction.manager;
   }
 
-  /** Gives the key back when `begin()` failed: the handler never ran. */
+  /** Gives the key back when the handler never ran (`begin()` failed, or nobody subscribed). */
   abort(): Promise<void> {
     return this.conclude('forget', 'rejected_before_handler');
   }

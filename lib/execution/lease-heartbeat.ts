@@ -19,7 +19,10 @@ export class LeaseHeartbeat {
   private stopped = false;
   private readonly startedAt = Date.now();
   private leaseEndsAt = 0;
-  private readonly lost = new AbortController();
+  /** Why the lease is gone, once it is. */
+  private lostWith?: Error;
+  /** Made when someone asks for `signal` (a plain request never does). */
+  private controller?: AbortController;
 
   constructor(
     private readonly store: IdempotencyStore,
@@ -52,7 +55,9 @@ export class LeaseHeartbeat {
       this.watching = true;
       this.extendTo(this.leaseEndsAt);
     }
-    return this.lost.signal;
+    this.controller ??= new AbortController();
+    if (this.lostWith) this.controller.abort(this.lostWith);
+    return this.controller.signal;
   }
 
   /** Milliseconds of lease surely left, by the local clock. */
@@ -65,11 +70,11 @@ export class LeaseHeartbeat {
    * @returns false when the lease is lost, or `ms` is more than a whole lease
    */
   async ensureRemaining(ms: number): Promise<boolean> {
-    if (this.lost.signal.aborted) return false;
+    if (this.lostWith) return false;
     if (this.remainingMs() >= ms) return true;
     if (ms > this.lockTimeoutSeconds * 1000) return false;
     await this.renew();
-    return !this.lost.signal.aborted && this.remainingMs() >= ms;
+    return !this.lostWith && this.remainingMs() >= ms;
   }
 
   /** Stops renewing (and watching the lease); safe to call more than once. */
@@ -90,10 +95,17 @@ export class LeaseHeartbeat {
     if (!this.watching || this.stopped || endsAt === 0) return;
     if (this.lapse) clearTimeout(this.lapse);
     this.lapse = setTimeout(
-      () => this.lost.abort(new Error('nest-idempotency: the lease ran out unrenewed')),
+      () => this.markLost(new Error('nest-idempotency: the lease ran out unrenewed')),
       Math.max(0, endsAt - Date.now()),
     );
     this.lapse.unref();
+  }
+
+  /** The first reason the lease is gone wins, as with `AbortController.abort()`. */
+  private markLost(reason: Error): void {
+    if (this.lostWith) return;
+    this.lostWith = reason;
+    this.controller?.abort(reason);
   }
 
   private async beat(): Promise<void> {
@@ -108,12 +120,12 @@ export class LeaseHeartbeat {
     try {
       const owned = await this.store.renew(this.ref, this.lockTimeoutSeconds);
       if (owned) {
-        if (!this.lost.signal.aborted) this.extendTo(sentAt + this.lockTimeoutSeconds * 1000);
+        if (!this.lostWith) this.extendTo(sentAt + this.lockTimeoutSeconds * 1000);
       } else if (!this.lostToOwner) {
         this.lostToOwner = true;
         const renewing = this.timer !== undefined;
         this.stop();
-        this.lost.abort(new Error('nest-idempotency: the lease was lost to another owner'));
+        this.markLost(new Error('nest-idempotency: the lease was lost to another owner'));
         if (renewing) this.onLost();
       }
     } catch (error) {

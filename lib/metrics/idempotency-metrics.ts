@@ -13,6 +13,8 @@ type Attributes = OpenTelemetry.Attributes;
 /** The instruments, made from one MeterProvider. */
 interface Instruments {
   provider: OpenTelemetry.MeterProvider;
+  /** False while the provider is the API's no-op one (no SDK registered). */
+  recording: boolean;
   executed: OpenTelemetry.Counter;
   replayed: OpenTelemetry.Counter;
   rejected: OpenTelemetry.Counter;
@@ -149,7 +151,9 @@ export class IdempotencyMetrics implements OnModuleInit, OnModuleDestroy {
     const api = this.api;
     if (!api) return undefined;
     const provider = api.metrics.getMeterProvider();
-    if (this.instruments?.provider === provider) return this.instruments;
+    if (this.instruments?.provider === provider) {
+      return this.instruments.recording ? this.instruments : undefined;
+    }
     const meter = provider.getMeter(IDEMPOTENCY_METER_NAME);
     const counter = (name: string, description: string, unit = '{request}') =>
       meter.createCounter(name, { description, unit });
@@ -159,12 +163,16 @@ export class IdempotencyMetrics implements OnModuleInit, OnModuleDestroy {
         unit: 's',
         advice: { explicitBucketBoundaries: DURATION_BUCKETS },
       });
+    const executed = counter(
+      'idempotency.executed',
+      'Requests whose handler ran, by status class and whether the response was stored',
+    );
     this.instruments = {
       provider,
-      executed: counter(
-        'idempotency.executed',
-        'Requests whose handler ran, by status class and whether the response was stored',
-      ),
+      // No SDK registered: the API hands out its shared no-op instruments, and the request path
+      // skips building attributes for them until a real provider is set.
+      recording: executed !== api.createNoopMeter().createCounter('idempotency.executed'),
+      executed,
       replayed: counter('idempotency.replayed', 'Stored responses replayed'),
       rejected: counter('idempotency.rejected', 'Requests answered with an idempotency error'),
       released: counter('idempotency.released', 'Keys given back without a stored response'),
@@ -177,13 +185,26 @@ export class IdempotencyMetrics implements OnModuleInit, OnModuleDestroy {
         'Time to store a response (complete, and commit on transactional routes)',
       ),
     };
-    return this.instruments;
+    return this.instruments.recording ? this.instruments : undefined;
   }
 }
 
 /** `http.route` and `http.request.method` from a `METHOD /pattern` label. */
+/** `http.request.method` and `http.route` of each route label seen, computed once per label. */
+const routeAttributeCache = new Map<string, Attributes>();
+
 function routeAttributes(route: string | undefined): Attributes {
   if (!route) return {};
+  let attributes = routeAttributeCache.get(route);
+  if (!attributes) {
+    attributes = splitRoute(route);
+    // Labels are route patterns (bounded by the application's routes), never URLs.
+    routeAttributeCache.set(route, attributes);
+  }
+  return attributes;
+}
+
+function splitRoute(route: string): Attributes {
   const space = route.indexOf(' ');
   return space < 0
     ? { 'http.route': route }

@@ -54,8 +54,13 @@ export class LocalFirstIdempotencyStore extends IdempotencyStore {
 
   /** @inheritDoc */
   async claim(request: ClaimRequest): Promise<ClaimResult> {
-    const local = await this.answerLocally(request);
-    if (local) return local;
+    let local = this.answerLocally(request);
+    if (local instanceof Promise) {
+      // This instance's own claim of the key is on its way: wait for it once, then look again.
+      await local;
+      local = this.answerLocally(request, true);
+    }
+    if (local) return local as ClaimResult;
     const { scope, key, fingerprint, ownerToken, lockTimeoutSeconds } = request;
     const endClaim = this.inFlight.begin(scope, key);
     const sentAt = this.now();
@@ -167,25 +172,29 @@ export class LocalFirstIdempotencyStore extends IdempotencyStore {
     return this.now();
   }
 
-  private async answerLocally(request: ClaimRequest): Promise<ClaimResult | undefined> {
+  /**
+   * What this instance knows of the key: the answer, nothing (`undefined`: ask the store), or,
+   * while its own claim of the key is on its way and `waited` is false, that claim's settling.
+   */
+  private answerLocally(
+    request: ClaimRequest,
+    waited = false,
+  ): ClaimResult | Promise<void> | undefined {
     const { scope, key, fingerprint } = request;
-    for (let waited = false; ; waited = true) {
-      const cached = this.cache.get(scope, key);
-      if (cached) {
-        if (cached.fingerprint !== fingerprint) {
-          return { outcome: 'mismatch', recordId: cached.recordId };
-        }
-        return { outcome: 'completed', recordId: cached.recordId, response: cached.response };
+    const cached = this.cache.get(scope, key);
+    if (cached) {
+      if (cached.fingerprint !== fingerprint) {
+        return { outcome: 'mismatch', recordId: cached.recordId };
       }
-      const local = this.inFlight.get(scope, key);
-      if (local?.state === 'running') {
-        if (local.fingerprint !== fingerprint)
-          return { outcome: 'mismatch', recordId: local.recordId };
-        return { outcome: 'in_flight', recordId: local.recordId };
-      }
-      if (local?.state !== 'claiming' || waited) return undefined;
-      await local.settled;
+      return { outcome: 'completed', recordId: cached.recordId, response: cached.response };
     }
+    const local = this.inFlight.get(scope, key);
+    if (local?.state === 'running') {
+      if (local.fingerprint !== fingerprint)
+        return { outcome: 'mismatch', recordId: local.recordId };
+      return { outcome: 'in_flight', recordId: local.recordId };
+    }
+    return local?.state === 'claiming' && !waited ? local.settled : undefined;
   }
 
   /** Forgets the key's running entry once a write of its owner settled, whatever the answer. */

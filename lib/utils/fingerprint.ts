@@ -38,10 +38,18 @@ function bodyPart(input: FingerprintInput): string | Buffer {
  */
 export function fingerprintRequest(input: FingerprintInput): string {
   const hash = createHash('sha256');
+  // Text parts are gathered into one string and hashed in one call (UTF-8, as Buffer.from
+  // would encode them); a raw body flushes what was gathered and goes in as its bytes. The
+  // bytes hashed are the same either way.
+  let text = '';
   const part = (value: string | Buffer) => {
-    const bytes = typeof value === 'string' ? Buffer.from(value, 'utf8') : value;
-    hash.update(`${bytes.length}:`);
-    hash.update(bytes);
+    if (typeof value === 'string') {
+      text += `${Buffer.byteLength(value, 'utf8')}:${value}`;
+      return;
+    }
+    hash.update(`${text}${value.length}:`);
+    hash.update(value);
+    text = '';
   };
   part(input.scope);
   part(input.method.toUpperCase());
@@ -51,5 +59,6 @@ export function fingerprintRequest(input: FingerprintInput): string {
     part(name);
     part(value === undefined ? '\u0000absent' : value);
   }
+  if (text) hash.update(text, 'utf8');
   return hash.digest('hex');
 }

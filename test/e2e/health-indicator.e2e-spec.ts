@@ -124,7 +124,9 @@ describe('IdempotencyHealthIndicator', () => {
 
   it('counts the purge backlog, and is down past maxPurgeBacklog', async () => {
     for (let i = 0; i < 4; i++) await post();
-    await db.query(`UPDATE idempotency_records SET expires_at = now() - interval '1 second'`);
+    await db.query(
+      `UPDATE idempotency_records SET expires_at = now() - interval '1 second', purge_after = now() - interval '1 second'`,
+    );
     const up = await health().expect(200);
     expect(up.body.info.idempotency).toMatchObject({ status: 'up', purgeBacklog: 4 });
 
@@ -139,7 +141,7 @@ describe('IdempotencyHealthIndicator', () => {
   it('counts idle and abandoned operations in phases, down past maxUnfinishedOperations', async () => {
     for (let i = 0; i < 3; i++) await post();
     await db.query(
-      `UPDATE idempotency_records SET operation = 'transfer', status = CASE
+      `UPDATE idempotency_records SET operation = 'transfer', recovery_point = 'started', status = CASE
          WHEN ctid = (SELECT min(ctid) FROM idempotency_records)
          THEN 'abandoned' ELSE 'released' END, locked_until = NULL, owner_token = NULL`,
     );

@@ -191,13 +191,13 @@ describe.each(ADAPTERS)('leases, purge and outages on %s', (adapter) => {
 
     it('purgeExpired() deletes every expired record in batches and returns the count', async () => {
       await db.query(
-        `INSERT INTO idempotency_records (scope, idempotency_key, record_id, fingerprint, status, expires_at, method, path)
-         SELECT 'bulk', 'k' || g, gen_random_uuid(), repeat('0', 64), 'completed', now() - interval '1 minute', 'POST', '/x'
+        `INSERT INTO idempotency_records (scope, idempotency_key, record_id, fingerprint, status, expires_at, purge_after, method, path)
+         SELECT 'bulk', 'k' || g, gen_random_uuid(), repeat('0', 64), 'completed', now() - interval '1 minute', now() - interval '1 minute', 'POST', '/x'
            FROM generate_series(1, 7) g`,
       );
       await db.query(
-        `INSERT INTO idempotency_records (scope, idempotency_key, record_id, fingerprint, status, owner_token, locked_until, expires_at, method, path)
-         VALUES ('bulk', 'live', gen_random_uuid(), repeat('0', 64), 'in_flight', gen_random_uuid(), now() + interval '1 minute', now() - interval '1 minute', 'POST', '/x')`,
+        `INSERT INTO idempotency_records (scope, idempotency_key, record_id, fingerprint, status, owner_token, locked_until, expires_at, purge_after, method, path)
+         VALUES ('bulk', 'live', gen_random_uuid(), repeat('0', 64), 'in_flight', gen_random_uuid(), now() + interval '1 minute', now() - interval '1 minute', now() - interval '1 minute', 'POST', '/x')`,
       );
       const deleted = await t.app.get(IdempotencyPurgeService).purgeExpired();
       expect(deleted).toBeGreaterThanOrEqual(7);

@@ -2,19 +2,31 @@
  * OpenTelemetry metrics (README "Health and metrics"): with an SDK MeterProvider registered
  * globally, real requests on Express and Fastify are counted per outcome and their claim and
  * completion latencies recorded, with the route pattern and method as attributes and never the
- * key or the scope; `metrics: false` records nothing.
+ * key or the scope; `metrics: false` records nothing. Lost leases and store errors come from
+ * real failures: a stale owner whose key was taken over after its lease lapsed, a renewal that
+ * finds the record taken over, and a claim while the database refuses connections.
  */
+import { Body, Controller, Post, UseGuards } from '@nestjs/common';
 import { metrics } from '@opentelemetry/api';
 import type { Attributes } from '@opentelemetry/api';
 import { DataPointType, MeterProvider, MetricReader } from '@opentelemetry/sdk-metrics';
 import type { DataPoint, Histogram } from '@opentelemetry/sdk-metrics';
 import request from 'supertest';
-import { IdempotencyEvents, IdempotencyPurgeService, resolveIdempotencyOptions } from '../../lib';
+import {
+  Idempotent,
+  IdempotencyContext,
+  IdempotencyPurgeService,
+  resolveIdempotencyOptions,
+} from '../../lib';
 import { IDEMPOTENCY_METER_NAME } from '../../lib/metrics/idempotency-metrics';
 import { createTestDatabase } from '../fixtures/database';
 import type { TestDatabase } from '../fixtures/database';
+import { DatabaseOutage } from '../fixtures/database-outage';
+import { FakeAuthGuard, OrdersController, Probe } from '../fixtures/orders.controller';
+import { leaseLapsed } from '../fixtures/record-queries';
 import { ADAPTERS, createTestApp } from '../fixtures/test-app';
 import type { TestApp } from '../fixtures/test-app';
+import { waitFor } from '../fixtures/wait-for';
 
 /** A reader the test collects from on demand. */
 class TestReader extends MetricReader {
@@ -64,11 +76,45 @@ function recordings(points: Point[] | undefined, match: Attributes): number {
 
 const SCOPE = 'tenant-7f3a-secret-scope';
 
+/**
+ * Handlers that wait on the probe's gate `<gate>#<attempt>` under a 0.3 s lease: `lapsing`
+ * stops renewing it after 0.3 s, so it lapses while the handler waits; `held` renews it every
+ * 0.1 s for as long as the handler runs.
+ */
+@Controller('leases')
+@UseGuards(FakeAuthGuard)
+class LeasesController {
+  constructor(
+    private readonly probe: Probe,
+    private readonly idempotency: IdempotencyContext,
+  ) {}
+
+  @Post('lapsing')
+  @Idempotent({ lockTimeoutSeconds: 0.3, maxLockHoldSeconds: 0.3 })
+  lapsing(@Body() body: { gate: string }) {
+    return this.wait('lapsing', body.gate);
+  }
+
+  @Post('held')
+  @Idempotent({ lockTimeoutSeconds: 0.3 })
+  held(@Body() body: { gate: string }) {
+    return this.wait('held', body.gate);
+  }
+
+  private async wait(name: string, gate: string) {
+    this.probe.count(name);
+    const attempt = this.idempotency.identity?.attempt;
+    await this.probe.gate(`${gate}#${attempt}`);
+    return { attempt };
+  }
+}
+
 describe.each(ADAPTERS)('OpenTelemetry metrics on %s', (adapter) => {
   let db: TestDatabase;
   let app: TestApp;
   let provider: MeterProvider;
   let reader: TestReader;
+  let outage: DatabaseOutage;
   const keys: string[] = [];
   const newKey = () => {
     const key = `metrics-${adapter}-${keys.length}-${Date.now()}`;
@@ -85,10 +131,12 @@ describe.each(ADAPTERS)('OpenTelemetry metrics on %s', (adapter) => {
     provider = new MeterProvider({ readers: [reader] });
     metrics.setGlobalMeterProvider(provider);
     db = await createTestDatabase();
-    app = await createTestApp(adapter, db);
+    outage = await DatabaseOutage.of(db);
+    app = await createTestApp(adapter, db, { controllers: [OrdersController, LeasesController] });
   });
 
   afterAll(async () => {
+    await outage?.end().catch(() => undefined);
     await app?.close();
     await db?.drop();
     await provider?.shutdown();
@@ -174,32 +222,132 @@ describe.each(ADAPTERS)('OpenTelemetry metrics on %s', (adapter) => {
     }
   });
 
-  it('counts lock losses, store errors and purged records', async () => {
-    const events = app.app.get(IdempotencyEvents);
-    events.emit({
-      type: 'lock_lost',
-      scope: SCOPE,
-      key: 'k',
-      during: 'renew',
-      route: 'POST /orders',
-    });
-    events.emit({ type: 'store_error', operation: 'purge', error: new Error('down') });
+  it('counts a lease lost to a takeover when the stale owner completes', async () => {
+    const key = newKey();
+    const body = { amount: 5, gate: key };
+    const before = app.probe.ran('lapsing');
+    // Its heartbeat stops after 0.3 s (maxLockHoldSeconds), so the lease lapses while it waits.
+    const stale = post('/leases/lapsing', key, body).then((r) => r);
+    try {
+      await waitFor(async () => app.probe.ran('lapsing') === before + 1);
+      await waitFor(() => leaseLapsed(db, key));
+      // A retry of the same request takes the key over for real (attempt 2)...
+      const takeover = post('/leases/lapsing', key, body).then((r) => r);
+      await waitFor(async () => app.probe.ran('lapsing') === before + 2);
+      // ...and the stale owner finishes first: its completion no longer owns the record.
+      app.probe.open(`${key}#1`);
+      const late = await stale;
+      expect(late.status).toBe(201);
+      expect(late.body).toEqual({ attempt: 1 });
+      app.probe.open(`${key}#2`);
+      const winner = await takeover;
+      expect(winner.status).toBe(201);
+      expect(winner.body).toEqual({ attempt: 2 });
+      const replay = await post('/leases/lapsing', key, body).expect(201);
+      expect(replay.headers['idempotent-replayed']).toBe('true');
+      expect(replay.body).toEqual({ attempt: 2 });
+    } finally {
+      app.probe.open(`${key}#1`);
+      app.probe.open(`${key}#2`);
+    }
+
+    const got = await collect(reader);
+    const lapsing = { 'http.route': '/leases/lapsing', 'http.request.method': 'POST' };
+    expect(
+      count(got.get('idempotency.lock_lost'), { ...lapsing, 'idempotency.during': 'complete' }),
+    ).toBe(1);
+    expect(count(got.get('idempotency.lock_lost'), lapsing)).toBe(1);
+    // The stale owner's response went to its client unstored; the takeover's was stored.
+    expect(
+      count(got.get('idempotency.executed'), { ...lapsing, 'idempotency.stored': false }),
+    ).toBe(1);
+    expect(count(got.get('idempotency.executed'), { ...lapsing, 'idempotency.stored': true })).toBe(
+      1,
+    );
+    const claims = got.get('idempotency.claim.duration');
+    expect(recordings(claims, { ...lapsing, 'idempotency.outcome': 'claimed' })).toBe(2);
+  });
+
+  it('counts a lease found taken over by a renewal, then by the release', async () => {
+    const key = newKey();
+    const before = app.probe.ran('held');
+    const held = post('/leases/held', key, { amount: 5, gate: key }).then((r) => r);
+    try {
+      await waitFor(async () => app.probe.ran('held') === before + 1);
+      // What a takeover does to the row; the heartbeat (every 0.1 s) renews next and is refused.
+      await db.query(
+        'UPDATE idempotency_records SET owner_token = gen_random_uuid() WHERE idempotency_key = $1',
+        [key],
+      );
+      await waitFor(async () =>
+        app.events.some((e) => e.type === 'lock_lost' && e.key === key && e.during === 'renew'),
+      );
+      app.probe.fail(`${key}#1`); // its handler then fails: the release finds it taken over too
+      expect((await held).status).toBe(500);
+    } finally {
+      app.probe.open(`${key}#1`);
+    }
+
+    const got = await collect(reader);
+    const route = { 'http.route': '/leases/held', 'http.request.method': 'POST' };
+    expect(
+      count(got.get('idempotency.lock_lost'), { ...route, 'idempotency.during': 'renew' }),
+    ).toBe(1);
+    expect(
+      count(got.get('idempotency.lock_lost'), { ...route, 'idempotency.during': 'release' }),
+    ).toBe(1);
+    // One lost lease, found twice: the counter counts each time an owner finds it.
+    expect(count(got.get('idempotency.lock_lost'), route)).toBe(2);
+    expect(count(got.get('idempotency.released'), route)).toBe(0);
+  });
+
+  it('counts a claim the store could not answer, and answers 503', async () => {
+    const key = newKey();
+    const before = app.probe.ran('create');
+    await outage.begin();
+    let refused: request.Response;
+    try {
+      refused = await post('/orders', key);
+    } finally {
+      await outage.end();
+    }
+    expect(refused.status).toBe(503);
+    expect(refused.headers['content-type']).toMatch(/^application\/problem\+json/);
+    expect(refused.headers['retry-after']).toBe('1');
+    expect(refused.body).toMatchObject({ status: 503, code: 'idempotency_store_unavailable' });
+    expect(app.probe.ran('create')).toBe(before);
+
+    const got = await collect(reader);
+    const orders = { 'http.route': '/orders', 'http.request.method': 'POST' };
+    expect(
+      count(got.get('idempotency.store_errors'), { ...orders, 'idempotency.operation': 'claim' }),
+    ).toBe(1);
+    expect(count(got.get('idempotency.store_errors'), orders)).toBe(1);
+    expect(
+      count(got.get('idempotency.rejected'), {
+        ...orders,
+        'idempotency.code': 'idempotency_store_unavailable',
+        'http.response.status_code': 503,
+      }),
+    ).toBe(1);
+    const claims = got.get('idempotency.claim.duration');
+    expect(recordings(claims, { ...orders, 'idempotency.outcome': 'error' })).toBe(1);
+
+    // The database is back: the same key runs.
+    await post('/orders', key).expect(201);
+    expect(app.probe.ran('create')).toBe(before + 1);
+  });
+
+  it('counts purged records', async () => {
     const key = newKey();
     await post('/orders', key).expect(201);
-    await db.query(`UPDATE idempotency_records SET expires_at = now() - interval '1 minute'`);
+    await db.query(
+      `UPDATE idempotency_records SET expires_at = now() - interval '1 minute', purge_after = now() - interval '1 minute'`,
+    );
     const purged = await app.app.get(IdempotencyPurgeService).purgeExpired();
     expect(purged).toBeGreaterThan(0);
 
     const got = await collect(reader);
-    expect(
-      count(got.get('idempotency.lock_lost'), {
-        'http.route': '/orders',
-        'idempotency.during': 'renew',
-      }),
-    ).toBe(1);
-    expect(count(got.get('idempotency.store_errors'), { 'idempotency.operation': 'purge' })).toBe(
-      1,
-    );
     expect(count(got.get('idempotency.purged'), {})).toBe(purged);
   });
 

@@ -7,6 +7,7 @@
  * time; once the handler settles, a retry gets what the handler produced.
  */
 import { APP_INTERCEPTOR } from '@nestjs/core';
+import { Client } from 'pg';
 import { createTestDatabase } from '../fixtures/database';
 import type { TestDatabase } from '../fixtures/database';
 import { orderCount } from '../fixtures/record-queries';
@@ -95,6 +96,37 @@ describe.each(ADAPTERS)('a global TimeoutInterceptor over a slow handler (%s)', 
       expect(await orderCount(db, key)).toBe(1);
     },
   );
+
+  it('gives the key back when the timeout answered before the claim did: the retry runs the handler', async () => {
+    // Another session's uncommitted insert of the key makes the claim wait past the timeout.
+    const key = newKey();
+    const blocker = new Client({ connectionString: db.url });
+    await blocker.connect();
+    let first: Awaited<ReturnType<typeof postWithKey>>;
+    try {
+      await blocker.query('BEGIN');
+      await blocker.query(
+        `INSERT INTO idempotency_records (scope, idempotency_key, record_id, fingerprint, status,
+           expires_at, purge_after, method, path)
+         VALUES ('', $1, gen_random_uuid(), repeat('0', 64), 'released', now(), now(), 'POST', '/slow')`,
+        [key],
+      );
+      first = await postWithKey(t.server, '/slow', key, { amount: 3, note: key });
+      // The claim is still waiting on the row when the client gets its 408...
+      expect(first.status).toBe(408);
+    } finally {
+      // ...and wins the key once the other session rolls back, after nobody listens any more.
+      await blocker.query('ROLLBACK');
+      await blocker.end();
+    }
+    await waitFor(async () => (await recordOf(db, key)) === undefined, 3000);
+    expect(t.probe.ran(`slow:${key}`)).toBe(0);
+
+    const retry = await postWithKey(t.server, '/slow', key, { amount: 3, note: key });
+    expect(retry.status).toBe(201);
+    expect(t.probe.ran(`slow:${key}`)).toBe(1);
+    expect(await orderCount(db, key)).toBe(1);
+  });
 
   it('still answers 408 to a request whose handler outlives the timeout', async () => {
     // The control case: the library does not swallow or delay the outer interceptor's answer.

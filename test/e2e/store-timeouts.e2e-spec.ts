@@ -12,6 +12,7 @@ import type { TestDatabase } from '../fixtures/database';
 import { FrozenProxy } from '../fixtures/frozen-proxy';
 import type { Probe } from '../fixtures/orders.controller';
 import { ADAPTERS, createTestApp } from '../fixtures/test-app';
+import { waitFor } from '../fixtures/wait-for';
 import type { TestApp } from '../fixtures/test-app';
 
 const STORE_TIMEOUT_SECONDS = 0.3;
@@ -48,8 +49,12 @@ describe.each(ADAPTERS)('store timeouts on %s', (adapter) => {
   });
 
   it('a frozen database: 503 idempotency_store_unavailable with Retry-After within 2 s, handler not run; after thawing the same key runs once', async () => {
-    // A first request leaves an idle pooled connection, which the frozen claim then gets.
-    await post(newKey()).expect(201);
+    // A first request leaves an idle pooled connection, which the frozen claim then gets. On a
+    // loaded machine the very first claim (a new connection through the proxy, its statements
+    // prepared) can outlast the 300 ms given to every store call: then it is tried again with
+    // another key, and what it logged is not part of what is checked below.
+    await waitFor(async () => (await post(newKey())).status === 201);
+    const fromEvent = events.length;
     const key = newKey();
     const before = probe.ran('create');
 
@@ -71,7 +76,7 @@ describe.each(ADAPTERS)('store timeouts on %s', (adapter) => {
     expect(elapsed).toBeGreaterThanOrEqual(STORE_TIMEOUT_SECONDS * 1000 - 20);
     expect(elapsed).toBeLessThan(2000);
     expect(probe.ran('create')).toBe(before);
-    const storeErrors = events.filter((event) => event.type === 'store_error');
+    const storeErrors = events.slice(fromEvent).filter((event) => event.type === 'store_error');
     expect(storeErrors).toEqual([
       expect.objectContaining({
         operation: 'claim',

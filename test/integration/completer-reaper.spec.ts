@@ -588,7 +588,7 @@ describe('completer and reaper of operations in phases', () => {
         [[oldAbandoned, youngAbandoned]],
       );
       for (const k of [finished, unfinishedKey, live, oldAbandoned, youngAbandoned]) {
-        await ago(k, { expires_at: '1 second' });
+        await ago(k, { expires_at: '1 second', purge_after: '1 second' });
       }
       await ago(oldAbandoned, { updated_at: `${RETENTION_SECONDS + 60} seconds` });
       await ago(youngAbandoned, { updated_at: `${RETENTION_SECONDS - 600} seconds` });
@@ -649,7 +649,8 @@ describe('completer and reaper of operations in phases', () => {
       expect((await order(fresh, '/orders')).status).toBe(201);
       const pending = order(running, '/orders', { gate: running }).then((r) => r);
       await waitFor(async () => (await record(running))?.status === 'in_flight');
-      for (const k of [done, released, running]) await ago(k, { expires_at: '1 second' });
+      for (const k of [done, released, running])
+        await ago(k, { expires_at: '1 second', purge_after: '1 second' });
 
       expect(await purge.purgeExpired()).toBe(2);
       expect(

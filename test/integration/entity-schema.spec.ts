@@ -10,9 +10,12 @@ import { DataSource, Entity } from 'typeorm';
 import type { DataSourceOptions, MigrationInterface } from 'typeorm';
 import {
   AddPhasesToIdempotencyRecords1764028800000,
+  AddPurgeAfterToIdempotencyRecords1764201600000,
   CreateIdempotencyRecords1732233600000,
+  createIdempotencyPurgeAfterMigration,
   createIdempotencyRecordsMigration,
 } from '../../lib/storage/typeorm/create-idempotency-records.migration';
+import { TypeOrmIdempotencyStore } from '../../lib/storage/typeorm/typeorm-idempotency.store';
 import { IdempotencyRecordEntity } from '../../lib/storage/typeorm/idempotency-record.entity';
 import { createTestDatabase } from '../fixtures/database';
 import type { TestDatabase } from '../fixtures/database';
@@ -179,6 +182,7 @@ describe('IdempotencyRecordEntity and the shipped migration', () => {
       try {
         for (const sql of BEFORE_PHASES) await old.query(sql);
         await migrate(old.url, AddPhasesToIdempotencyRecords1764028800000);
+        await migrate(old.url, AddPurgeAfterToIdempotencyRecords1764201600000);
         expect(await describeTable(old, 'public', 'idempotency_records')).toEqual(
           await describeTable(db, 'public', 'idempotency_records'),
         );
@@ -201,4 +205,85 @@ describe('IdempotencyRecordEntity and the shipped migration', () => {
       expect(await describeTable(db, 'public', 'idempotency_records')).toEqual(before);
     });
   });
+
+  describe('upgrade of a table made before purge_after (the completion was not HOT)', () => {
+    /** The record table as the create migration made it with phases, before purge_after. */
+    const BEFORE_PURGE_AFTER = [
+      `CREATE TABLE idempotency_records (
+        "scope" text NOT NULL, "idempotency_key" varchar(255) NOT NULL, "record_id" uuid NOT NULL,
+        "fingerprint" char(64) NOT NULL, "status" varchar(16) NOT NULL, "owner_token" uuid,
+        "locked_until" timestamptz, "expires_at" timestamptz NOT NULL,
+        "attempts" integer NOT NULL DEFAULT 1, "method" varchar(16) NOT NULL, "path" text NOT NULL,
+        "response_status" smallint, "response_headers" jsonb, "response_body" bytea,
+        "created_at" timestamptz NOT NULL DEFAULT now(), "updated_at" timestamptz NOT NULL DEFAULT now(),
+        "operation" varchar(200), "recovery_point" varchar(200), "operation_input" jsonb,
+        "operation_state" jsonb, "last_run_at" timestamptz,
+        CONSTRAINT "idempotency_records_pkey" PRIMARY KEY ("scope", "idempotency_key"),
+        CONSTRAINT "idempotency_records_status_check" CHECK ("status" IN ('in_flight', 'completed', 'released', 'abandoned')))`,
+      'CREATE INDEX "idempotency_records_expires_at_idx" ON idempotency_records ("expires_at")',
+      `CREATE INDEX "idempotency_records_unfinished_idx" ON idempotency_records ("last_run_at")
+        WHERE "operation" IS NOT NULL AND "status" IN ('in_flight', 'released')`,
+      `INSERT INTO idempotency_records (scope, idempotency_key, record_id, fingerprint, status,
+         expires_at, method, path, response_status)
+       VALUES ('', 'kept', gen_random_uuid(), repeat('a', 64), 'completed',
+         '2030-01-02T03:04:05Z', 'POST', '/orders', 201)`,
+    ];
+
+    const fillfactorOf = async (database: TestDatabase) =>
+      (
+        await database.query(
+          `SELECT reloptions FROM pg_class WHERE oid = 'public.idempotency_records'::regclass`,
+        )
+      )[0].reloptions;
+
+    it('brings it to the current table, filling purge_after from expires_at, and is a no-op when run again', async () => {
+      const old = await createTestDatabase();
+      try {
+        await old.query(BEFORE_PHASES_JOBS_TABLE);
+        for (const sql of BEFORE_PURGE_AFTER) await old.query(sql);
+        await migrate(old.url, AddPurgeAfterToIdempotencyRecords1764201600000);
+        const current = await describeTable(db, 'public', 'idempotency_records');
+        expect(await describeTable(old, 'public', 'idempotency_records')).toEqual(current);
+        expect(await fillfactorOf(old)).toEqual(['fillfactor=60']);
+        expect(await fillfactorOf(db)).toEqual(['fillfactor=60']);
+        const kept =
+          'SELECT idempotency_key, purge_after = expires_at AS filled FROM idempotency_records';
+        expect(await old.query(kept)).toEqual([{ idempotency_key: 'kept', filled: true }]);
+        const changes = await pendingChanges(old.url, [IdempotencyRecordEntity]);
+        expect({ changes }).toEqual({ changes: [] });
+
+        const again = createIdempotencyPurgeAfterMigration('idempotency_records');
+        Object.defineProperty(again, 'name', { value: 'AddPurgeAfterAgain1764201600001' });
+        await migrate(old.url, again);
+        expect(await describeTable(old, 'public', 'idempotency_records')).toEqual(current);
+      } finally {
+        await old.drop();
+      }
+    });
+
+    it('changes nothing on a table the current create migration made', async () => {
+      const before = await describeTable(db, 'public', 'idempotency_records');
+      await migrate(db.url, AddPurgeAfterToIdempotencyRecords1764201600000);
+      expect(await describeTable(db, 'public', 'idempotency_records')).toEqual(before);
+    });
+
+    it('is what the store asks for: without it the store refuses to start and names it', async () => {
+      const old = await createTestDatabase();
+      try {
+        await old.query(BEFORE_PHASES_JOBS_TABLE);
+        for (const sql of BEFORE_PURGE_AFTER) await old.query(sql);
+        await withDataSource(old.url, {}, async (dataSource) => {
+          const store = new TypeOrmIdempotencyStore(dataSource, 'idempotency_records');
+          await expect(store.verify()).rejects.toThrow(
+            /no purge_after column\. Add AddPurgeAfterToIdempotencyRecords1764201600000/,
+          );
+        });
+      } finally {
+        await old.drop();
+      }
+    });
+  });
 });
+
+/** The jobs table as the phases migration makes it (the store checks it is there). */
+const BEFORE_PHASES_JOBS_TABLE = `CREATE TABLE idempotency_records_jobs (id bigserial PRIMARY KEY)`;

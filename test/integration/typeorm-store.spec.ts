@@ -581,17 +581,19 @@ describe('TypeOrmIdempotencyStore on PostgreSQL', () => {
   it('purges a backlog of 5000 expired rows in batches of 1000 and keeps live leases', async () => {
     await db.query(
       `INSERT INTO ${TABLE} (scope, idempotency_key, record_id, fingerprint, status, owner_token,
-         locked_until, expires_at, method, path, response_status, response_body)
+         locked_until, expires_at, purge_after, method, path, response_status, response_body)
        SELECT 's', 'expired-' || g, gen_random_uuid(), repeat('a', 64),
               CASE WHEN g % 2 = 0 THEN 'completed' ELSE 'released' END, NULL, NULL,
-              now() - interval '1 minute', 'POST', '/p', 201, '\\x00'::bytea
+              now() - interval '1 minute', now() - interval '1 minute', 'POST', '/p', 201,
+              '\\x00'::bytea
          FROM generate_series(1, 5000) g`,
     );
     await db.query(
       `INSERT INTO ${TABLE} (scope, idempotency_key, record_id, fingerprint, status, owner_token,
-         locked_until, expires_at, method, path)
+         locked_until, expires_at, purge_after, method, path)
        SELECT 's', 'live-' || g, gen_random_uuid(), repeat('a', 64), 'in_flight', gen_random_uuid(),
-              now() + interval '1 hour', now() - interval '1 minute', 'POST', '/p'
+              now() + interval '1 hour', now() - interval '1 minute', now() - interval '1 minute',
+              'POST', '/p'
          FROM generate_series(1, 7) g`,
     );
     const batches: number[] = [];
@@ -611,11 +613,12 @@ describe('TypeOrmIdempotencyStore on PostgreSQL', () => {
     const insert = (key: string, expiredAgo: string, lease: string | null) =>
       db.query(
         `INSERT INTO ${TABLE} (scope, idempotency_key, record_id, fingerprint, status, owner_token,
-           locked_until, expires_at, method, path)
+           locked_until, expires_at, purge_after, method, path)
          SELECT 's', $1 || g, gen_random_uuid(), repeat('a', 64),
                 CASE WHEN $2::interval IS NULL THEN 'completed' ELSE 'in_flight' END,
                 CASE WHEN $2::interval IS NULL THEN NULL ELSE gen_random_uuid() END,
-                now() + $2::interval, now() - $3::interval - g * interval '1 ms', 'POST', '/p'
+                now() + $2::interval, now() - $3::interval - g * interval '1 ms',
+                now() - $3::interval - g * interval '1 ms', 'POST', '/p'
            FROM generate_series(1, $4::int) g`,
         [key, lease, expiredAgo, key === 'held-' ? 1 : 2500],
       );
@@ -638,9 +641,9 @@ describe('TypeOrmIdempotencyStore on PostgreSQL', () => {
   it('two purgers running at once delete each expired row once', async () => {
     await db.query(
       `INSERT INTO ${TABLE} (scope, idempotency_key, record_id, fingerprint, status, expires_at,
-         method, path)
+         purge_after, method, path)
        SELECT 's', 'expired-' || g, gen_random_uuid(), repeat('a', 64), 'completed',
-              now() - interval '1 minute', 'POST', '/p'
+              now() - interval '1 minute', now() - interval '1 minute', 'POST', '/p'
          FROM generate_series(1, 3000) g`,
     );
     const drain = async () => {
@@ -767,8 +770,8 @@ describe('TypeOrmIdempotencyStore on PostgreSQL', () => {
         `SELECT indexname FROM pg_indexes WHERE tablename = 'custom_records' ORDER BY 1`,
       );
       expect(indexes.map((i) => i.indexname)).toEqual([
-        'custom_records_expires_at_idx',
         'custom_records_pkey',
+        'custom_records_purge_after_idx',
         'custom_records_unfinished_idx',
       ]);
     });

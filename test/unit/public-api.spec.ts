@@ -10,6 +10,7 @@ describe('public API', () => {
   it('exports exactly the acknowledged names', () => {
     expect(Object.keys(api).sort()).toEqual([
       'AddPhasesToIdempotencyRecords1764028800000',
+      'AddPurgeAfterToIdempotencyRecords1764201600000',
       'CreateIdempotencyRecords1732233600000',
       'DEFAULT_IDEMPOTENCY_OPTIONS',
       'IDEMPOTENCY_OPTIONS',
@@ -38,6 +39,7 @@ describe('public API', () => {
       'PROBLEM_CONTENT_TYPE',
       'TypeOrmIdempotencyStore',
       'createIdempotencyPhasesMigration',
+      'createIdempotencyPurgeAfterMigration',
       'createIdempotencyRecordsMigration',
       'foreignStep',
       'isDatabaseUnavailable',

@@ -72,10 +72,16 @@ export class InFlightClaims {
     const id = scopedKey(scope, key);
     if (this.get(scope, key)) return undefined;
     const startedAt = this.now();
-    let settle!: () => void;
+    // The promise is made only when a duplicate waits on it: most claims have no duplicate.
+    let waiting: Promise<void> | undefined;
+    let settle: (() => void) | undefined;
+    let ended = false;
     const entry: ClaimingEntry = {
       state: 'claiming',
-      settled: new Promise<void>((resolve) => (settle = resolve)),
+      get settled() {
+        if (ended) return Promise.resolve();
+        return (waiting ??= new Promise<void>((resolve) => (settle = resolve)));
+      },
     };
     this.entries.set(id, entry);
     return (end) => {
@@ -91,7 +97,8 @@ export class InFlightClaims {
       } else {
         this.entries.delete(id);
       }
-      settle();
+      ended = true;
+      settle?.();
     };
   }
 

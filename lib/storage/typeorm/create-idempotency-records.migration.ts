@@ -3,6 +3,7 @@ import { IdempotencyConfigurationError } from '../../errors/idempotency-configur
 import { DEFAULT_IDEMPOTENCY_OPTIONS } from '../../idempotency.defaults';
 import {
   addIdempotencyPhasesSql,
+  addIdempotencyPurgeAfterSql,
   createIdempotencyTableSql,
   dropIdempotencyTableSql,
   quoteTableName,
@@ -28,6 +29,39 @@ function pascalCase(tableName: string): string {
 }
 
 /**
+ * A migration class named `name` (TypeORM records migrations by their name) whose `up()` and
+ * `down()` refuse a DataSource that is not PostgreSQL before running a statement. Without
+ * `down`, `down()` does nothing.
+ */
+function postgresMigration(
+  name: string,
+  up: (queryRunner: QueryRunner) => Promise<void>,
+  down?: (queryRunner: QueryRunner) => Promise<void>,
+): new () => MigrationInterface {
+  const migration = class implements MigrationInterface {
+    name = name;
+
+    async up(queryRunner: QueryRunner): Promise<void> {
+      assertPostgres(queryRunner);
+      await up(queryRunner);
+    }
+
+    async down(queryRunner: QueryRunner): Promise<void> {
+      if (!down) return;
+      assertPostgres(queryRunner);
+      await down(queryRunner);
+    }
+  };
+  Object.defineProperty(migration, 'name', { value: name });
+  return migration;
+}
+
+/** Runs DDL statements one after another. */
+async function runAll(queryRunner: QueryRunner, statements: string[]): Promise<void> {
+  for (const sql of statements) await queryRunner.query(sql);
+}
+
+/**
  * Builds a TypeORM migration class that creates the record table for a custom `tableName`,
  * with its staged-jobs table `<tableName>_jobs` (SPEC §8).
  * For a schema-qualified name it creates the schema too when it does not exist (and leaves an
@@ -45,11 +79,9 @@ export function createIdempotencyRecordsMigration(tableName: string): new () => 
   // TypeORM records migrations by name: each table gets its own, e.g. `CreateBillingIdempotencyRecords1732233600000`.
   const name = `Create${pascalCase(tableName)}1732233600000`;
   const schema = schemaOf(tableName);
-  const migration = class implements MigrationInterface {
-    name = name;
-
-    async up(queryRunner: QueryRunner): Promise<void> {
-      assertPostgres(queryRunner);
+  return postgresMigration(
+    name,
+    async (queryRunner) => {
       if (schema !== undefined) {
         // CREATE SCHEMA IF NOT EXISTS needs CREATE on the database even when the schema exists.
         const found: unknown[] = await queryRunner.query(
@@ -60,20 +92,14 @@ export function createIdempotencyRecordsMigration(tableName: string): new () => 
           await queryRunner.query(`CREATE SCHEMA IF NOT EXISTS ${quoteTableName(schema)}`);
         }
       }
-      for (const sql of createIdempotencyTableSql(tableName)) await queryRunner.query(sql);
-    }
-
-    async down(queryRunner: QueryRunner): Promise<void> {
-      assertPostgres(queryRunner);
-      for (const sql of dropIdempotencyTableSql(tableName)) await queryRunner.query(sql);
-    }
-  };
-  Object.defineProperty(migration, 'name', { value: name });
-  return migration;
+      await runAll(queryRunner, createIdempotencyTableSql(tableName));
+    },
+    (queryRunner) => runAll(queryRunner, dropIdempotencyTableSql(tableName)),
+  );
 }
 
 /**
- * Migration that creates `idempotency_records` (the default table) and its expiry index.
+ * Migration that creates `idempotency_records` (the default table), its indexes and its jobs table.
  * @throws IdempotencyConfigurationError from `up()` and `down()` when the DataSource is not
  *   PostgreSQL
  * @example
@@ -97,21 +123,12 @@ export const CreateIdempotencyRecords1732233600000 = createIdempotencyRecordsMig
  */
 export function createIdempotencyPhasesMigration(tableName: string): new () => MigrationInterface {
   const name = `AddPhasesTo${pascalCase(tableName)}1764028800000`;
-  const migration = class implements MigrationInterface {
-    name = name;
-
-    async up(queryRunner: QueryRunner): Promise<void> {
-      assertPostgres(queryRunner);
-      for (const sql of addIdempotencyPhasesSql(tableName)) await queryRunner.query(sql);
-    }
-
-    async down(queryRunner: QueryRunner): Promise<void> {
-      assertPostgres(queryRunner);
-      await queryRunner.query(`DROP TABLE IF EXISTS ${quoteTableName(`${tableName}_jobs`)}`);
-    }
-  };
-  Object.defineProperty(migration, 'name', { value: name });
-  return migration;
+  return postgresMigration(
+    name,
+    (queryRunner) => runAll(queryRunner, addIdempotencyPhasesSql(tableName)),
+    (queryRunner) =>
+      runAll(queryRunner, [`DROP TABLE IF EXISTS ${quoteTableName(`${tableName}_jobs`)}`]),
+  );
 }
 
 /**
@@ -121,5 +138,43 @@ export function createIdempotencyPhasesMigration(tableName: string): new () => M
  * migrations: [CreateIdempotencyRecords1732233600000, AddPhasesToIdempotencyRecords1764028800000]
  */
 export const AddPhasesToIdempotencyRecords1764028800000 = createIdempotencyPhasesMigration(
+  DEFAULT_IDEMPOTENCY_OPTIONS.tableName,
+);
+
+/**
+ * Builds the migration that lets a plain route's completion be a HOT update on a record table
+ * made before it could be (BENCHMARKS.md, issue 14): it adds `purge_after` (the claim's time
+ * plus the TTL, filled from `expires_at` for existing rows) with its index in place of the index
+ * on `expires_at`, makes the unfinished-operations index without `status` in its predicate, and
+ * sets the table's fillfactor. Idempotent: on a table the current create migration made it
+ * changes nothing, so listing it is always safe. Its backfill rewrites every row once. `down()`
+ * does nothing: the library of this version needs the column.
+ *
+ * @param tableName - the same value as the module's `tableName` option
+ * @returns a migration class to list after the create (and phases) migrations
+ * @throws IdempotencyConfigurationError from `up()` when the DataSource is not PostgreSQL,
+ *   before any statement runs
+ */
+export function createIdempotencyPurgeAfterMigration(
+  tableName: string,
+): new () => MigrationInterface {
+  const name = `AddPurgeAfterTo${pascalCase(tableName)}1764201600000`;
+  // No down(): nothing to undo would leave a table this version of the library can use.
+  return postgresMigration(name, (queryRunner) =>
+    runAll(queryRunner, addIdempotencyPurgeAfterSql(tableName)),
+  );
+}
+
+/**
+ * Upgrade of the default table for applications that ran `CreateIdempotencyRecords1732233600000`
+ * before `purge_after` existed. New applications do not need it (harmless if listed).
+ * @example
+ * migrations: [
+ *   CreateIdempotencyRecords1732233600000,
+ *   AddPhasesToIdempotencyRecords1764028800000,
+ *   AddPurgeAfterToIdempotencyRecords1764201600000,
+ * ]
+ */
+export const AddPurgeAfterToIdempotencyRecords1764201600000 = createIdempotencyPurgeAfterMigration(
   DEFAULT_IDEMPOTENCY_OPTIONS.tableName,
 );

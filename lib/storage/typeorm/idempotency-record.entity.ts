@@ -15,13 +15,13 @@ import type { IdempotencyRecordStatus } from '../../interfaces/idempotency-recor
  * schemas should come from the shipped migration.
  *
  * It describes exactly the table the shipped migration creates — columns, primary key, check
- * and index, with the migration's names — so `synchronize` and `migration:generate` in the
+ * and indexes (not its fillfactor, which TypeORM does not model), with the migration's names — so `synchronize` and `migration:generate` in the
  * application find nothing to change (a test compares the two with TypeORM's schema diff).
  */
 @Entity({ name: 'idempotency_records' })
-@Index('idempotency_records_expires_at_idx', ['expiresAt'])
+@Index('idempotency_records_purge_after_idx', ['purgeAfter'])
 @Index('idempotency_records_unfinished_idx', ['lastRunAt'], {
-  where: `"operation" IS NOT NULL AND "status" IN ('in_flight', 'released')`,
+  where: `"operation" IS NOT NULL AND "recovery_point" <> 'finished'`,
 })
 @Check(
   'idempotency_records_status_check',
@@ -116,4 +116,11 @@ export class IdempotencyRecordEntity {
   /** When a request, a retry or the completer last ran the operation. */
   @Column({ name: 'last_run_at', type: 'timestamptz', nullable: true })
   lastRunAt!: Date | null;
+
+  /**
+   * The earliest the record can expire (the claim's time plus the TTL), indexed for the purge;
+   * `expiresAt` is never earlier. The completion leaves it alone, so it writes no index entry.
+   */
+  @Column({ name: 'purge_after', type: 'timestamptz' })
+  purgeAfter!: Date;
 }

@@ -43,16 +43,29 @@ const PHASE_COLUMNS = [
   '"last_run_at" timestamptz',
 ];
 
+/**
+ * How full PostgreSQL packs the record table's pages on insert. The room left lets the
+ * completion (status, response, expiry: no indexed column) write the row's new version on the
+ * same page, a HOT update that adds no index entries; at the default 100 every completion
+ * moved the row to another page and wrote new entries in every index.
+ */
+export const RECORD_TABLE_FILLFACTOR = 60;
+
+/** The completer's index: unfinished operations in phases, by when they last ran. */
+function unfinishedIndexSql(tableName: string): string {
+  return `CREATE INDEX IF NOT EXISTS "${bareName(tableName)}_unfinished_idx" ON ${quoteTableName(tableName)} ("last_run_at")
+      WHERE "operation" IS NOT NULL AND "recovery_point" <> 'finished'`;
+}
+
 /** DDL of the jobs table and the records' unfinished-operations index (both idempotent). */
 function phaseObjectsSql(tableName: string): string[] {
-  const table = quoteTableName(tableName);
-  const name = bareName(tableName);
   const jobs = jobsTableNameOf(tableName);
   const jobsName = bareName(jobs);
   return [
     // The completer's candidates: few rows (unfinished operations only), found without a scan.
-    `CREATE INDEX IF NOT EXISTS "${name}_unfinished_idx" ON ${table} ("last_run_at")
-      WHERE "operation" IS NOT NULL AND "status" IN ('in_flight', 'released')`,
+    // The predicate names no column a plain route's completion changes (not `status`), so that
+    // completion can stay a HOT update (see `RECORD_TABLE_FILLFACTOR`).
+    unfinishedIndexSql(tableName),
     `CREATE TABLE IF NOT EXISTS ${quoteTableName(jobs)} (
       "id" bigserial NOT NULL,
       "name" varchar(200) NOT NULL,
@@ -101,11 +114,58 @@ export function createIdempotencyTableSql(tableName: string): string[] {
       "created_at" timestamptz NOT NULL DEFAULT now(),
       "updated_at" timestamptz NOT NULL DEFAULT now(),
       ${PHASE_COLUMNS.join(',\n      ')},
+      ${PURGE_AFTER_COLUMN} NOT NULL,
       CONSTRAINT "${name}_pkey" PRIMARY KEY ("scope", "idempotency_key"),
       CONSTRAINT "${name}_status_check" ${STATUS_CHECK}
-    )`,
-    `CREATE INDEX IF NOT EXISTS "${name}_expires_at_idx" ON ${table} ("expires_at")`,
+    ) WITH (fillfactor = ${RECORD_TABLE_FILLFACTOR})`,
+    purgeIndexSql(tableName),
     ...phaseObjectsSql(tableName),
+  ];
+}
+
+/**
+ * The earliest a record can expire: set by the claim to the claim's time plus the TTL, never
+ * moved by the completion (which sets `expires_at` from its own time, so later). The purge
+ * finds expired rows through its index and checks `expires_at` on them, which is how the
+ * expiry can move without an index write.
+ */
+const PURGE_AFTER_COLUMN = '"purge_after" timestamptz';
+
+function purgeIndexSql(tableName: string): string {
+  return `CREATE INDEX IF NOT EXISTS "${bareName(tableName)}_purge_after_idx" ON ${quoteTableName(tableName)} ("purge_after")`;
+}
+
+/** The quoted name of one of `tableName`'s indexes, in the table's schema. */
+function indexName(tableName: string, suffix: string): string {
+  return quoteTableName(`${tableName}_${suffix}`);
+}
+
+/**
+ * DDL that makes a plain route's completion a HOT update on a record table made before it
+ * could be: `purge_after` (filled from `expires_at`) and its index instead of the index on
+ * `expires_at`, the unfinished-operations index without `status` in its predicate, and the
+ * table's fillfactor (which applies to pages written from then on). Idempotent: a no-op on a
+ * table the current create migration made. The backfill rewrites every row once: run it when
+ * the table is small (records live for their TTL), or expect a pause of that size.
+ * @param tableName - table name, optionally schema-qualified
+ */
+export function addIdempotencyPurgeAfterSql(tableName: string): string[] {
+  const table = quoteTableName(tableName);
+  return [
+    `ALTER TABLE ${table} ADD COLUMN IF NOT EXISTS ${PURGE_AFTER_COLUMN}`,
+    `UPDATE ${table} SET "purge_after" = "expires_at" WHERE "purge_after" IS NULL`,
+    `ALTER TABLE ${table} ALTER COLUMN "purge_after" SET NOT NULL`,
+    purgeIndexSql(tableName),
+    `DROP INDEX IF EXISTS ${indexName(tableName, 'expires_at_idx')}`,
+    // Made again only when its predicate is the old one (status) or it is missing.
+    `DO $$ BEGIN
+       IF EXISTS (SELECT 1 FROM pg_index i WHERE i.indexrelid = to_regclass('${indexName(tableName, 'unfinished_idx').replace(/'/g, "''")}')
+                   AND pg_get_expr(i.indpred, i.indrelid) LIKE '%status%') THEN
+         DROP INDEX ${indexName(tableName, 'unfinished_idx')};
+       END IF;
+     END $$`,
+    unfinishedIndexSql(tableName),
+    `ALTER TABLE ${table} SET (fillfactor = ${RECORD_TABLE_FILLFACTOR})`,
   ];
 }
 

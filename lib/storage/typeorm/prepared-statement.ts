@@ -1,7 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { DataSource } from 'typeorm';
 import { IdempotencyConfigurationError } from '../../errors/idempotency-configuration.error';
-import { isStoreTimeout } from './with-deadline';
 import type { Deadline } from './with-deadline';
 
 /**
@@ -62,11 +61,14 @@ export function hasPoolAccess(dataSource: DataSource): boolean {
  * of lending it out again; one that arrives after the deadline is given back at once.
  * Call only when `hasPoolAccess(dataSource)` holds.
  *
+ * This is the request path's one statement helper, so it is written as one promise with one
+ * timer for the wait for a connection and the statement together (not a race per step).
+ *
  * @param prepared - send it as a named prepared statement (else unnamed: parsed and planned on
  *   every call, but safe where connections share server sessions, as behind PgBouncer's
  *   transaction pooling before 1.21)
  */
-export async function runOnPool(
+export function runOnPool(
   dataSource: DataSource,
   statement: PreparedStatement,
   values: unknown[],
@@ -74,29 +76,70 @@ export async function runOnPool(
   prepared = true,
 ): Promise<StatementResult> {
   const driver = dataSource.driver as unknown as PostgresDriverLike;
-  const [client, release] = await deadline.race(
-    driver.obtainMasterConnection(),
-    'a pooled connection',
-    ([, releaseLate]) => releaseLate(),
-  );
-  let broken: unknown;
-  const onError = (error: Error) => (broken = error);
-  // A checked-out pg client has no error listener of its own: without this one, a connection
-  // dropped by the server between two queries would crash the process.
-  client.on('error', onError);
-  try {
-    const query = prepared ? { ...statement, values } : { text: statement.text, values };
-    return await deadline.race(client.query(query), 'PostgreSQL to answer');
-  } catch (error) {
-    // After a timeout the statement is still pending on this connection (or lost in a dead
-    // socket): pg-pool, given an error, ends the client, which destroys the socket because a
-    // query is active. Handed back without one, the next caller would queue behind it.
-    if (isStoreTimeout(error) || !isServerError(error)) broken = error;
-    throw prepared ? explainStatementError(error, statement) : error;
-  } finally {
-    client.removeListener('error', onError);
-    release(broken);
-  }
+  return new Promise<StatementResult>((resolve, reject) => {
+    let settled = false;
+    let client: PgClient | undefined;
+    let release: ((error?: unknown) => void) | undefined;
+    let broken: unknown;
+    // A checked-out pg client has no error listener of its own: without this one, a connection
+    // dropped by the server between two queries would crash the process.
+    const onError = (error: Error) => (broken = error);
+    const giveBack = () => {
+      client!.removeListener('error', onError);
+      release!(broken);
+    };
+    const timer = deadline.startTimer((timeout) => {
+      settled = true;
+      // After a timeout the statement is still pending on this connection (or lost in a dead
+      // socket): pg-pool, given an error, ends the client, which destroys the socket because a
+      // query is active. Handed back without one, the next caller would queue behind it.
+      if (client) {
+        broken = timeout;
+        giveBack();
+      }
+      reject(timeout);
+    });
+    driver.obtainMasterConnection().then(
+      ([lent, releaseLent]) => {
+        if (settled) return releaseLent();
+        client = lent;
+        release = releaseLent;
+        timer.waitingFor = 'PostgreSQL to answer';
+        lent.on('error', onError);
+        const query = prepared
+          ? { name: statement.name, text: statement.text, values }
+          : { text: statement.text, values };
+        const failed = (error: unknown) => {
+          if (settled) return;
+          settled = true;
+          timer.clear();
+          if (!isServerError(error)) broken = error;
+          giveBack();
+          reject(prepared ? explainStatementError(error, statement) : error);
+        };
+        let pending: Promise<StatementResult>;
+        try {
+          pending = lent.query(query);
+        } catch (error) {
+          // A query pg refuses outright (as the old awaited call caught): the connection goes back.
+          return failed(error);
+        }
+        pending.then((result) => {
+          if (settled) return;
+          settled = true;
+          timer.clear();
+          giveBack();
+          resolve(result);
+        }, failed);
+      },
+      (error: unknown) => {
+        if (settled) return;
+        settled = true;
+        timer.clear();
+        reject(error);
+      },
+    );
+  });
 }
 
 /**

@@ -35,12 +35,13 @@ function healthStatement(tableName: string): PreparedStatement {
   statement = prepareStatement(`
     SELECT ${bounded(`r.status = 'in_flight' AND r.locked_until < ${at}`)} AS stuck_in_flight,
            ${bounded(
-             `r.operation IS NOT NULL AND (r.status = 'released' OR ` +
-               `(r.status = 'in_flight' AND r.locked_until <= ${at}))`,
+             `r.operation IS NOT NULL AND r.recovery_point <> 'finished' AND ` +
+               `(r.status = 'released' OR (r.status = 'in_flight' AND r.locked_until <= ${at}))`,
            )} AS idle_operations,
            ${bounded(`r.status = 'abandoned'`)} AS abandoned_operations,
            ${bounded(
-             `r.expires_at <= ${at} AND NOT (r.status = 'in_flight' AND r.locked_until > ${at}) ` +
+             `r.purge_after <= ${at} AND r.expires_at <= ${at} ` +
+               `AND NOT (r.status = 'in_flight' AND r.locked_until > ${at}) ` +
                `AND (r.operation IS NULL OR r.status = 'completed')`,
            )} AS purge_backlog`);
   statements.set(tableName, statement);

@@ -62,9 +62,12 @@ export interface TypeOrmIdempotencyStoreSettings {
  *   connection whose statement ran out of time is closed, never lent out again.
  *
  * - `claim` is one statement (`INSERT … ON CONFLICT DO UPDATE … WHERE`), so of any number of
- *   concurrent callers exactly one wins; losers read the existing row in the same statement.
- * - `complete`, `release` and `renew` are `UPDATE`/`DELETE … WHERE owner_token = $n`.
- * - `purgeExpired` deletes a batch chosen with `FOR UPDATE SKIP LOCKED`, oldest expiry first,
+ *   concurrent callers exactly one wins; losers read the existing row in the same statement. A
+ *   key nobody holds takes a plain `INSERT … ON CONFLICT DO NOTHING` first.
+ * - `complete`, `release` and `renew` are `UPDATE`/`DELETE … WHERE owner_token = $n`. The
+ *   completion changes no indexed column, so it can be a HOT update.
+ * - `purgeExpired` deletes a batch chosen with `FOR UPDATE SKIP LOCKED` through the index on
+ *   `purge_after` (a lower bound of `expires_at` set by the claim), oldest first,
  *   never an unfinished operation in phases (the reaper marks those abandoned instead);
  *   successive full batches of one pass each start where the previous one ended.
  */
@@ -126,6 +129,9 @@ export class TypeOrmIdempotencyStore extends IdempotencyStore {
     // Comparisons: one instant per statement. Writes: the moment the row is written (see above).
     const at = 'statement_timestamp()';
     const written = 'clock_timestamp()';
+    // The claim's bound on the expiry: its statement's start, so never later than the
+    // expiry written in the same statement or by the completion after it.
+    const purgeAfter = `${at} + $6::float8 * interval '1 second'`;
     // Past its TTL and not running. An unfinished operation in phases never expires here: it
     // is resumed by the same request, or marked abandoned by the reaper (SPEC §8).
     const expired =
@@ -137,9 +143,10 @@ export class TypeOrmIdempotencyStore extends IdempotencyStore {
       // key). A key that exists inserts nothing and returns no row: then the claim runs.
       claimFresh: `
         INSERT INTO ${t} (scope, idempotency_key, record_id, fingerprint, status, owner_token,
-          locked_until, expires_at, attempts, method, path, created_at, updated_at)
+          locked_until, expires_at, purge_after, attempts, method, path, created_at, updated_at)
         VALUES ($1, $2, $7, $3, 'in_flight', $4, ${written} + $5::float8 * interval '1 second',
-          ${written} + $6::float8 * interval '1 second', 1, $8, $9, ${written}, ${written})
+          ${written} + $6::float8 * interval '1 second', ${purgeAfter}, 1, $8, $9, ${written},
+          ${written})
         ON CONFLICT (scope, idempotency_key) DO NOTHING
         RETURNING record_id, attempts`,
       // The snapshot's row answers most calls without writing: a replay, a mismatch or a live
@@ -162,10 +169,10 @@ export class TypeOrmIdempotencyStore extends IdempotencyStore {
            WHERE r.scope = $1 AND r.idempotency_key = $2
         ), claimed AS (
           INSERT INTO ${t} AS r (scope, idempotency_key, record_id, fingerprint, status, owner_token,
-            locked_until, expires_at, attempts, method, path, created_at, updated_at)
+            locked_until, expires_at, purge_after, attempts, method, path, created_at, updated_at)
           SELECT $1::text, $2::varchar, $7::uuid, $3::char(64), 'in_flight', $4::uuid,
                  ${written} + $5::float8 * interval '1 second',
-                 ${written} + $6::float8 * interval '1 second',
+                 ${written} + $6::float8 * interval '1 second', ${purgeAfter},
                  1, $8::varchar, $9::text, ${written}, ${written}
            WHERE NOT EXISTS (SELECT 1 FROM existing WHERE outcome <> 'retry')
           ON CONFLICT (scope, idempotency_key) DO UPDATE SET
@@ -179,6 +186,8 @@ export class TypeOrmIdempotencyStore extends IdempotencyStore {
             -- row lock (behind a transactional completion, say), and the lease would be short.
             locked_until = ${written} + $5::float8 * interval '1 second',
             expires_at = ${written} + $6::float8 * interval '1 second',
+            -- A new record starts its own; a retry of the same one keeps the earlier bound.
+            purge_after = CASE WHEN ${expired} THEN ${purgeAfter} ELSE r.purge_after END,
             method = EXCLUDED.method,
             path = EXCLUDED.path,
             response_status = NULL,
@@ -203,9 +212,13 @@ export class TypeOrmIdempotencyStore extends IdempotencyStore {
                e.response_body, e.expires_in_ms
           FROM existing e
          WHERE NOT EXISTS (SELECT 1 FROM claimed)`,
+      // No indexed column changes (purge_after only if a shorter TTL brought the expiry
+      // before it), so on the table's spare page room this is a HOT update: the row's new
+      // version goes on the same page and no index gets a new entry.
       complete: `
         UPDATE ${t} SET status = 'completed', response_status = $4, response_headers = $5,
                response_body = $6, expires_at = ${written} + $7::float8 * interval '1 second',
+               purge_after = LEAST(purge_after, ${written} + $7::float8 * interval '1 second'),
                locked_until = NULL, updated_at = ${written}
          WHERE ${owned}`,
       renew: `
@@ -227,24 +240,30 @@ export class TypeOrmIdempotencyStore extends IdempotencyStore {
         SELECT (SELECT count(*) FROM forgotten) + (SELECT count(*) FROM kept) AS n`,
       // Oldest expiry first, from where the pass has got to ($2): the index scan starts there
       // rather than walking over the entries of every row the pass already deleted.
+      // Through the index on purge_after (never later than expires_at); the rows it finds
+      // that a completion gave a later expiry are left for a later pass.
       purge: `
         WITH gone AS (
           DELETE FROM ${t} WHERE ctid = ANY(ARRAY(
             SELECT ctid FROM ${t} r
-             WHERE r.expires_at <= ${at} AND NOT (r.status = 'in_flight' AND r.locked_until > ${at})
+             WHERE r.purge_after <= ${at} AND r.expires_at <= ${at}
+               AND NOT (r.status = 'in_flight' AND r.locked_until > ${at})
                AND (r.operation IS NULL OR r.status = 'completed')
-               AND r.expires_at >= coalesce($2::timestamptz, '-infinity')
-             ORDER BY r.expires_at
+               AND r.purge_after >= coalesce($2::timestamptz, '-infinity')
+             ORDER BY r.purge_after
              LIMIT $1 FOR UPDATE SKIP LOCKED))
-          RETURNING expires_at
+          RETURNING purge_after
         )
-        SELECT count(*)::int AS deleted, max(expires_at)::text AS last FROM gone`,
+        SELECT count(*)::int AS deleted, max(purge_after)::text AS last FROM gone`,
       verify: `
         SELECT to_regclass($1) IS NOT NULL AS present,
                to_regclass($2) IS NOT NULL AS jobs,
                EXISTS (SELECT 1 FROM pg_attribute
                         WHERE attrelid = to_regclass($1) AND attname = 'recovery_point'
-                          AND NOT attisdropped) AS phases`,
+                          AND NOT attisdropped) AS phases,
+               EXISTS (SELECT 1 FROM pg_attribute
+                        WHERE attrelid = to_regclass($1) AND attname = 'purge_after'
+                          AND NOT attisdropped) AS purge_after`,
     };
     this.sql = Object.fromEntries(
       Object.entries(sql).map(([name, text]) => [name, prepareStatement(text)]),
@@ -268,6 +287,9 @@ export class TypeOrmIdempotencyStore extends IdempotencyStore {
     if (rows[0]?.present !== true) throw IdempotencyConfigurationError.tableMissing(this.table);
     if (rows[0]?.phases !== true || rows[0]?.jobs !== true) {
       throw IdempotencyConfigurationError.phasesMissing(this.table);
+    }
+    if (rows[0]?.purge_after !== true) {
+      throw IdempotencyConfigurationError.purgeAfterMissing(this.table);
     }
   }
 

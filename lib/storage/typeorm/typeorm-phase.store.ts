@@ -80,7 +80,10 @@ export class TypeOrmPhaseStore {
     const at = 'statement_timestamp()';
     const written = 'clock_timestamp()';
     // Not finished and not running: in flight with a lapsed lease, or released.
-    const idle = `r.operation IS NOT NULL AND r.status IN ('in_flight', 'released')
+    // (The recovery point's condition always holds here; it is the unfinished index's predicate,
+    // written out so that the planner uses that index.)
+    const idle = `r.operation IS NOT NULL AND r.recovery_point <> 'finished'
+                  AND r.status IN ('in_flight', 'released')
                   AND (r.status = 'released' OR r.locked_until <= ${at})`;
     const recordColumns = `r.scope, r.idempotency_key, r.record_id, r.operation, r.recovery_point`;
     const sql = {
@@ -109,6 +112,7 @@ export class TypeOrmPhaseStore {
         UPDATE ${t} r SET status = 'completed', recovery_point = 'finished',
                operation_state = $5::jsonb, response_status = $6, response_headers = $7,
                response_body = $8, expires_at = ${written} + $9::float8 * interval '1 second',
+               purge_after = LEAST(r.purge_after, ${written} + $9::float8 * interval '1 second'),
                locked_until = NULL, last_run_at = ${written}, updated_at = ${written}
          WHERE ${owned} AND r.recovery_point = $4`,
       abandon: `
@@ -160,7 +164,9 @@ export class TypeOrmPhaseStore {
       resolveComplete: `
         UPDATE ${t} r SET status = 'completed', recovery_point = 'finished', response_status = $3,
                response_headers = $4, response_body = $5,
-               expires_at = ${written} + $6::float8 * interval '1 second', updated_at = ${written}
+               expires_at = ${written} + $6::float8 * interval '1 second',
+               purge_after = LEAST(r.purge_after, ${written} + $6::float8 * interval '1 second'),
+               updated_at = ${written}
          WHERE r.scope = $1 AND r.idempotency_key = $2 AND r.status = 'abandoned'`,
       resolveDelete: `
         DELETE FROM ${t} r WHERE r.scope = $1 AND r.idempotency_key = $2 AND r.status = 'abandoned'`,

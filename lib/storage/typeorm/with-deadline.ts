@@ -49,6 +49,27 @@ export class Deadline {
   }
 
   /**
+   * Starts one timer for the rest of the call, for a caller that follows its own steps (the
+   * pooled statement path), where `race()` would add a timer and a promise per step.
+   * @param expired - called once with the timeout error when the deadline passes first
+   * @returns the timer, waiting for a pooled connection until told otherwise
+   */
+  startTimer(expired: (timeout: IdempotencyStoreTimeoutError) => void): DeadlineTimer {
+    const state: DeadlineTimer = {
+      waitingFor: 'a pooled connection',
+      clear: () => clearTimeout(handle),
+    };
+    const handle = setTimeout(
+      () =>
+        expired(new IdempotencyStoreTimeoutError(this.operation, this.timeoutMs, state.waitingFor)),
+      Math.max(0, this.endsAt - Date.now()),
+    );
+    // The timer alone must not keep a process alive that has nothing else to do.
+    handle.unref?.();
+    return state;
+  }
+
+  /**
    * Waits for `step`, but not past the deadline.
    * @param step - a pending step of the call
    * @param waitingFor - named in the timeout error
@@ -82,6 +103,14 @@ export class Deadline {
       );
     });
   }
+}
+
+/** A timer started by `Deadline.startTimer()`. */
+export interface DeadlineTimer {
+  /** What the call waits for now, named in the timeout error. */
+  waitingFor: DeadlineWait;
+  /** Stops the timer once the call settled. */
+  clear(): void;
 }
 
 /** Whether `error` is a store call that ran out of time. */
