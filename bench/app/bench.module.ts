@@ -5,6 +5,7 @@ import { NodeIdempotencyModule, StorageAdapterEnum } from '@node-idempotency/nes
 import { DataSource } from 'typeorm';
 import {
   AddPhasesToIdempotencyRecords1764028800000,
+  AddPurgeAfterToIdempotencyRecords1764201600000,
   CreateIdempotencyRecords1732233600000,
   IdempotencyModule,
 } from '../../lib';
@@ -22,6 +23,7 @@ import { BenchProvider } from './bench-provider.service';
 import { CreateBenchEntries1764547200000 } from './create-bench-entries.migration';
 import { CreateBenchPayment } from './create-bench-payment.operation';
 import { FloorController } from './floor.controller';
+import { FloorInterceptorController } from './floor-interceptor.controller';
 import { HealthController } from './health.controller';
 import { PeerController } from './peer.controller';
 import { PurgeController } from './purge.controller';
@@ -52,6 +54,7 @@ export function createBenchModule(config: BenchAppConfig): DynamicModule {
         migrations: [
           CreateIdempotencyRecords1732233600000,
           AddPhasesToIdempotencyRecords1764028800000,
+          AddPurgeAfterToIdempotencyRecords1764201600000,
           CreateBenchEntries1764547200000,
           AddBenchPayments1764720000000,
           AddBenchFloor1764806400000,
@@ -85,6 +88,7 @@ export function createBenchModule(config: BenchAppConfig): DynamicModule {
     controllers: [
       BenchController,
       FloorController,
+      FloorInterceptorController,
       DurablePeerController,
       HealthController,
       PurgeController,

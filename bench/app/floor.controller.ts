@@ -2,24 +2,25 @@ import { Body, ConflictException, Controller, Headers, HttpCode, Post } from '@n
 import { randomUUID } from 'node:crypto';
 import type { Pool, PoolClient } from 'pg';
 import { DataSource } from 'typeorm';
-import { TypeOrmIdempotencyStore } from '../../lib';
 import type { BenchEntry } from './bench-entry';
 import { parseBenchEntryInput } from './bench-entry';
 import { BenchEntriesService } from './bench-entries.service';
+import {
+  FLOOR_FINGERPRINT,
+  FLOOR_HEADERS,
+  FLOOR_LEASE_SECONDS,
+  FLOOR_TTL_SECONDS,
+  storeStatements,
+} from './floor-statements';
+import type { FloorStatement } from './floor-statements';
 
-interface Statement {
-  name: string;
-  text: string;
-}
-
-const TTL_SECONDS = 86400;
-const LEASE_SECONDS = 60;
-/** No fingerprint is computed: the floor pays for none. */
-const FINGERPRINT = 'f'.repeat(64);
-const HEADERS = JSON.stringify({ 'content-type': 'application/json; charset=utf-8' });
+const TTL_SECONDS = FLOOR_TTL_SECONDS;
+const LEASE_SECONDS = FLOOR_LEASE_SECONDS;
+const FINGERPRINT = FLOOR_FINGERPRINT;
+const HEADERS = FLOOR_HEADERS;
 
 /** The lean floor's statements (table `bench_lean_records`, see `AddBenchFloor`). */
-const LEAN: Record<'claim' | 'complete', Statement> = {
+const LEAN: Record<'claim' | 'complete', FloorStatement> = {
   claim: {
     name: 'bench_lean_claim',
     text: `INSERT INTO bench_lean_records (scope, idempotency_key, fingerprint, status, owner_token,
@@ -47,25 +48,13 @@ const LEAN: Record<'claim' | 'complete', Statement> = {
  */
 @Controller()
 export class FloorController {
-  private readonly library: Record<'claimFresh' | 'complete', Statement>;
+  private readonly library: Record<'claimFresh' | 'complete', FloorStatement>;
 
   constructor(
     private readonly dataSource: DataSource,
     private readonly entries: BenchEntriesService,
   ) {
-    // The store's statements, as it prepares them (their text and name).
-    const store = new TypeOrmIdempotencyStore(dataSource, 'idempotency_records');
-    // Not public API: read at startup so a renamed field fails here, not as an empty query.
-    const sql = (
-      store as unknown as { sql?: Partial<Record<'claimFresh' | 'complete', Statement>> }
-    ).sql;
-    if (!sql?.claimFresh?.text || !sql.complete?.text) {
-      throw new Error(
-        'bench /floor: TypeOrmIdempotencyStore no longer keeps its statements in `sql.claimFresh` ' +
-          'and `sql.complete`; point FloorController at where they are now.',
-      );
-    }
-    this.library = { claimFresh: sql.claimFresh, complete: sql.complete };
+    this.library = storeStatements(dataSource);
   }
 
   private get pool(): Pool {

@@ -126,10 +126,11 @@ export class BenchDatabase {
     const started = performance.now();
     await this.client.query(
       `INSERT INTO idempotency_records (scope, idempotency_key, record_id, fingerprint, status,
-         owner_token, locked_until, expires_at, attempts, method, path, response_status,
-         response_headers, response_body, created_at, updated_at)
+         owner_token, locked_until, expires_at, purge_after, attempts, method, path,
+         response_status, response_headers, response_body, created_at, updated_at)
        SELECT '', 'expired-' || g, gen_random_uuid(), encode(sha256(g::text::bytea), 'hex'),
-         'completed', NULL, NULL, now() - interval '1 hour' - g * interval '1 millisecond', 1,
+         'completed', NULL, NULL, now() - interval '1 hour' - g * interval '1 millisecond',
+         now() - interval '1 hour' - g * interval '1 millisecond', 1,
          'POST', '/idempotent', 201,
          '{"content-type": "application/json; charset=utf-8"}'::jsonb,
          convert_to('{"id":' || g || ',"amount":100,"note":null,"createdAt":"2026-01-01T00:00:00.000Z"}', 'UTF8'),

@@ -1,5 +1,7 @@
 import { parseArgs } from 'node:util';
 import type { BenchHttpAdapter } from '../app/bench-app.config';
+import { BENCH_CASES } from './phases/bench-routes';
+import type { BenchCase } from './phases/bench-routes';
 
 /** The parts of a run, in the order they run. */
 export const BENCH_PHASES = ['throughput', 'probe', 'storm', 'purge', 'leak', 'phased'] as const;
@@ -11,6 +13,11 @@ export interface BenchOptions {
   adapters: BenchHttpAdapter[];
   /** `--phases`: which parts run (default all); targets of skipped parts show n/a. */
   phases: BenchPhase[];
+  /**
+   * `--cases`: ids of the throughput cases to run (default all), for a quick look at a few of
+   * them side by side; the targets of cases left out show n/a.
+   */
+  cases: BenchCase['id'][] | undefined;
   /** `--duration` seconds each throughput phase is measured. */
   durationSeconds: number;
   /** `--warmup` seconds of load before each measured phase (not counted). */
@@ -53,6 +60,7 @@ const HELP = `Usage: npm run bench -- [flags]
 
   --adapters <list>        express,fastify (default both)
   --phases <list>          throughput,probe,storm,purge,leak,phased (default all)
+  --cases <list>           throughput cases by id, e.g. plain,floor,first (default all)
   --duration <s>           measured seconds per case and round (default 4)
   --warmup <s>             warm-up seconds before each case (default 2; 1 after round 1)
   --connections <n>        autocannon connections (default 16)
@@ -99,6 +107,7 @@ export function parseBenchOptions(
     options: {
       adapters: { type: 'string' },
       phases: { type: 'string' },
+      cases: { type: 'string' },
       duration: { type: 'string' },
       warmup: { type: 'string' },
       connections: { type: 'string' },
@@ -142,6 +151,14 @@ export function parseBenchOptions(
       throw new Error(`--phases ${values.phases}: use a list of ${BENCH_PHASES.join(', ')}.`);
     }
   }
+  const caseIds = BENCH_CASES.map((benchCase) => benchCase.id as string);
+  const cases = values.cases
+    ?.split(',')
+    .map((id) => id.trim())
+    .filter(Boolean);
+  if (cases?.some((id) => !caseIds.includes(id)) || cases?.length === 0) {
+    throw new Error(`--cases ${values.cases}: use a list of ${caseIds.join(', ')}.`);
+  }
   const latencies = (values['provider-latencies'] ?? '0,50')
     .split(',')
     .map((raw) => raw.trim())
@@ -162,6 +179,7 @@ export function parseBenchOptions(
   return {
     adapters: adapters as BenchHttpAdapter[],
     phases: phases as BenchPhase[],
+    cases: cases as BenchCase['id'][] | undefined,
     durationSeconds: positive('duration', values.duration, quick ? 1 : 4, false),
     warmupSeconds: positive('warmup', values.warmup, quick ? 0.3 : 2, false),
     connections: positive('connections', values.connections, 16),

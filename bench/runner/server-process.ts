@@ -54,9 +54,9 @@ function installExitHook(): void {
 }
 
 /**
- * Starts `bench/serve.ts` in a child process (node with ts-node's transpile-only hook and
- * `--expose-gc`, so `GET /health?gc=1` can collect before a memory sample), on a free port, and
- * resolves once it printed its ready line.
+ * Starts the compiled `bench/serve.ts` (`dist/bench/serve.js`, built by the runner first) in a
+ * child process (node with `--expose-gc`, so `GET /health?gc=1` can collect before a memory
+ * sample), on a free port, and resolves once it printed its ready line.
  *
  * @throws Error with the tail of the server log when it exits or does not get ready in time
  */
@@ -65,26 +65,22 @@ export async function startBenchServer(options: ServerSpawnOptions): Promise<Ben
   const root = resolve(__dirname, '..', '..');
   mkdirSync(dirname(options.logFile), { recursive: true });
   const log = createWriteStream(options.logFile);
-  const child = spawn(
-    process.execPath,
-    ['--expose-gc', '-r', 'ts-node/register/transpile-only', 'bench/serve.ts'],
-    {
-      cwd: root,
-      env: {
-        ...process.env,
-        NODE_ENV: 'production',
-        PORT: '0',
-        HOST: '127.0.0.1',
-        HTTP_ADAPTER: options.adapter,
-        DATABASE_URL: options.databaseUrl,
-        REDIS_URL: options.redisUrl ?? 'off',
-        BENCH_POOL_SIZE: String(options.poolSize),
-        PEER_KEY_PREFIX: options.peerKeyPrefix,
-        NO_COLOR: '1',
-      },
-      stdio: ['ignore', 'pipe', 'pipe'],
+  const child = spawn(process.execPath, ['--expose-gc', 'dist/bench/serve.js'], {
+    cwd: root,
+    env: {
+      ...process.env,
+      NODE_ENV: 'production',
+      PORT: '0',
+      HOST: '127.0.0.1',
+      HTTP_ADAPTER: options.adapter,
+      DATABASE_URL: options.databaseUrl,
+      REDIS_URL: options.redisUrl ?? 'off',
+      BENCH_POOL_SIZE: String(options.poolSize),
+      PEER_KEY_PREFIX: options.peerKeyPrefix,
+      NO_COLOR: '1',
     },
-  );
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   live.add(child);
   child.stderr!.pipe(log);
   const exited = new Promise<void>((done) => child.once('exit', () => done()));

@@ -7,6 +7,7 @@ export const ROUTES = {
   plainTx: '/plain-tx',
   floor: '/floor',
   floorLean: '/floor-lean',
+  floorInterceptor: '/floor-interceptor',
   floorTx: '/floor-tx',
   floorTxInside: '/floor-tx-inside',
   durable: '/durable',
@@ -29,6 +30,7 @@ export interface BenchCase {
     | 'plain-tx'
     | 'floor'
     | 'floor-lean'
+    | 'floor-interceptor'
     | 'floor-tx'
     | 'floor-tx-inside'
     | 'first'
@@ -67,6 +69,13 @@ export const BENCH_CASES: readonly BenchCase[] = [
     id: 'floor-lean',
     label: 'lean floor',
     path: ROUTES.floorLean,
+    key: 'fresh',
+    peer: false,
+  },
+  {
+    id: 'floor-interceptor',
+    label: 'floor from an interceptor',
+    path: ROUTES.floorInterceptor,
     key: 'fresh',
     peer: false,
   },

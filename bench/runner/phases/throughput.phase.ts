@@ -16,6 +16,8 @@ export interface ThroughputSettings {
   durationSeconds: number;
   warmupSeconds: number;
   rounds: number;
+  /** Ids of the cases to run; all of them when undefined. */
+  cases?: readonly BenchCase['id'][];
 }
 
 /** One line of the throughput table. */
@@ -115,7 +117,10 @@ export async function runThroughputPhase(
   peer: boolean,
   log: (line: string) => void,
 ): Promise<ThroughputRow[]> {
-  const cases = BENCH_CASES.filter((benchCase) => peer || !benchCase.peer);
+  const cases = BENCH_CASES.filter(
+    (benchCase) =>
+      (peer || !benchCase.peer) && (!settings.cases || settings.cases.includes(benchCase.id)),
+  );
   const rounds: Map<BenchCase['id'], Measured & { ratio: number; ratioToFloor: number }>[] = [];
   for (let round = 1; round <= settings.rounds; round++) {
     // Later rounds run on a warm process: a short warm-up refills the pool and connections.

@@ -1,0 +1,36 @@
+import { TypeOrmIdempotencyStore } from '../../lib';
+import type { DataSource } from 'typeorm';
+
+/** A named statement, as node-postgres takes it. */
+export interface FloorStatement {
+  name: string;
+  text: string;
+}
+
+export const FLOOR_TTL_SECONDS = 86400;
+export const FLOOR_LEASE_SECONDS = 60;
+/** No fingerprint is computed: the floor pays for none. */
+export const FLOOR_FINGERPRINT = 'f'.repeat(64);
+export const FLOOR_HEADERS = JSON.stringify({ 'content-type': 'application/json; charset=utf-8' });
+
+/**
+ * The TypeORM store's own claim (for a new key) and completion, as it prepares them (their text
+ * and name), for the floor cases to send by hand.
+ * @throws Error at startup when the store keeps them elsewhere (not public API)
+ */
+export function storeStatements(
+  dataSource: DataSource,
+): Record<'claimFresh' | 'complete', FloorStatement> {
+  const store = new TypeOrmIdempotencyStore(dataSource, 'idempotency_records');
+  // Not public API: read at startup so a renamed field fails here, not as an empty query.
+  const sql = (
+    store as unknown as { sql?: Partial<Record<'claimFresh' | 'complete', FloorStatement>> }
+  ).sql;
+  if (!sql?.claimFresh?.text || !sql.complete?.text) {
+    throw new Error(
+      'bench floor cases: TypeOrmIdempotencyStore no longer keeps its statements in ' +
+        '`sql.claimFresh` and `sql.complete`; point bench/app/floor-statements.ts at where they are now.',
+    );
+  }
+  return { claimFresh: sql.claimFresh, complete: sql.complete };
+}
