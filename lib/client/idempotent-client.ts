@@ -27,6 +27,13 @@ export interface IdempotentClient {
   ): Promise<IdempotentResponse<T>>;
 }
 
+/**
+ * The least time an attempt is started with before the deadline (or `attemptTimeoutMs` when that
+ * is smaller). An attempt with only a few milliseconds left could do nothing but time out, and a
+ * timeout turns a retryable answer already in hand into "no answer".
+ */
+const MIN_ATTEMPT_MS = 100;
+
 type Resolved = Required<Omit<IdempotentClientOptions, 'baseUrl' | 'onRetry' | 'headers'>> &
   Pick<IdempotentClientOptions, 'onRetry' | 'headers'> & { baseUrl: string };
 
@@ -153,7 +160,12 @@ async function send<T>(o: Resolved, operation: IdempotentRequest): Promise<Idemp
     const honoured = retryAfterMs !== undefined && retryAfterMs >= jittered;
     const delayMs = honoured ? retryAfterMs! : jittered;
     const tooLong = retryAfterMs !== undefined && retryAfterMs > o.maxRetryAfterMs;
-    if (attempt > o.retries || tooLong || Date.now() + delayMs >= deadline) {
+    const leftAfterWait = deadline - (Date.now() + delayMs);
+    if (
+      attempt > o.retries ||
+      tooLong ||
+      leftAfterWait < Math.min(MIN_ATTEMPT_MS, o.attemptTimeoutMs)
+    ) {
       if (last) return last;
       const why = attempt > o.retries ? `${attempt} attempts` : 'the deadline';
       throw new IdempotentRequestError(

@@ -3,17 +3,20 @@
  * statements across server connections; `.ci/run` installs it): with the default named
  * statements the store's first use fails closed with a configuration error naming
  * `preparedStatements: false`; with it, the store conformance suite passes, plain and
- * transactional routes answer and replay, and a same-key storm runs its handler once, on Express
- * and Fastify. Skipped, saying why, where pgbouncer is not installed.
+ * transactional routes answer and replay, a same-key storm runs its handler once, and operations
+ * in phases (SPEC §8) run their steps once, resume at their recovery point, retry a SERIALIZABLE
+ * step alone and deliver their staged jobs, on Express and Fastify. Skipped, saying why, where
+ * pgbouncer is not installed.
  */
 import { randomUUID } from 'node:crypto';
 import request from 'supertest';
 import { DataSource } from 'typeorm';
-import { CreateIdempotencyRecords1732233600000 } from '../../lib';
+import { CreateIdempotencyRecords1732233600000, IdempotencyJobs } from '../../lib';
 import { IdempotencyConfigurationError } from '../../lib/errors/idempotency-configuration.error';
 import { TypeOrmIdempotencyStore } from '../../lib/storage/typeorm/typeorm-idempotency.store';
 import { createTestDatabase } from '../fixtures/database';
 import type { TestDatabase } from '../fixtures/database';
+import { TRANSFERS, TransferHooks } from '../fixtures/phased-transfers';
 import { findPgBouncer, startPgBouncer } from '../fixtures/pgbouncer';
 import type { PgBouncer } from '../fixtures/pgbouncer';
 import { orderCount } from '../fixtures/record-queries';
@@ -170,6 +173,95 @@ if (!('bin' in found)) {
         );
         expect(answers.map((r) => r.status)).toEqual(Array(60).fill(201));
         for (const key of keys) expect(await orderCount(db, key)).toBe(1);
+      });
+    });
+
+    describe.each(ADAPTERS)('operations in phases (%s), preparedStatements: false', (adapter) => {
+      let t: TestApp;
+      let hooks: TransferHooks;
+      const transfer = (path: string, key: string, body: object) =>
+        request(t.server).post(path).set('Idempotency-Key', key).send(body);
+      const ledger = (amount: number) =>
+        db.query('SELECT id, status FROM ledger WHERE amount = $1', [amount]);
+
+      beforeAll(async () => {
+        t = await createTestApp(adapter, db, {
+          ...TRANSFERS,
+          databaseUrl: bouncer.through(db.url),
+          module: { preparedStatements: false, completer: false, jobs: false },
+        });
+        hooks = t.app.get(TransferHooks);
+      });
+
+      afterAll(async () => {
+        await t?.close();
+      });
+
+      beforeEach(() => {
+        hooks.before.clear();
+        hooks.providerAnswers.length = 0;
+      });
+
+      // Amounts are unique per adapter, so each test finds its own ledger rows.
+      const amount = (n: number) => (adapter === 'express' ? 10_000 : 20_000) + n;
+
+      it('runs the steps once under a same-key storm of 30, replays, and delivers the staged job', async () => {
+        const key = `pgb-phases-${adapter}-${randomUUID()}`;
+        const body = { amount: amount(1), to: 'bob' };
+        const answers = await Promise.all(
+          Array.from({ length: 30 }, () => transfer('/transfers', key, body)),
+        );
+        expect(answers.map((r) => r.status).filter((s) => s !== 201 && s !== 409)).toEqual([]);
+        const first = answers.find((r) => r.status === 201)!;
+        for (const step of ['reserved', 'sent', 'settled']) expect(hooks.ran(key, step)).toBe(1);
+        const replay = await transfer('/transfers', key, body);
+        expect(replay.status).toBe(201);
+        expect(replay.headers['idempotent-replayed']).toBe('true');
+        expect(replay.text).toBe(first.text);
+        const rows = await ledger(body.amount);
+        expect(rows).toEqual([{ id: first.body.ledgerId, status: 'settled' }]);
+        await t.app.get(IdempotencyJobs).drain();
+        expect(
+          await db.query('SELECT count(*)::int AS n FROM notifications WHERE ledger_id = $1', [
+            first.body.ledgerId,
+          ]),
+        ).toEqual([{ n: 1 }]);
+      });
+
+      it('resumes at the recovery point after a retry-later', async () => {
+        const key = `pgb-resume-${adapter}-${randomUUID()}`;
+        const body = { amount: amount(2), to: 'carol' };
+        hooks.providerAnswers.push('unavailable');
+        const first = await transfer('/transfers', key, body);
+        expect(first.status).toBe(503);
+        expect(first.body.code).toBe('idempotency_retry_later');
+        const retry = await transfer('/transfers', key, body);
+        expect(retry.status).toBe(201);
+        expect(hooks.ran(key, 'reserved')).toBe(1);
+        expect(hooks.ran(key, 'sent')).toBe(2);
+        expect(await ledger(body.amount)).toEqual([{ id: retry.body.ledgerId, status: 'settled' }]);
+      });
+
+      it('runs a SERIALIZABLE step again, alone, after a serialization failure (40001)', async () => {
+        const key = `pgb-40001-${adapter}-${randomUUID()}`;
+        const body = { amount: amount(3), to: 'dave' };
+        const [{ id: contended }] = await db.query(
+          "INSERT INTO ledger (amount, status) VALUES (0, 'contended') RETURNING id",
+        );
+        let conflicts = 0;
+        hooks.before.set('reserved', async (context) => {
+          if (conflicts++ > 0) return;
+          await context.manager.query('SELECT amount FROM ledger WHERE id = $1', [contended]);
+          await db.query('UPDATE ledger SET amount = amount + 1 WHERE id = $1', [contended]);
+          await context.manager.query('UPDATE ledger SET amount = amount + 1 WHERE id = $1', [
+            contended,
+          ]);
+        });
+        const res = await transfer('/transfers/serializable', key, body);
+        expect(res.status).toBe(201);
+        expect(conflicts).toBe(2);
+        expect(hooks.ran(key, 'reserved')).toBe(2);
+        expect(await ledger(body.amount)).toEqual([{ id: res.body.ledgerId, status: 'settled' }]);
       });
     });
   });

@@ -256,6 +256,22 @@ describe('createIdempotentClient', () => {
     expect(result.attempts).toBeLessThan(1000);
   });
 
+  it('starts no attempt with less than 100 ms left: it returns the answer in hand instead', async () => {
+    script = (_, response) => answer(response, 503, {});
+    const retries: IdempotentRetry[] = [];
+    const result = await client({
+      backoffMs: 60,
+      maxBackoffMs: 60,
+      deadlineMs: 150,
+      random: () => 0.99,
+      onRetry: (retry) => retries.push(retry),
+    }).post('/p', {});
+    // After the first 503 and a 59 ms wait, under 100 ms would be left: no second attempt.
+    expect(result).toMatchObject({ status: 503, attempts: 1 });
+    expect(seen).toHaveLength(1);
+    expect(retries).toHaveLength(0);
+  });
+
   it('stops at once when its signal aborts, during a wait or an attempt', async () => {
     script = (_, response) => answer(response, 503, {}, { 'retry-after': '5' });
     const waiting = new AbortController();
