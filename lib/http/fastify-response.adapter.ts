@@ -1,5 +1,10 @@
 import type { StoredResponse } from '../interfaces/idempotency-record.interface';
-import { lowerCaseHeaders, responseBytes } from '../utils/response-bytes';
+import {
+  isStreamLike,
+  lowerCaseHeaders,
+  responseBytes,
+  withUtf8Charset,
+} from '../utils/response-bytes';
 import type { OutgoingResponse } from '../utils/response-bytes';
 import { IdempotencyResponseAdapter } from './idempotency-response.adapter';
 import { hookMethod, silenceMethods } from './method-hook';
@@ -34,7 +39,7 @@ export class FastifyResponseAdapter extends IdempotencyResponseAdapter {
       hookMethod(reply, 'send', function (payload: unknown) {
         if (capture.state === 'pending') return reply;
         const headers = lowerCaseHeaders(reply.getHeaders());
-        const bytes = responseBytes(payload, headers['content-type'] as string, 'text/plain');
+        const bytes = fastifyBytes(reply, payload, headers['content-type'] as string | undefined);
         if (bytes?.contentType !== undefined) headers['content-type'] = bytes.contentType;
         const outgoing = bytes && { status: reply.statusCode, headers, body: bytes.body };
         capture.handOver(outgoing, () => send.call(reply, payload), replace);
@@ -58,4 +63,37 @@ export class FastifyResponseAdapter extends IdempotencyResponseAdapter {
   snapshot(reply: any): ResponseSnapshot {
     return { status: reply.statusCode, headers: lowerCaseHeaders(reply.getHeaders()) };
   }
+}
+
+/**
+ * The bytes Fastify's `reply.send` will write for `payload`. What Fastify serializes itself
+ * (anything but a string, bytes, a stream or `undefined`, under no content type or a JSON one) is
+ * serialized here by `reply.serialize`: the reply's serializer, the app's `setReplySerializer`
+ * or the route's response schema, as Fastify will pick it, and `null` becomes `null`. A
+ * `preSerialization` or `onSend` hook that changes the payload afterwards is not seen.
+ */
+function fastifyBytes(
+  reply: any,
+  payload: unknown,
+  contentType: string | undefined,
+): ReturnType<typeof responseBytes> {
+  // A web stream or Response is piped, as a Node stream is: no bytes to store.
+  if (typeof (payload as { getReader?: unknown } | null)?.getReader === 'function')
+    return undefined;
+  const serializedByFastify =
+    payload === null ||
+    typeof payload === 'number' ||
+    typeof payload === 'boolean' ||
+    (typeof payload === 'object' &&
+      !ArrayBuffer.isView(payload) &&
+      !(payload instanceof Error) &&
+      !isStreamLike(payload));
+  if (serializedByFastify && (contentType === undefined || /json/i.test(contentType))) {
+    const text: string | Uint8Array = reply.serialize(payload);
+    return {
+      body: typeof text === 'string' ? Buffer.from(text, 'utf8') : Buffer.from(text),
+      contentType: withUtf8Charset(contentType ?? 'application/json'),
+    };
+  }
+  return responseBytes(payload, contentType, 'text/plain');
 }

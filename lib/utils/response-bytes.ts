@@ -21,7 +21,8 @@ export function lowerCaseHeaders(
   return out;
 }
 
-function withUtf8Charset(contentType: string): string {
+/** The content type with `; charset=utf-8` added when it names no charset. */
+export function withUtf8Charset(contentType: string): string {
   return /;\s*charset=/i.test(contentType) ? contentType : `${contentType}; charset=utf-8`;
 }
 

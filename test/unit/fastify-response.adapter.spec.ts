@@ -96,6 +96,45 @@ describe('FastifyResponseAdapter', () => {
       expect(response.rawPayload).toEqual(body);
     });
 
+    it("hands over what the route's response schema serializes (fields it does not declare are not stored)", async () => {
+      const sink = new RecordingResponseSink();
+      app = fastify();
+      const schema = {
+        response: { 201: { type: 'object', properties: { id: { type: 'string' } } } },
+      };
+      app.post('/', { schema }, (_request, reply) => {
+        adapter.capture(reply, sink);
+        reply.code(201).send({ id: 'pay_1', secret: 'never on the wire' });
+      });
+      const response = await app.inject({ method: 'POST', url: '/' });
+
+      expect(response.body).toBe('{"id":"pay_1"}');
+      expect(sink.responses).toEqual([
+        {
+          status: 201,
+          headers: { 'content-type': 'application/json; charset=utf-8' },
+          body: Buffer.from('{"id":"pay_1"}'),
+        },
+      ]);
+    });
+
+    it('hands over null as Fastify sends it: null, as JSON', async () => {
+      const sink = new RecordingResponseSink();
+      const response = await appWith(sink, (reply) => reply.send(null)).inject({
+        method: 'POST',
+        url: '/',
+      });
+
+      expect(response.body).toBe('null');
+      expect(sink.responses).toEqual([
+        {
+          status: 200,
+          headers: { 'content-type': 'application/json; charset=utf-8' },
+          body: Buffer.from('null'),
+        },
+      ]);
+    });
+
     it('hands a stream over as undefined, then sends it', async () => {
       const sink = new RecordingResponseSink();
       const response = await appWith(sink, (reply) =>

@@ -1,0 +1,104 @@
+/**
+ * A stored response holds the bytes the application's own serializer wrote, so a replay is the
+ * first answer byte for byte (SPEC §5) even when the app does not serialize JSON the default
+ * way: Express's `json spaces` and `json replacer` settings, Fastify's `setReplySerializer`,
+ * and a handler that returns `null` (an empty body on Express, `null` as JSON on Fastify).
+ */
+import { Controller, Post } from '@nestjs/common';
+import type { INestApplication } from '@nestjs/common';
+import request from 'supertest';
+import { Idempotent } from '../../lib';
+import { createTestDatabase } from '../fixtures/database';
+import type { TestDatabase } from '../fixtures/database';
+import { ADAPTERS, createTestApp } from '../fixtures/test-app';
+import type { AdapterName, TestApp } from '../fixtures/test-app';
+
+let runs = 0;
+
+@Controller('serialized')
+class SerializedController {
+  @Post('object')
+  @Idempotent()
+  object() {
+    runs++;
+    return { id: 'pay_1', amount: 1999, secret: 'not for the wire' };
+  }
+
+  @Post('null')
+  @Idempotent()
+  nothing() {
+    runs++;
+    return null;
+  }
+}
+
+/** Two spaces of indentation and no `secret` field: bytes the default serializer never makes. */
+function ownSerializer(adapter: AdapterName, app: INestApplication): void {
+  const replacer = (key: string, value: unknown) => (key === 'secret' ? undefined : value);
+  const instance = app.getHttpAdapter().getInstance();
+  if (adapter === 'express') {
+    instance.set('json spaces', 2);
+    instance.set('json replacer', replacer);
+  } else {
+    instance.setReplySerializer((payload: unknown) => JSON.stringify(payload, replacer, 2));
+  }
+}
+
+describe.each(ADAPTERS)("the application's own serializer (%s)", (adapter) => {
+  let db: TestDatabase;
+  let plain: TestApp;
+  let custom: TestApp;
+  let n = 0;
+  const newKey = () => `serializer-${adapter}-${++n}-${Date.now()}`;
+
+  beforeAll(async () => {
+    db = await createTestDatabase();
+    plain = await createTestApp(adapter, db, { controllers: [SerializedController] });
+    custom = await createTestApp(adapter, db, {
+      controllers: [SerializedController],
+      configure: (app) => ownSerializer(adapter, app),
+    });
+  });
+
+  afterAll(async () => {
+    await plain?.close();
+    await custom?.close();
+    await db?.drop();
+  });
+
+  /** First answer, then its replay; the handler ran once; the row holds the first bytes. */
+  async function firstAndReplay(t: TestApp, path: string) {
+    const key = newKey();
+    const before = runs;
+    const first = await request(t.server).post(path).set('Idempotency-Key', key).send({});
+    const replay = await request(t.server).post(path).set('Idempotency-Key', key).send({});
+    expect(runs - before).toBe(1);
+    expect(replay.headers['idempotent-replayed']).toBe('true');
+    expect(replay.status).toBe(first.status);
+    expect(replay.headers['content-type']).toBe(first.headers['content-type']);
+    expect(replay.text).toBe(first.text);
+    const [row] = await db.query(
+      'SELECT response_body FROM idempotency_records WHERE idempotency_key = $1',
+      [key],
+    );
+    expect(Buffer.from(row.response_body).toString('utf8')).toBe(first.text);
+    return first;
+  }
+
+  it("stores and replays the bytes of the app's own JSON serializer", async () => {
+    const first = await firstAndReplay(custom, '/serialized/object');
+    expect(first.status).toBe(201);
+    expect(first.text).toBe('{\n  "id": "pay_1",\n  "amount": 1999\n}');
+  });
+
+  it('stores and replays the default serializer unchanged', async () => {
+    const first = await firstAndReplay(plain, '/serialized/object');
+    expect(first.text).toBe('{"id":"pay_1","amount":1999,"secret":"not for the wire"}');
+  });
+
+  it('stores and replays what the adapter makes of a null result', async () => {
+    const first = await firstAndReplay(plain, '/serialized/null');
+    expect(first.status).toBe(201);
+    expect(first.text).toBe(adapter === 'express' ? '' : 'null');
+  });
+});
