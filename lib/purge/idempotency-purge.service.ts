@@ -42,7 +42,7 @@ export class IdempotencyPurgeService implements OnApplicationBootstrap, OnApplic
    * Deletes every expired record now, batch after batch, and reaps unfinished operations. A call
    * while a run is under way joins that run.
    * @returns how many records were deleted
-   * @throws when the store is unreachable
+   * @throws when the store is unreachable (after a `store_error` event, as on the schedule)
    */
   purgeExpired(): Promise<number> {
     return this.task.run();
@@ -52,7 +52,7 @@ export class IdempotencyPurgeService implements OnApplicationBootstrap, OnApplic
   async onApplicationBootstrap(): Promise<void> {
     if (!this.options.purge.enabled) return;
     await this.task.start(this.options.purge.intervalSeconds, this.moduleRef, (error) => {
-      this.events.emit({ type: 'store_error', operation: 'purge', error });
+      // The run itself emitted the store_error event (see `purgeAll`).
       this.logger.warn(`Purge failed: ${(error as Error).message}`);
     });
   }
@@ -62,7 +62,17 @@ export class IdempotencyPurgeService implements OnApplicationBootstrap, OnApplic
     this.task.stop();
   }
 
+  /** One run, scheduled or called: a failure is a `store_error` event, whoever started it. */
   private async purgeAll(): Promise<number> {
+    try {
+      return await this.purgeAndReap();
+    } catch (error) {
+      this.events.emit({ type: 'store_error', operation: 'purge', error });
+      throw error;
+    }
+  }
+
+  private async purgeAndReap(): Promise<number> {
     const started = Date.now();
     const { batchSize } = this.options.purge;
     let total = 0;

@@ -351,6 +351,25 @@ describe.each(ADAPTERS)('OpenTelemetry metrics on %s', (adapter) => {
     expect(count(got.get('idempotency.purged'), {})).toBe(purged);
   });
 
+  it('counts a purge called by hand that the store could not run, and rethrows', async () => {
+    const before = count((await collect(reader)).get('idempotency.store_errors'), {
+      'idempotency.operation': 'purge',
+    });
+    await outage.begin();
+    try {
+      await expect(app.app.get(IdempotencyPurgeService).purgeExpired()).rejects.toThrow();
+    } finally {
+      await outage.end();
+    }
+    expect(app.events).toContainEqual(
+      expect.objectContaining({ type: 'store_error', operation: 'purge' }),
+    );
+    const got = await collect(reader);
+    expect(count(got.get('idempotency.store_errors'), { 'idempotency.operation': 'purge' })).toBe(
+      before + 1,
+    );
+  });
+
   it('no attribute holds a key or the scope', async () => {
     const got = await collect(reader);
     expect(got.size).toBeGreaterThanOrEqual(9);
