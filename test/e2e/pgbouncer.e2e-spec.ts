@@ -16,7 +16,7 @@ import { IdempotencyConfigurationError } from '../../lib/errors/idempotency-conf
 import { TypeOrmIdempotencyStore } from '../../lib/storage/typeorm/typeorm-idempotency.store';
 import { createTestDatabase } from '../fixtures/database';
 import type { TestDatabase } from '../fixtures/database';
-import { TRANSFERS, TransferHooks } from '../fixtures/phased-transfers';
+import { TRANSFERS, TransferHooks, conflictOnce } from '../fixtures/phased-transfers';
 import { findPgBouncer, startPgBouncer } from '../fixtures/pgbouncer';
 import type { PgBouncer } from '../fixtures/pgbouncer';
 import { orderCount } from '../fixtures/record-queries';
@@ -245,23 +245,15 @@ if (!('bin' in found)) {
       it('runs a SERIALIZABLE step again, alone, after a serialization failure (40001)', async () => {
         const key = `pgb-40001-${adapter}-${randomUUID()}`;
         const body = { amount: amount(3), to: 'dave' };
-        const [{ id: contended }] = await db.query(
-          "INSERT INTO ledger (amount, status) VALUES (0, 'contended') RETURNING id",
-        );
-        let conflicts = 0;
-        hooks.before.set('reserved', async (context) => {
-          if (conflicts++ > 0) return;
-          await context.manager.query('SELECT amount FROM ledger WHERE id = $1', [contended]);
-          await db.query('UPDATE ledger SET amount = amount + 1 WHERE id = $1', [contended]);
-          await context.manager.query('UPDATE ledger SET amount = amount + 1 WHERE id = $1', [
-            contended,
-          ]);
-        });
+        const { contended, starts } = await conflictOnce(hooks, db);
         const res = await transfer('/transfers/serializable', key, body);
         expect(res.status).toBe(201);
-        expect(conflicts).toBe(2);
+        expect(starts()).toBe(2);
         expect(hooks.ran(key, 'reserved')).toBe(2);
         expect(await ledger(body.amount)).toEqual([{ id: res.body.ledgerId, status: 'settled' }]);
+        expect(await db.query('SELECT amount FROM ledger WHERE id = $1', [contended])).toEqual([
+          { amount: 1 },
+        ]);
       });
     });
   });

@@ -7,7 +7,7 @@ import request from 'supertest';
 import { IdempotencyJobs } from '../../lib';
 import { createTestDatabase } from '../fixtures/database';
 import type { TestDatabase } from '../fixtures/database';
-import { TRANSFERS, TransferHooks } from '../fixtures/phased-transfers';
+import { TRANSFERS, TransferHooks, conflictOnce } from '../fixtures/phased-transfers';
 import { ADAPTERS, createTestApp } from '../fixtures/test-app';
 import type { TestApp } from '../fixtures/test-app';
 
@@ -106,26 +106,14 @@ describe.each(ADAPTERS)('operations in phases on %s', (adapter) => {
 
   it('runs a SERIALIZABLE local step again, alone, after a serialization failure (40001)', async () => {
     const k = key();
-    const [{ id: contended }] = await db.query(
-      "INSERT INTO ledger (amount, status) VALUES (0, 'contended') RETURNING id",
-    );
-    let conflicts = 0;
-    hooks.before.set('reserved', async (context) => {
-      if (conflicts++ > 0) return;
-      // The step reads the row, another transaction changes it, the step writes it: 40001.
-      await context.manager.query('SELECT amount FROM ledger WHERE id = $1', [contended]);
-      await db.query('UPDATE ledger SET amount = amount + 1 WHERE id = $1', [contended]);
-      await context.manager.query('UPDATE ledger SET amount = amount + 1 WHERE id = $1', [
-        contended,
-      ]);
-    });
+    const { contended, starts } = await conflictOnce(hooks, db);
     const runsBefore = hooks.stepRuns.get('reserved') ?? 0;
     const res = await request(t.server)
       .post('/transfers/serializable')
       .set('Idempotency-Key', k)
       .send({ amount: 901, to: 'dave' });
     expect(res.status).toBe(201);
-    expect(conflicts).toBe(2);
+    expect(starts()).toBe(2);
     expect(hooks.stepRuns.get('reserved')).toBe(runsBefore + 2);
     // The failed attempt's insert was rolled back: one ledger row for the transfer.
     expect(await db.query('SELECT status FROM ledger WHERE amount = 901')).toEqual([
