@@ -89,7 +89,13 @@ function fastifyBytes(
       !(payload instanceof Error) &&
       !isStreamLike(payload));
   if (serializedByFastify && (contentType === undefined || /json/i.test(contentType))) {
-    const text: string | Uint8Array = reply.serialize(payload);
+    let text: string | Uint8Array;
+    try {
+      text = reply.serialize(payload);
+    } catch {
+      // Fastify's own send fails the same way and answers with its error: nothing to store.
+      return undefined;
+    }
     return {
       body: typeof text === 'string' ? Buffer.from(text, 'utf8') : Buffer.from(text),
       contentType: withUtf8Charset(contentType ?? 'application/json'),

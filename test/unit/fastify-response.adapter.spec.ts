@@ -135,6 +135,17 @@ describe('FastifyResponseAdapter', () => {
       ]);
     });
 
+    it('hands a payload Fastify cannot serialize over as undefined, and Fastify answers its own 500', async () => {
+      const sink = new RecordingResponseSink();
+      const response = await appWith(sink, (reply) => reply.code(201).send({ n: 10n })).inject({
+        method: 'POST',
+        url: '/',
+      });
+
+      expect(sink.responses).toEqual([undefined]);
+      expect(response.statusCode).toBe(500);
+    });
+
     it('hands a stream over as undefined, then sends it', async () => {
       const sink = new RecordingResponseSink();
       const response = await appWith(sink, (reply) =>
