@@ -11,6 +11,7 @@ import request from 'supertest';
 import { Idempotent } from '../../lib';
 import { createTestDatabase } from '../fixtures/database';
 import type { TestDatabase } from '../fixtures/database';
+import { storedBodyText } from '../fixtures/record-queries';
 import { ADAPTERS, createTestApp } from '../fixtures/test-app';
 import type { TestApp } from '../fixtures/test-app';
 
@@ -81,11 +82,7 @@ describe.each(ADAPTERS)('behind a global ClassSerializerInterceptor (%s)', (adap
     expect(replay.headers['idempotent-replayed']).toBe('true');
     expect(replay.text).toBe(first.text);
     expect(replay.text).not.toContain('tok_secret');
-    const [row] = await db.query(
-      'SELECT response_body FROM idempotency_records WHERE idempotency_key = $1',
-      [key],
-    );
-    expect(Buffer.from(row.response_body).toString('utf8')).toBe(first.text);
+    expect(await storedBodyText(db, key)).toBe(first.text);
     expect(runs - before).toBe(1);
   });
 });

@@ -12,6 +12,7 @@ import request from 'supertest';
 import { Idempotent } from '../../lib';
 import { createTestDatabase } from '../fixtures/database';
 import type { TestDatabase } from '../fixtures/database';
+import { storedBodyText } from '../fixtures/record-queries';
 import { ADAPTERS, createTestApp } from '../fixtures/test-app';
 import type { AdapterName, TestApp } from '../fixtures/test-app';
 
@@ -76,11 +77,7 @@ describe.each(ADAPTERS)('behind compression middleware (%s)', (adapter) => {
     const text = first.text;
     expect(JSON.parse(text).lines).toHaveLength(200);
 
-    const [row] = await db.query(
-      'SELECT response_body FROM idempotency_records WHERE idempotency_key = $1',
-      [key],
-    );
-    expect(Buffer.from(row.response_body).toString('utf8')).toBe(text);
+    expect(await storedBodyText(db, key)).toBe(text);
 
     const gzipped = await post(key, 'gzip');
     expect(gzipped.status).toBe(201);

@@ -10,6 +10,7 @@ import request from 'supertest';
 import { Idempotent } from '../../lib';
 import { createTestDatabase } from '../fixtures/database';
 import type { TestDatabase } from '../fixtures/database';
+import { storedBodyText } from '../fixtures/record-queries';
 import { ADAPTERS, createTestApp } from '../fixtures/test-app';
 import type { AdapterName, TestApp } from '../fixtures/test-app';
 
@@ -77,11 +78,7 @@ describe.each(ADAPTERS)("the application's own serializer (%s)", (adapter) => {
     expect(replay.status).toBe(first.status);
     expect(replay.headers['content-type']).toBe(first.headers['content-type']);
     expect(replay.text).toBe(first.text);
-    const [row] = await db.query(
-      'SELECT response_body FROM idempotency_records WHERE idempotency_key = $1',
-      [key],
-    );
-    expect(Buffer.from(row.response_body).toString('utf8')).toBe(first.text);
+    expect(await storedBodyText(db, key)).toBe(first.text);
     return first;
   }
 
