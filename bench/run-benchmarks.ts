@@ -12,7 +12,8 @@ import { runLatencyProbe } from './runner/phases/latency-probe.phase';
 import { runLeakCheck } from './runner/phases/leak.phase';
 import { runPhasedPhase } from './runner/phases/phased.phase';
 import { runPurgePhase } from './runner/phases/purge.phase';
-import { runStorm } from './runner/phases/storm.phase';
+import { combineStormRounds, runStorm } from './runner/phases/storm.phase';
+import type { StormResult } from './runner/phases/storm.phase';
 import { runThroughputPhase } from './runner/phases/throughput.phase';
 import { ROUTES } from './runner/phases/bench-routes';
 import { redisAnswers } from './runner/redis-ping';
@@ -77,9 +78,10 @@ async function benchAdapter(
       result.probe = await runLatencyProbe(server, db, options.probeRequests, server.peer);
     }
     if (runs('storm')) {
-      log(`[${adapter}] same-key storms (at ${elapsed(started)})`);
-      result.storms = [];
-      // The floor first: the same storm answered 409 by a bare route (no database).
+      log(
+        `[${adapter}] same-key storms, ${options.rounds} interleaved round(s) (at ${elapsed(started)})`,
+      );
+      // The floor first in every round: the same storm answered 409 by a bare route (no database).
       const paths = [
         ROUTES.stormFloor,
         ROUTES.idempotent,
@@ -87,14 +89,20 @@ async function benchAdapter(
         ROUTES.durable,
         ...(server.peer ? [ROUTES.peer] : []),
       ];
-      for (const path of paths) {
-        const storm = await runStorm(server, db, path, options.stormRequests);
-        log(
-          `  ${adapter} storm ${path}: ${storm.executions} execution(s), ${JSON.stringify(storm.statuses)}, ` +
-            `p99 ${storm.latency.p99.toFixed(2)} ms`,
-        );
-        result.storms.push(storm);
+      const rounds: StormResult[][] = [];
+      for (let round = 1; round <= options.rounds; round++) {
+        const storms: StormResult[] = [];
+        for (const path of paths) {
+          const storm = await runStorm(server, db, path, options.stormRequests);
+          log(
+            `  ${adapter} storm ${path} (round ${round}): ${storm.executions} execution(s), ` +
+              `${JSON.stringify(storm.statuses)}, p99 ${storm.latency.p99.toFixed(2)} ms`,
+          );
+          storms.push(storm);
+        }
+        rounds.push(storms);
       }
+      result.storms = combineStormRounds(rounds, ROUTES.stormFloor);
     }
     if (runs('purge')) {
       log(`[${adapter}] purge of ${options.purgeRows} expired records (at ${elapsed(started)})`);

@@ -24,7 +24,10 @@ export interface BenchOptions {
   warmupSeconds: number;
   /** `--connections`: concurrent autocannon connections of the throughput phases. */
   connections: number;
-  /** `--rounds`: the throughput phases run this many times; each phase keeps its median round. */
+  /**
+   * `--rounds`: the throughput phases and the storms run this many times, interleaved; each keeps
+   * its median round.
+   */
   rounds: number;
   /** `--probe-requests`: sequential (one at a time) requests per route for the unloaded p50. */
   probeRequests: number;
@@ -64,7 +67,7 @@ const HELP = `Usage: npm run bench -- [flags]
   --duration <s>           measured seconds per case and round (default 4)
   --warmup <s>             warm-up seconds before each case (default 2; 1 after round 1)
   --connections <n>        autocannon connections (default 16)
-  --rounds <n>             interleaved rounds of the throughput cases, medians kept (default 3)
+  --rounds <n>             interleaved rounds of the throughput cases and the storms, medians kept (default 3)
   --probe-requests <n>     sequential requests per route for the unloaded p50 (default 1000)
   --storm-requests <n>     concurrent requests on one key (default 1000)
   --purge-rows <n>         expired records to purge (default 1000000)

@@ -50,3 +50,10 @@ export function summarizeLatencies(values: readonly number[]): LatencySummary {
     mean: sum / sorted.length,
   };
 }
+
+/** The median of `values` (the mean of the two middle values when their count is even). */
+export function median(values: readonly number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  const middle = Math.floor(sorted.length / 2);
+  return sorted.length % 2 ? sorted[middle] : (sorted[middle - 1] + sorted[middle]) / 2;
+}

@@ -105,20 +105,36 @@ function stormSection(result: AdapterResult, options: BenchOptions): string | un
   if (!result.storms) return undefined;
   const rows = result.storms.map((storm) => [
     storm.path,
-    String(storm.executions),
+    (storm.rounds ?? [storm]).map((round) => round.executions).join('/'),
     statuses(storm.statuses),
     String(storm.replayed),
     fixed(storm.latency.p50),
     fixed(storm.latency.p99),
     fixed(storm.latency.max),
     fixed(storm.wallMs, 0),
+    storm.p99ToFloor?.length ? storm.p99ToFloor.map((r) => r.toFixed(2)).join('/') : '',
   ]);
+  const rounds =
+    options.rounds > 1
+      ? `, ${options.rounds} interleaved rounds (each route's round with the median p99; ` +
+        'executions and p99 vs the bare storm per round)'
+      : '';
   return (
-    `Same-key storm — ${options.stormRequests} concurrent requests, one key, connections opened beforehand\n` +
+    `Same-key storm — ${options.stormRequests} concurrent requests, one key, connections opened beforehand${rounds}\n` +
     formatTable(
-      ['route', 'executions', 'statuses', 'replayed', 'p50 ms', 'p99 ms', 'max ms', 'wall ms'],
+      [
+        'route',
+        'executions',
+        'statuses',
+        'replayed',
+        'p50 ms',
+        'p99 ms',
+        'max ms',
+        'wall ms',
+        'p99 vs bare storm',
+      ],
       rows,
-      ['left', 'right', 'left', 'right', 'right', 'right', 'right', 'right'],
+      ['left', 'right', 'left', 'right', 'right', 'right', 'right', 'right', 'right'],
     )
   );
 }

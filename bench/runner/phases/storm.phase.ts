@@ -3,7 +3,7 @@ import { Agent } from 'node:http';
 import type { BenchDatabase } from '../bench-database';
 import { httpRequest } from '../http-request';
 import type { LatencySummary } from '../latency-stats';
-import { summarizeLatencies } from '../latency-stats';
+import { median, summarizeLatencies } from '../latency-stats';
 import type { BenchServer } from '../server-process';
 import { BENCH_BODY } from './bench-routes';
 
@@ -19,6 +19,51 @@ export interface StormResult {
   latency: LatencySummary;
   /** From the first request written to the last response. */
   wallMs: number;
+  /**
+   * Every round of this storm, in order, when it ran in interleaved rounds (`--rounds`); the
+   * fields above are then those of the round with the median p99.
+   */
+  rounds?: StormRound[];
+  /** Per round, this storm's p99 over the bare 409 storm's p99 in the same round. */
+  p99ToFloor?: number[];
+}
+
+/** What one round of a storm did: what the targets check in every round. */
+export interface StormRound {
+  executions: number;
+  statuses: Record<string, number>;
+  p99: number;
+}
+
+/**
+ * One result per storm path from storms run in interleaved rounds (each round: every path once,
+ * the floor first): the round with the median p99 stands for the path, with every round kept
+ * and each round's p99 set against the floor's of that round.
+ * @param rounds - per round, the storms in the same path order
+ * @param floorPath - the bare 409 storm's path
+ */
+export function combineStormRounds(rounds: StormResult[][], floorPath: string): StormResult[] {
+  const floorP99 = rounds.map((round) => round.find((s) => s.path === floorPath)?.latency.p99);
+  return rounds[0].map((_, i) => {
+    const all = rounds.map((round) => round[i]);
+    const p99s = all.map((storm) => storm.latency.p99);
+    const middle = median(p99s);
+    const representative = all.reduce((best, storm) =>
+      Math.abs(storm.latency.p99 - middle) < Math.abs(best.latency.p99 - middle) ? storm : best,
+    );
+    return {
+      ...representative,
+      rounds: all.map(({ executions, statuses, latency }) => ({
+        executions,
+        statuses,
+        p99: latency.p99,
+      })),
+      p99ToFloor: all.flatMap((storm, k) => {
+        const floor = floorP99[k];
+        return floor ? [storm.latency.p99 / floor] : [];
+      }),
+    };
+  });
 }
 
 /**

@@ -4,6 +4,7 @@ import type { CpuPerRequest } from '../cpu-usage';
 import { cpuPerRequest, cpuSnapshot } from '../cpu-usage';
 import { httpRequest } from '../http-request';
 import type { LatencySummary } from '../latency-stats';
+import { median } from '../latency-stats';
 import type { KeyMode, LoadResult } from '../load';
 import { runLoad } from '../load';
 import type { BenchServer } from '../server-process';
@@ -90,12 +91,6 @@ async function measureCase(
   const result = await runLoad({ ...load, durationSeconds: settings.durationSeconds });
   const cpu = cpuPerRequest(cpuBefore, await cpuSnapshot(server.pid, db), result.responses);
   return { ...result, executions: (await db.countEntries()) - before, cpu };
-}
-
-function median(values: number[]): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  const middle = Math.floor(sorted.length / 2);
-  return sorted.length % 2 ? sorted[middle] : (sorted[middle - 1] + sorted[middle]) / 2;
 }
 
 /**
