@@ -18,6 +18,13 @@ describe('isDatabaseUnavailable', () => {
     expect(
       isDatabaseUnavailable(Object.assign(new Error('refused'), { code: 'ECONNREFUSED' })),
     ).toBe(true);
+    // A query on a pg client whose connection failed (or was closed) before the query was sent.
+    const notQueryable = new Error(
+      'Client has encountered a connection error and is not queryable',
+    );
+    expect(isDatabaseUnavailable(notQueryable)).toBe(true);
+    expect(isDatabaseUnavailable(new QueryFailedError('SELECT 1', [], notQueryable))).toBe(true);
+    expect(isDatabaseUnavailable(new Error('Client was closed and is not queryable'))).toBe(true);
     expect(isDatabaseUnavailable(new QueryRunnerAlreadyReleasedError())).toBe(true);
     expect(isDatabaseUnavailable(new QueryRunnerProviderAlreadyReleasedError())).toBe(true);
     expect(
@@ -31,5 +38,6 @@ describe('isDatabaseUnavailable', () => {
     const syntax = Object.assign(new Error('syntax error'), { code: '42601', severity: 'ERROR' });
     expect(isDatabaseUnavailable(new QueryFailedError('SELEC 1', [], syntax))).toBe(false);
     expect(isDatabaseUnavailable(new Error('boom'))).toBe(false);
+    expect(isDatabaseUnavailable(new Error('this value is not queryable'))).toBe(false);
   });
 });

@@ -7,6 +7,14 @@ const RELEASED_RUNNER_ERRORS = new Set([
   'QueryRunnerAlreadyReleasedError',
   'QueryRunnerProviderAlreadyReleasedError',
 ]);
+/**
+ * node-postgres's own messages for a connection that is gone: cut ("Connection terminated…"),
+ * a full pool that cannot connect, and a client queried after its connection failed or was closed
+ * under it ("Client has encountered a connection error and is not queryable", seen in the chaos
+ * outage scenario when the connections were cut between two queries of one request).
+ */
+const UNAVAILABLE_MESSAGES =
+  /^Connection terminated|timeout exceeded when trying to connect|^Client (has encountered a connection error|was closed) and is not queryable/;
 /** Socket errors of a server that is down or restarting. */
 const UNAVAILABLE_SOCKET_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT']);
 
@@ -14,7 +22,8 @@ const UNAVAILABLE_SOCKET_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'EPIPE',
  * Whether an error means the database could not be reached (down, restarting, refusing
  * connections, or the connection was cut), as opposed to a failed statement. TypeORM wraps
  * driver errors in `QueryFailedError.driverError`; node-postgres reports a cut connection as
- * "Connection terminated…" and a full pool as "timeout exceeded when trying to connect"; TypeORM
+ * "Connection terminated…", a query on a client whose connection failed as "…is not queryable"
+ * and a full pool as "timeout exceeded when trying to connect"; TypeORM
  * reports a query on a runner it released after its connection failed as
  * `QueryRunnerAlreadyReleasedError`; a store call that ran out of time
  * (`IdempotencyStoreTimeoutError`) counts too.
@@ -41,6 +50,6 @@ export function isDatabaseUnavailable(error: unknown): boolean {
     }
     // A FATAL at connect time ("database … is not currently accepting connections").
     if (severity === 'FATAL') return true;
-    return /^Connection terminated|timeout exceeded when trying to connect/.test(candidate.message);
+    return UNAVAILABLE_MESSAGES.test(candidate.message);
   });
 }
