@@ -31,7 +31,8 @@ export async function runScaleOut(context: ScenarioContext): Promise<ScenarioRes
   const { sizes } = context.options;
   const found = findPgBouncer();
   let bouncer: PgBouncer | undefined;
-  if ('bin' in found) bouncer = await startPgBouncer(found.bin, 6);
+  // The run's own server (CHAOS_DATABASE_URL, DATABASE_URL or the default), never the env's.
+  if ('bin' in found) bouncer = await startPgBouncer(found.bin, 6, context.db.url);
   const route = bouncer
     ? `${bouncer.version}, transaction pooling`
     : `no PgBouncer (${'missing' in found ? found.missing : ''})`;
