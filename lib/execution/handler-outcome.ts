@@ -1,7 +1,9 @@
-import { HttpException, StreamableFile } from '@nestjs/common';
+import { HttpException, Logger, StreamableFile } from '@nestjs/common';
 import type { ResponseSnapshot } from '../http/response-sink.interface';
 import { responseBytes } from '../utils/response-bytes';
 import type { OutgoingResponse } from '../utils/response-bytes';
+
+const logger = new Logger('Idempotency');
 
 /** How a handler's own work settled: the value it produced, or what it threw. */
 export type HandlerOutcome = { kind: 'value'; value: unknown } | { kind: 'error'; error: unknown };
@@ -13,12 +15,36 @@ export type HandlerOutcome = { kind: 'value'; value: unknown } | { kind: 'error'
  * handler settled (an outer timeout's 408), so that what a retry replays is what the handler
  * produced — outer interceptors and filters are not applied to it.
  *
+ * Never throws: it runs after the client was answered, where a throw would be an unhandled
+ * rejection and the key would stay held. A value (or an `HttpException` body) that
+ * `JSON.stringify` refuses — a BigInt, an object graph with a cycle — has no bytes, like a
+ * stream: it is logged as an error and nothing is stored.
+ *
  * @param outcome - how the handler settled
  * @param before - status and headers set on the response before the handler ran
  * @param textContentType - the adapter's content type for strings
- * @returns undefined when the outcome has no bytes to store (a stream, a non-HTTP error)
+ * @returns undefined when the outcome has no bytes to store (a stream, a non-HTTP error, a
+ *   value that cannot be serialized)
  */
 export function renderHandlerOutcome(
+  outcome: HandlerOutcome,
+  before: ResponseSnapshot,
+  textContentType: string,
+): OutgoingResponse | undefined {
+  try {
+    return render(outcome, before, textContentType);
+  } catch (error) {
+    logger.error(
+      'What an idempotent handler produced after its response was decided elsewhere (an outer ' +
+        'timeout, say) cannot be serialized as JSON: nothing is stored and its key is released',
+      (error as Error).stack,
+    );
+    return undefined;
+  }
+}
+
+/** The rendering itself; throws what `JSON.stringify` throws. */
+function render(
   outcome: HandlerOutcome,
   before: ResponseSnapshot,
   textContentType: string,
