@@ -3,6 +3,8 @@ import { DEFAULT_IDEMPOTENT_CLIENT_OPTIONS } from './idempotent-client.options';
 import type { IdempotentClientOptions, IdempotentRetry } from './idempotent-client.options';
 import { IdempotentRequestError } from './idempotent-request.error';
 import type { IdempotentRequest, IdempotentResponse } from './idempotent-request';
+import { encodeRequestBody } from './request-body';
+import { mergeHeaders, operationKey } from './request-headers';
 import { parseRetryAfter } from './retry-after';
 import { isRetryableAnswer } from './retryable-answer';
 
@@ -91,30 +93,23 @@ function definedFields<T extends object>(value: T): Partial<T> {
   ) as Partial<T>;
 }
 
-/** The wire form of a request body, made once for every attempt. */
-function encodeBody(body: unknown): {
-  payload?: NonNullable<RequestInit['body']>;
-  contentType?: string;
-} {
-  if (body === undefined) return {};
-  if (typeof body === 'string' || body instanceof Uint8Array || body instanceof ArrayBuffer) {
-    return { payload: body as NonNullable<RequestInit['body']> };
-  }
-  return { payload: JSON.stringify(body), contentType: 'application/json' };
-}
-
 async function send<T>(o: Resolved, operation: IdempotentRequest): Promise<IdempotentResponse<T>> {
   const { signal } = operation;
   signal?.throwIfAborted();
-  const idempotencyKey = operation.idempotencyKey ?? o.generateKey();
+  const idempotencyKey = operationKey(
+    operation.idempotencyKey,
+    operation.headers,
+    o.keyHeader,
+    o.generateKey,
+  );
   const url = `${o.baseUrl}/${operation.path.replace(/^\/+/, '')}`;
-  const { payload, contentType } = encodeBody(operation.body);
-  const headers: Record<string, string> = {
-    ...(contentType ? { 'content-type': contentType } : {}),
-    ...o.headers,
-    ...operation.headers,
-    [o.keyHeader]: idempotencyKey,
-  };
+  const { payload, contentType } = await encodeRequestBody(operation.body);
+  const headers = mergeHeaders(
+    contentType ? { 'content-type': contentType } : undefined,
+    o.headers,
+    operation.headers,
+    { [o.keyHeader]: idempotencyKey },
+  );
   const deadline = Date.now() + o.deadlineMs;
   let last: IdempotentResponse<T> | undefined;
   let lastError: unknown;

@@ -157,6 +157,99 @@ describe('createIdempotentClient', () => {
     });
   });
 
+  it('merges header names in any case: a request’s header replaces the client’s', async () => {
+    script = (_, response) => answer(response, 200, CREATED);
+    await client({ headers: { Authorization: 'Bearer client', 'X-Trace': 'c' } }).request({
+      method: 'PATCH',
+      path: 'payments/1',
+      body: { amount: 2000 },
+      headers: { authorization: 'Bearer request', 'Content-Type': 'application/merge-patch+json' },
+    });
+    expect(seen[0].headers).toMatchObject({
+      authorization: 'Bearer request',
+      'content-type': 'application/merge-patch+json',
+      'x-trace': 'c',
+    });
+    expect(seen[0].body).toBe('{"amount":2000}');
+  });
+
+  it.each(['idempotency-key', 'Idempotency-Key', 'IDEMPOTENCY-KEY'])(
+    'uses a request’s own %s header as the key, on every attempt',
+    async (name) => {
+      script = (n, response) =>
+        n === 0 ? answer(response, 503, {}) : answer(response, 201, CREATED);
+      const result = await client().post(
+        '/payments',
+        { amount: 1 },
+        { headers: { [name]: 'mine' } },
+      );
+      expect(result).toMatchObject({ status: 201, idempotencyKey: 'mine', attempts: 2 });
+      expect(seen.map((s) => s.key)).toEqual(['mine', 'mine']);
+    },
+  );
+
+  it('refuses a key given twice, differently', async () => {
+    await expect(
+      client().post('/p', {}, { idempotencyKey: 'a', headers: { 'idempotency-key': 'b' } }),
+    ).rejects.toThrow(TypeError);
+    expect(seen).toHaveLength(0);
+  });
+
+  /** A body `fetch` takes as it is, the bytes and content type the server must see. */
+  const form = () => {
+    const data = new FormData();
+    data.append('amount', '1999');
+    data.append('receipt', new Blob(['a,b\n1,2'], { type: 'text/csv' }), 'receipt.csv');
+    return data;
+  };
+  it.each<[string, () => unknown, string | RegExp, string | undefined | RegExp]>([
+    ['a string', () => 'raw text', 'raw text', 'text/plain;charset=UTF-8'],
+    [
+      'URLSearchParams',
+      () => new URLSearchParams({ amount: '1999', currency: 'eur' }),
+      'amount=1999&currency=eur',
+      'application/x-www-form-urlencoded;charset=UTF-8',
+    ],
+    ['a Blob', () => new Blob(['a,b\n1,2'], { type: 'text/csv' }), 'a,b\n1,2', 'text/csv'],
+    ['an ArrayBuffer', () => new TextEncoder().encode('bytes').buffer, 'bytes', undefined],
+    ['a Uint8Array', () => new TextEncoder().encode('bytes'), 'bytes', undefined],
+    ['a Buffer', () => Buffer.from('bytes'), 'bytes', undefined],
+    [
+      'a ReadableStream',
+      () =>
+        new ReadableStream({
+          start(controller) {
+            controller.enqueue(new TextEncoder().encode('str'));
+            controller.enqueue(new TextEncoder().encode('eam'));
+            controller.close();
+          },
+        }),
+      'stream',
+      undefined,
+    ],
+    [
+      'FormData',
+      form,
+      /name="amount"\r\n\r\n1999\r\n[\s\S]*filename="receipt.csv"\r\nContent-Type: text\/csv\r\n\r\na,b\n1,2\r\n/,
+      /^multipart\/form-data; boundary=/,
+    ],
+  ])(
+    'sends %s as fetch does, the same bytes on every attempt',
+    async (_, makeBody, body, contentType) => {
+      script = (n, response) =>
+        n === 0 ? answer(response, 503, {}) : answer(response, 201, CREATED);
+      const result = await client().post('/payments', makeBody());
+      expect(result).toMatchObject({ status: 201, attempts: 2 });
+      if (typeof body === 'string') expect(seen[0].body).toBe(body);
+      else expect(seen[0].body).toMatch(body);
+      expect(seen[1].body).toBe(seen[0].body);
+      if (contentType instanceof RegExp)
+        expect(seen[0].headers['content-type']).toMatch(contentType);
+      else expect(seen[0].headers['content-type']).toBe(contentType);
+      expect(seen[1].headers['content-type']).toBe(seen[0].headers['content-type']);
+    },
+  );
+
   it('reports a replay', async () => {
     script = (_, response) => answer(response, 201, CREATED, { 'idempotent-replayed': 'true' });
     expect((await client().post('/payments', {})).replayed).toBe(true);
