@@ -42,10 +42,13 @@ export type { TypeOrmIdempotencyStoreSettings } from './storage/typeorm/typeorm-
 export { IdempotencyStoreTimeoutError } from './storage/typeorm/with-deadline';
 export { isDatabaseUnavailable } from './storage/typeorm/database-unavailable';
 export { IdempotencyRecordEntity } from './storage/typeorm/idempotency-record.entity';
+export { IdempotencyJobEntity } from './storage/typeorm/idempotency-job.entity';
 export {
+  AddOperationSettingsToIdempotencyRecords1764288000000,
   AddPhasesToIdempotencyRecords1764028800000,
   AddPurgeAfterToIdempotencyRecords1764201600000,
   CreateIdempotencyRecords1732233600000,
+  createIdempotencyOperationSettingsMigration,
   createIdempotencyPhasesMigration,
   createIdempotencyPurgeAfterMigration,
   createIdempotencyRecordsMigration,

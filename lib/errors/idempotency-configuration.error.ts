@@ -91,23 +91,25 @@ export class IdempotencyConfigurationError extends IdempotencyError {
     );
   }
 
-  /** The record table predates operations in phases (no phase columns or no jobs table). */
-  static phasesMissing(table: string): IdempotencyConfigurationError {
+  /**
+   * The record table or its jobs table lacks something this version's statements use, whatever
+   * made them (an older migration, or `synchronize` with only some of the library's entities).
+   * @param table - the record table, quoted
+   * @param missing - each missing column or table, named
+   * @param fixes - which step adds them
+   */
+  static schemaIncomplete(
+    table: string,
+    missing: string[],
+    fixes: SchemaFix[],
+  ): IdempotencyConfigurationError {
     return new IdempotencyConfigurationError(
-      `nest-idempotency: the table ${table} was made before operations in phases and lacks their ` +
-        'columns or its jobs table. Add AddPhasesToIdempotencyRecords1764028800000 (or ' +
-        'createIdempotencyPhasesMigration(tableName)) after the create migration in your ' +
-        'DataSource migrations and run them.',
-    );
-  }
-
-  /** The record table predates `purge_after` (the completion could not be a HOT update). */
-  static purgeAfterMissing(table: string): IdempotencyConfigurationError {
-    return new IdempotencyConfigurationError(
-      `nest-idempotency: the table ${table} has no purge_after column. Add ` +
-        'AddPurgeAfterToIdempotencyRecords1764201600000 (or ' +
-        'createIdempotencyPurgeAfterMigration(tableName)) after the create and phases migrations ' +
-        'in your DataSource migrations and run them.',
+      `nest-idempotency: the table ${table} is missing what this version needs: ` +
+        `${missing.join(', ')}. ${fixes.map((fix) => SCHEMA_FIXES[fix]).join(' ')} ` +
+        'Migrations run in the order listed: after the create migration, in the order above. ' +
+        "If TypeORM's synchronize made these tables, list both IdempotencyRecordEntity and " +
+        'IdempotencyJobEntity in its entities instead: it makes only the tables of the entities ' +
+        'listed.',
     );
   }
 
@@ -157,3 +159,27 @@ export class IdempotencyConfigurationError extends IdempotencyError {
     );
   }
 }
+
+/** Which step adds a missing part of the schema (see `schemaIncomplete`). */
+export type SchemaFix = 'create' | 'phases' | 'purgeAfter' | 'operationSettings' | 'jobsTable';
+
+const SCHEMA_FIXES: Record<SchemaFix, string> = {
+  create:
+    'The table was not made by CreateIdempotencyRecords1732233600000 (or ' +
+    'createIdempotencyRecordsMigration(tableName)): point the tableName option at the ' +
+    "library's table, or drop this one and run the create migration.",
+  phases:
+    'AddPhasesToIdempotencyRecords1764028800000 (or createIdempotencyPhasesMigration(tableName)) ' +
+    'adds the phase columns and the jobs table: add it to your DataSource migrations and run them.',
+  purgeAfter:
+    'AddPurgeAfterToIdempotencyRecords1764201600000 (or ' +
+    'createIdempotencyPurgeAfterMigration(tableName)) adds purge_after: add it to your ' +
+    'DataSource migrations and run them.',
+  operationSettings:
+    'AddOperationSettingsToIdempotencyRecords1764288000000 (or ' +
+    'createIdempotencyOperationSettingsMigration(tableName)) adds operation_settings: add it to ' +
+    'your DataSource migrations and run them.',
+  jobsTable:
+    'The jobs table was not made by the phases migration: drop it and let the phases migration ' +
+    '(or synchronize with IdempotencyJobEntity) make it again.',
+};

@@ -1,7 +1,10 @@
 /**
- * IdempotencyRecordEntity and the shipped migration describe the same table, so an application
- * that lists the entity and runs `synchronize` or `migration:generate` changes nothing in the
- * table the migration made (it used to drop the status check). Compared two ways on real
+ * IdempotencyRecordEntity, IdempotencyJobEntity and the shipped migration describe the same
+ * tables, so an application that lists the entities and runs `synchronize` or
+ * `migration:generate` changes nothing in the tables the migration made (it used to drop the
+ * status check), and one that lets `synchronize` make them gets every table the library needs
+ * (it used to get no jobs table, and the store blamed a table "made before operations in
+ * phases"). When a part is missing, the store names it and what adds it. Compared two ways on real
  * PostgreSQL: TypeORM's own schema diff on a migrated database, and the catalogs of a migrated
  * table and a synchronized one. Also for a schema-qualified table, whose migration creates its
  * schema when it is missing and leaves an existing one alone.
@@ -9,6 +12,7 @@
 import { DataSource, Entity } from 'typeorm';
 import type { DataSourceOptions, MigrationInterface } from 'typeorm';
 import {
+  AddOperationSettingsToIdempotencyRecords1764288000000,
   AddPhasesToIdempotencyRecords1764028800000,
   AddPurgeAfterToIdempotencyRecords1764201600000,
   CreateIdempotencyRecords1732233600000,
@@ -16,6 +20,7 @@ import {
   createIdempotencyRecordsMigration,
 } from '../../lib/storage/typeorm/create-idempotency-records.migration';
 import { TypeOrmIdempotencyStore } from '../../lib/storage/typeorm/typeorm-idempotency.store';
+import { IdempotencyJobEntity } from '../../lib/storage/typeorm/idempotency-job.entity';
 import { IdempotencyRecordEntity } from '../../lib/storage/typeorm/idempotency-record.entity';
 import { createTestDatabase } from '../fixtures/database';
 import type { TestDatabase } from '../fixtures/database';
@@ -23,6 +28,20 @@ import type { TestDatabase } from '../fixtures/database';
 /** The entity in another schema, as the README suggests for `billing.idempotency_records`. */
 @Entity({ schema: 'billing', name: 'idempotency_records' })
 class BillingIdempotencyRecordEntity extends IdempotencyRecordEntity {}
+
+/** Both of the library's entities, as an application using `synchronize` lists them. */
+const ENTITIES = [IdempotencyRecordEntity, IdempotencyJobEntity];
+
+/** What `verify()` (the module's bootstrap check) says about the database at `url`. */
+function verifyError(url: string): Promise<string | undefined> {
+  return withDataSource(url, {}, async (dataSource) => {
+    const store = new TypeOrmIdempotencyStore(dataSource, 'idempotency_records');
+    return store.verify().then(
+      () => undefined,
+      (error: Error) => error.message,
+    );
+  });
+}
 
 let db: TestDatabase;
 
@@ -90,12 +109,31 @@ async function describeTable(database: TestDatabase, schema: string, table: stri
 }
 
 describe('IdempotencyRecordEntity and the shipped migration', () => {
-  it('leaves TypeORM nothing to change on the migrated table (synchronize, migration:generate)', async () => {
-    const changes = await pendingChanges(db.url, [IdempotencyRecordEntity]);
+  it('leaves TypeORM nothing to change on the migrated tables (synchronize, migration:generate)', async () => {
+    const changes = await pendingChanges(db.url, ENTITIES);
     expect({ changes }).toEqual({ changes: [] });
   });
 
-  it('synchronize from the entity makes the table the migration makes', async () => {
+  it('synchronize from the entities makes the tables the migration makes, which the store accepts', async () => {
+    const synchronized = await createTestDatabase();
+    try {
+      await withDataSource(
+        synchronized.url,
+        { entities: ENTITIES, synchronize: true },
+        async () => undefined,
+      );
+      for (const table of ['idempotency_records', 'idempotency_records_jobs']) {
+        expect(await describeTable(synchronized, 'public', table)).toEqual(
+          await describeTable(db, 'public', table),
+        );
+      }
+      expect(await verifyError(synchronized.url)).toBeUndefined();
+    } finally {
+      await synchronized.drop();
+    }
+  });
+
+  it('synchronize with the record entity alone: the store names the missing jobs table and its entity', async () => {
     const synchronized = await createTestDatabase();
     try {
       await withDataSource(
@@ -103,9 +141,14 @@ describe('IdempotencyRecordEntity and the shipped migration', () => {
         { entities: [IdempotencyRecordEntity], synchronize: true },
         async () => undefined,
       );
-      expect(await describeTable(synchronized, 'public', 'idempotency_records')).toEqual(
-        await describeTable(db, 'public', 'idempotency_records'),
+      const message = await verifyError(synchronized.url);
+      expect(message).toContain(
+        'the table "idempotency_records" is missing what this version needs: table "idempotency_records_jobs".',
       );
+      expect(message).toContain(
+        'list both IdempotencyRecordEntity and IdempotencyJobEntity in its entities',
+      );
+      expect(message).not.toMatch(/made before/);
     } finally {
       await synchronized.drop();
     }
@@ -183,6 +226,7 @@ describe('IdempotencyRecordEntity and the shipped migration', () => {
         for (const sql of BEFORE_PHASES) await old.query(sql);
         await migrate(old.url, AddPhasesToIdempotencyRecords1764028800000);
         await migrate(old.url, AddPurgeAfterToIdempotencyRecords1764201600000);
+        await migrate(old.url, AddOperationSettingsToIdempotencyRecords1764288000000);
         expect(await describeTable(old, 'public', 'idempotency_records')).toEqual(
           await describeTable(db, 'public', 'idempotency_records'),
         );
@@ -192,8 +236,9 @@ describe('IdempotencyRecordEntity and the shipped migration', () => {
         expect(await old.query('SELECT idempotency_key, status FROM idempotency_records')).toEqual([
           { idempotency_key: 'kept', status: 'completed' },
         ]);
-        const changes = await pendingChanges(old.url, [IdempotencyRecordEntity]);
+        const changes = await pendingChanges(old.url, ENTITIES);
         expect({ changes }).toEqual({ changes: [] });
+        expect(await verifyError(old.url)).toBeUndefined();
       } finally {
         await old.drop();
       }
@@ -242,6 +287,7 @@ describe('IdempotencyRecordEntity and the shipped migration', () => {
         await old.query(BEFORE_PHASES_JOBS_TABLE);
         for (const sql of BEFORE_PURGE_AFTER) await old.query(sql);
         await migrate(old.url, AddPurgeAfterToIdempotencyRecords1764201600000);
+        await migrate(old.url, AddOperationSettingsToIdempotencyRecords1764288000000);
         const current = await describeTable(db, 'public', 'idempotency_records');
         expect(await describeTable(old, 'public', 'idempotency_records')).toEqual(current);
         expect(await fillfactorOf(old)).toEqual(['fillfactor=60']);
@@ -270,20 +316,51 @@ describe('IdempotencyRecordEntity and the shipped migration', () => {
     it('is what the store asks for: without it the store refuses to start and names it', async () => {
       const old = await createTestDatabase();
       try {
-        await old.query(BEFORE_PHASES_JOBS_TABLE);
+        await old.query(BEFORE_PHASES_JOBS_TABLE_FULL);
         for (const sql of BEFORE_PURGE_AFTER) await old.query(sql);
-        await withDataSource(old.url, {}, async (dataSource) => {
-          const store = new TypeOrmIdempotencyStore(dataSource, 'idempotency_records');
-          await expect(store.verify()).rejects.toThrow(
-            /no purge_after column\. Add AddPurgeAfterToIdempotencyRecords1764201600000/,
-          );
-        });
+        expect(await verifyError(old.url)).toBe(
+          'nest-idempotency: the table "idempotency_records" is missing what this version needs: ' +
+            'column "purge_after" of "idempotency_records", column "operation_settings" of ' +
+            '"idempotency_records". AddPurgeAfterToIdempotencyRecords1764201600000 (or ' +
+            'createIdempotencyPurgeAfterMigration(tableName)) adds purge_after: add it to your ' +
+            'DataSource migrations and run them. AddOperationSettingsToIdempotencyRecords1764288000000 ' +
+            '(or createIdempotencyOperationSettingsMigration(tableName)) adds operation_settings: ' +
+            'add it to your DataSource migrations and run them. Migrations run in the order ' +
+            "listed: after the create migration, in the order above. If TypeORM's synchronize " +
+            'made these tables, list both IdempotencyRecordEntity and IdempotencyJobEntity in ' +
+            'its entities instead: it makes only the tables of the entities listed.',
+        );
+        await migrate(old.url, AddPurgeAfterToIdempotencyRecords1764201600000);
+        expect(await verifyError(old.url)).toMatch(
+          /needs: column "operation_settings" of "idempotency_records"\. AddOperationSettingsToIdempotencyRecords1764288000000 /,
+        );
+        await migrate(old.url, AddOperationSettingsToIdempotencyRecords1764288000000);
+        expect(await verifyError(old.url)).toBeUndefined();
       } finally {
         await old.drop();
       }
+    });
+  });
+
+  describe('operation_settings', () => {
+    it('is made by the create migration and the entity, and added to an older table by its migration (a no-op when there)', async () => {
+      const column = `SELECT data_type, is_nullable FROM information_schema.columns
+                       WHERE table_name = 'idempotency_records' AND column_name = 'operation_settings'`;
+      expect(await db.query(column)).toEqual([{ data_type: 'jsonb', is_nullable: 'YES' }]);
+      const before = await describeTable(db, 'public', 'idempotency_records');
+      await migrate(db.url, AddOperationSettingsToIdempotencyRecords1764288000000);
+      expect(await describeTable(db, 'public', 'idempotency_records')).toEqual(before);
     });
   });
 });
 
 /** The jobs table as the phases migration makes it (the store checks it is there). */
 const BEFORE_PHASES_JOBS_TABLE = `CREATE TABLE idempotency_records_jobs (id bigserial PRIMARY KEY)`;
+
+/** The jobs table with all its columns, for a check of what the store says of the record table. */
+const BEFORE_PHASES_JOBS_TABLE_FULL = `CREATE TABLE idempotency_records_jobs (
+  "id" bigserial PRIMARY KEY, "name" varchar(200) NOT NULL, "args" jsonb NOT NULL,
+  "job_key" char(64) NOT NULL, "origin_scope" text NOT NULL, "origin_key" varchar(255) NOT NULL,
+  "status" varchar(16) NOT NULL DEFAULT 'pending', "attempts" integer NOT NULL DEFAULT 0,
+  "run_after" timestamptz NOT NULL DEFAULT now(), "last_error" text,
+  "created_at" timestamptz NOT NULL DEFAULT now(), "updated_at" timestamptz NOT NULL DEFAULT now())`;

@@ -7,6 +7,7 @@
 import type { QueryRunner } from 'typeorm';
 import { IdempotencyConfigurationError } from '../../lib/errors/idempotency-configuration.error';
 import {
+  AddOperationSettingsToIdempotencyRecords1764288000000,
   CreateIdempotencyRecords1732233600000,
   createIdempotencyRecordsMigration,
 } from '../../lib/storage/typeorm/create-idempotency-records.migration';
@@ -27,6 +28,26 @@ const migrations = [
   ['CreateIdempotencyRecords1732233600000', CreateIdempotencyRecords1732233600000],
   ['billing.idempotency_records', createIdempotencyRecordsMigration('billing.idempotency_records')],
 ] as const;
+
+describe('migration AddOperationSettingsToIdempotencyRecords1764288000000', () => {
+  it('refuses a mysql DataSource in up() and down() before any statement', async () => {
+    const { runner, queries } = fakeQueryRunner('mysql');
+    for (const direction of ['up', 'down'] as const) {
+      await expect(
+        new AddOperationSettingsToIdempotencyRecords1764288000000()[direction](runner),
+      ).rejects.toBeInstanceOf(IdempotencyConfigurationError);
+    }
+    expect(queries).toEqual([]);
+  });
+
+  it('only adds a nullable column (an expand step the previous release never notices)', async () => {
+    const { runner, queries } = fakeQueryRunner('postgres');
+    await new AddOperationSettingsToIdempotencyRecords1764288000000().up(runner);
+    expect(queries).toEqual([
+      'ALTER TABLE "idempotency_records" ADD COLUMN IF NOT EXISTS "operation_settings" jsonb',
+    ]);
+  });
+});
 
 describe.each(migrations)('migration %s', (_, Migration) => {
   it.each(['mysql', 'better-sqlite3', 'sqljs', 'cockroachdb', 'aurora-postgres'])(
@@ -51,7 +72,12 @@ describe.each(migrations)('migration %s', (_, Migration) => {
     const { runner, queries } = fakeQueryRunner('postgres');
     await new Migration().up(runner);
     expect(queries.some((sql) => sql.startsWith('CREATE TABLE IF NOT EXISTS'))).toBe(true);
+    const before = queries.length;
     await new Migration().down(runner);
-    expect(queries[queries.length - 1]).toMatch(/^DROP TABLE IF EXISTS/);
+    expect(
+      queries
+        .slice(before)
+        .some((sql) => /^DROP TABLE IF EXISTS .*"idempotency_records"$/.test(sql)),
+    ).toBe(true);
   });
 });

@@ -9,6 +9,7 @@ describe('public API', () => {
 
   it('exports exactly the acknowledged names', () => {
     expect(Object.keys(api).sort()).toEqual([
+      'AddOperationSettingsToIdempotencyRecords1764288000000',
       'AddPhasesToIdempotencyRecords1764028800000',
       'AddPurgeAfterToIdempotencyRecords1764201600000',
       'CreateIdempotencyRecords1732233600000',
@@ -24,6 +25,7 @@ describe('public API', () => {
       'IdempotencyExceptionFilter',
       'IdempotencyGuard',
       'IdempotencyInterceptor',
+      'IdempotencyJobEntity',
       'IdempotencyJobHandler',
       'IdempotencyJobs',
       'IdempotencyModule',
@@ -38,6 +40,7 @@ describe('public API', () => {
       'MemoryIdempotencyStore',
       'PROBLEM_CONTENT_TYPE',
       'TypeOrmIdempotencyStore',
+      'createIdempotencyOperationSettingsMigration',
       'createIdempotencyPhasesMigration',
       'createIdempotencyPurgeAfterMigration',
       'createIdempotencyRecordsMigration',

@@ -2,6 +2,7 @@ import type { MigrationInterface, QueryRunner } from 'typeorm';
 import { IdempotencyConfigurationError } from '../../errors/idempotency-configuration.error';
 import { DEFAULT_IDEMPOTENCY_OPTIONS } from '../../idempotency.defaults';
 import {
+  addIdempotencyOperationSettingsSql,
   addIdempotencyPhasesSql,
   addIdempotencyPurgeAfterSql,
   createIdempotencyTableSql,
@@ -146,9 +147,11 @@ export const AddPhasesToIdempotencyRecords1764028800000 = createIdempotencyPhase
  * made before it could be (BENCHMARKS.md, issue 14): it adds `purge_after` (the claim's time
  * plus the TTL, filled from `expires_at` for existing rows) with its index in place of the index
  * on `expires_at`, makes the unfinished-operations index without `status` in its predicate, and
- * sets the table's fillfactor. Idempotent: on a table the current create migration made it
- * changes nothing, so listing it is always safe. Its backfill rewrites every row once. `down()`
- * does nothing: the library of this version needs the column.
+ * sets the table's fillfactor. An expand step: instances of the release before it keep serving
+ * on the migrated table during a rolling upgrade, because triggers write `purge_after` for their
+ * statements (which never name it), so their new keys are claimed and the purge still deletes
+ * their rows once expired. Idempotent, so listing it is always safe. Its backfill rewrites every
+ * row once. `down()` does nothing: the library of this version needs the column.
  *
  * @param tableName - the same value as the module's `tableName` option
  * @returns a migration class to list after the create (and phases) migrations
@@ -178,3 +181,42 @@ export function createIdempotencyPurgeAfterMigration(
 export const AddPurgeAfterToIdempotencyRecords1764201600000 = createIdempotencyPurgeAfterMigration(
   DEFAULT_IDEMPOTENCY_OPTIONS.tableName,
 );
+
+/**
+ * Builds the migration that adds `operation_settings` (the settings of the route that started
+ * an operation in phases, which the background completer answers with) to a record table made
+ * before it. An expand step: a nullable column the previous release never names. Idempotent,
+ * so listing it is always safe. `down()` drops the column.
+ *
+ * @param tableName - the same value as the module's `tableName` option
+ * @returns a migration class to list after the create, phases and purge_after migrations
+ * @throws IdempotencyConfigurationError from `up()` and `down()` when the DataSource is not
+ *   PostgreSQL, before any statement runs
+ */
+export function createIdempotencyOperationSettingsMigration(
+  tableName: string,
+): new () => MigrationInterface {
+  const name = `AddOperationSettingsTo${pascalCase(tableName)}1764288000000`;
+  return postgresMigration(
+    name,
+    (queryRunner) => runAll(queryRunner, addIdempotencyOperationSettingsSql(tableName)),
+    (queryRunner) =>
+      runAll(queryRunner, [
+        `ALTER TABLE ${quoteTableName(tableName)} DROP COLUMN IF EXISTS "operation_settings"`,
+      ]),
+  );
+}
+
+/**
+ * Upgrade of the default table for applications that ran `CreateIdempotencyRecords1732233600000`
+ * before `operation_settings` existed. New applications do not need it (harmless if listed).
+ * @example
+ * migrations: [
+ *   CreateIdempotencyRecords1732233600000,
+ *   AddPhasesToIdempotencyRecords1764028800000,
+ *   AddPurgeAfterToIdempotencyRecords1764201600000,
+ *   AddOperationSettingsToIdempotencyRecords1764288000000,
+ * ]
+ */
+export const AddOperationSettingsToIdempotencyRecords1764288000000 =
+  createIdempotencyOperationSettingsMigration(DEFAULT_IDEMPOTENCY_OPTIONS.tableName);

@@ -115,6 +115,7 @@ export function createIdempotencyTableSql(tableName: string): string[] {
       "updated_at" timestamptz NOT NULL DEFAULT now(),
       ${PHASE_COLUMNS.join(',\n      ')},
       ${PURGE_AFTER_COLUMN} NOT NULL,
+      ${OPERATION_SETTINGS_COLUMN},
       CONSTRAINT "${name}_pkey" PRIMARY KEY ("scope", "idempotency_key"),
       CONSTRAINT "${name}_status_check" ${STATUS_CHECK}
     ) WITH (fillfactor = ${RECORD_TABLE_FILLFACTOR})`,
@@ -141,18 +142,71 @@ function indexName(tableName: string, suffix: string): string {
 }
 
 /**
+ * The settings of the route that started an operation in phases, so the background completer
+ * answers with them. Null for a plain route and for operations started before it existed.
+ */
+const OPERATION_SETTINGS_COLUMN = '"operation_settings" jsonb';
+
+/** The trigger function that keeps `purge_after` right for the previous release's statements. */
+function purgeAfterFillFunction(tableName: string): string {
+  return indexName(tableName, 'purge_after_fill');
+}
+
+/**
+ * DDL of the expand step that lets the previous release (before `purge_after`) keep serving on
+ * the upgraded table. Its statements never write `purge_after`, so two `BEFORE` row triggers
+ * write it for them, each guarded by a `WHEN` the current release's statements never meet
+ * (PostgreSQL evaluates it without calling the function):
+ * - an insert without `purge_after` (the old claim) gets `expires_at`: `NOT NULL` is checked
+ *   after `BEFORE` triggers, so the insert succeeds instead of answering 503;
+ * - an update that leaves `purge_after` after the new `expires_at` (the old completion with a
+ *   shorter TTL) or starts a new record on an expired row without touching it (the old claim's
+ *   re-claim) gets the new `expires_at`, so the purge, which looks rows up by `purge_after`,
+ *   still finds each row as soon as it expires.
+ * The contract step that drops them ships with the next release, to be run once no instance
+ * of the release before this one is left. Idempotent.
+ * @param tableName - table name, optionally schema-qualified
+ */
+export function purgeAfterFillSql(tableName: string): string[] {
+  const table = quoteTableName(tableName);
+  const fill = purgeAfterFillFunction(tableName);
+  const insertTrigger = `"${bareName(tableName)}_purge_after_fill_insert"`;
+  const updateTrigger = `"${bareName(tableName)}_purge_after_fill_update"`;
+  return [
+    `CREATE OR REPLACE FUNCTION ${fill}() RETURNS trigger LANGUAGE plpgsql AS $fill$
+     BEGIN
+       NEW.purge_after := NEW.expires_at;
+       RETURN NEW;
+     END $fill$`,
+    `DROP TRIGGER IF EXISTS ${insertTrigger} ON ${table}`,
+    `CREATE TRIGGER ${insertTrigger} BEFORE INSERT ON ${table} FOR EACH ROW
+       WHEN (NEW.purge_after IS NULL) EXECUTE FUNCTION ${fill}()`,
+    `DROP TRIGGER IF EXISTS ${updateTrigger} ON ${table}`,
+    `CREATE TRIGGER ${updateTrigger} BEFORE UPDATE ON ${table} FOR EACH ROW
+       WHEN (NEW.purge_after IS NULL OR NEW.purge_after > NEW.expires_at
+             OR (NEW.record_id <> OLD.record_id AND NEW.purge_after = OLD.purge_after))
+       EXECUTE FUNCTION ${fill}()`,
+  ];
+}
+
+/**
  * DDL that makes a plain route's completion a HOT update on a record table made before it
  * could be: `purge_after` (filled from `expires_at`) and its index instead of the index on
  * `expires_at`, the unfinished-operations index without `status` in its predicate, and the
- * table's fillfactor (which applies to pages written from then on). Idempotent: a no-op on a
- * table the current create migration made. The backfill rewrites every row once: run it when
- * the table is small (records live for their TTL), or expect a pause of that size.
+ * table's fillfactor (which applies to pages written from then on). An expand step: the
+ * previous release keeps serving on the table (see `purgeAfterFillSql`); its purge and
+ * completer lose the indexes they used, so on a large table they are slower until replaced.
+ * Idempotent: on a table the current create migration made it only adds the triggers. The
+ * backfill rewrites every row once: run it when the table is small (records live for their
+ * TTL), or expect a pause of that size.
  * @param tableName - table name, optionally schema-qualified
  */
 export function addIdempotencyPurgeAfterSql(tableName: string): string[] {
   const table = quoteTableName(tableName);
   return [
     `ALTER TABLE ${table} ADD COLUMN IF NOT EXISTS ${PURGE_AFTER_COLUMN}`,
+    // Before the backfill and NOT NULL: rows the previous release writes from here on are filled.
+    ...purgeAfterFillSql(tableName),
     `UPDATE ${table} SET "purge_after" = "expires_at" WHERE "purge_after" IS NULL`,
     `ALTER TABLE ${table} ALTER COLUMN "purge_after" SET NOT NULL`,
     purgeIndexSql(tableName),
@@ -166,6 +220,17 @@ export function addIdempotencyPurgeAfterSql(tableName: string): string[] {
      END $$`,
     unfinishedIndexSql(tableName),
     `ALTER TABLE ${table} SET (fillfactor = ${RECORD_TABLE_FILLFACTOR})`,
+  ];
+}
+
+/**
+ * DDL that adds `operation_settings` to a record table made before it. An expand step: a
+ * nullable column without a default, which the previous release never names. Idempotent.
+ * @param tableName - table name, optionally schema-qualified
+ */
+export function addIdempotencyOperationSettingsSql(tableName: string): string[] {
+  return [
+    `ALTER TABLE ${quoteTableName(tableName)} ADD COLUMN IF NOT EXISTS ${OPERATION_SETTINGS_COLUMN}`,
   ];
 }
 
@@ -187,12 +252,13 @@ export function addIdempotencyPhasesSql(tableName: string): string[] {
 }
 
 /**
- * DDL that drops the record table and its jobs table.
+ * DDL that drops the record table, its jobs table and the upgrade's trigger function.
  * @param tableName - table name, optionally schema-qualified
  */
 export function dropIdempotencyTableSql(tableName: string): string[] {
   return [
     `DROP TABLE IF EXISTS ${quoteTableName(jobsTableNameOf(tableName))}`,
     `DROP TABLE IF EXISTS ${quoteTableName(tableName)}`,
+    `DROP FUNCTION IF EXISTS ${purgeAfterFillFunction(tableName)}()`,
   ];
 }

@@ -13,6 +13,7 @@ import { jobsTableNameOf, quoteTableName } from './idempotency-table.sql';
 import { hasPoolAccess, prepareStatement, runOnPool } from './prepared-statement';
 import type { PreparedStatement, StatementResult } from './prepared-statement';
 import { runOnNewQueryRunner } from './query-runner-statements';
+import { RECORD_TABLE_CHECK_SQL, recordTableProblem } from './record-table-check';
 import { TypeOrmStoreTransaction } from './typeorm-store-transaction';
 import { Deadline } from './with-deadline';
 
@@ -255,15 +256,7 @@ export class TypeOrmIdempotencyStore extends IdempotencyStore {
           RETURNING purge_after
         )
         SELECT count(*)::int AS deleted, max(purge_after)::text AS last FROM gone`,
-      verify: `
-        SELECT to_regclass($1) IS NOT NULL AS present,
-               to_regclass($2) IS NOT NULL AS jobs,
-               EXISTS (SELECT 1 FROM pg_attribute
-                        WHERE attrelid = to_regclass($1) AND attname = 'recovery_point'
-                          AND NOT attisdropped) AS phases,
-               EXISTS (SELECT 1 FROM pg_attribute
-                        WHERE attrelid = to_regclass($1) AND attname = 'purge_after'
-                          AND NOT attisdropped) AS purge_after`,
+      verify: RECORD_TABLE_CHECK_SQL,
     };
     this.sql = Object.fromEntries(
       Object.entries(sql).map(([name, text]) => [name, prepareStatement(text)]),
@@ -275,7 +268,9 @@ export class TypeOrmIdempotencyStore extends IdempotencyStore {
    * how statements reach the database: on connections lent by TypeORM's PostgreSQL driver when
    * it offers them (`obtainMasterConnection`, not public API), else through query runners.
    * Called by the module at bootstrap.
-   * @throws IdempotencyConfigurationError with the fix when it is not
+   * @throws IdempotencyConfigurationError with the fix when it is not, or when the record table
+   *   or its jobs table lacks a column (or the jobs table is missing): the error names each
+   *   missing part and the migration (or entity, for `synchronize`) that adds it
    * @throws IdempotencyStoreTimeoutError when the database does not answer in time
    */
   async verify(): Promise<void> {
@@ -284,13 +279,8 @@ export class TypeOrmIdempotencyStore extends IdempotencyStore {
     if (type !== 'postgres') throw IdempotencyConfigurationError.unsupportedDatabase(type);
     this.poolAccess = hasPoolAccess(dataSource);
     const { rows } = await this.run('verify', this.sql.verify, [this.table, this.jobsTable]);
-    if (rows[0]?.present !== true) throw IdempotencyConfigurationError.tableMissing(this.table);
-    if (rows[0]?.phases !== true || rows[0]?.jobs !== true) {
-      throw IdempotencyConfigurationError.phasesMissing(this.table);
-    }
-    if (rows[0]?.purge_after !== true) {
-      throw IdempotencyConfigurationError.purgeAfterMissing(this.table);
-    }
+    const problem = recordTableProblem(this.table, this.jobsTable, rows[0]);
+    if (problem) throw problem;
   }
 
   private get dataSource(): DataSource {
