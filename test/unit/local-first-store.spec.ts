@@ -17,7 +17,7 @@ class CountingStore extends MemoryIdempotencyStore {
   claims = 0;
   down = false;
 
-  async claim(request: ClaimRequest): Promise<ClaimResult> {
+  override async claim(request: ClaimRequest): Promise<ClaimResult> {
     this.claims++;
     if (this.down) throw new Error('connect ECONNREFUSED 127.0.0.1:5432');
     return super.claim(request);
