@@ -105,18 +105,36 @@ export interface IdempotencyJobsOptions {
    */
   enabled: boolean;
   /**
-   * Seconds between two drains (a drain goes on while full batches come back). Accepted: 0.1 to
-   * 2147483.
+   * Seconds between two drains while there is work (a drain goes on until no job is due). An
+   * idle drainer polls less often, see `maxIdleIntervalSeconds`. Accepted: 0.1 to 2147483.
    * @defaultValue `DEFAULT_IDEMPOTENCY_OPTIONS.jobs.intervalSeconds` (1)
    */
   intervalSeconds: number;
   /**
-   * Jobs taken per transaction. Accepted: whole numbers from 1 to 10000.
+   * The longest gap between two polls of an idle drainer: each poll that finds nothing doubles
+   * the gap from `intervalSeconds` up to this, so an idle application costs the database about
+   * one statement per this many seconds. A job staged by this process, or found due, brings the
+   * drainer back to `intervalSeconds`; jobs staged elsewhere wait at most this long. Accepted:
+   * 0.1 to 2147483 (not above `intervalSeconds`: no backoff).
+   * @defaultValue `DEFAULT_IDEMPOTENCY_OPTIONS.jobs.maxIdleIntervalSeconds` (30)
+   */
+  maxIdleIntervalSeconds: number;
+  /**
+   * Due jobs looked up per query; each is then claimed and delivered in a transaction of its
+   * own. Accepted: whole numbers from 1 to 10000.
    * @defaultValue `DEFAULT_IDEMPOTENCY_OPTIONS.jobs.batchSize` (20)
    */
   batchSize: number;
   /**
-   * Deliveries of one job before it is kept as dead. Accepted: whole numbers from 1 to 1000.
+   * How long one delivery's handler may run. Past it, the handler's `AbortSignal` fires, its
+   * transaction is ended by closing its connection (its writes roll back, its row lock goes) and
+   * the delivery counts as failed. Accepted: 0.05 to 86400.
+   * @defaultValue `DEFAULT_IDEMPOTENCY_OPTIONS.jobs.timeoutSeconds` (60)
+   */
+  timeoutSeconds: number;
+  /**
+   * Deliveries of one job before it is kept as dead (a delivery counts from the moment it is
+   * claimed, so one that crashed or hung counts too). Accepted: whole numbers from 1 to 1000.
    * @defaultValue `DEFAULT_IDEMPOTENCY_OPTIONS.jobs.maxAttempts` (10)
    */
   maxAttempts: number;
@@ -245,8 +263,9 @@ export interface ResolvedIdempotencyOptions extends IdempotencyRouteOptions {
    */
   completer: IdempotencyCompleterOptions;
   /**
-   * The staged-job drainer's schedule, batch and retries.
-   * @defaultValue `DEFAULT_IDEMPOTENCY_OPTIONS.jobs` (every 1 s, 20 at a time, 10 attempts)
+   * The staged-job drainer's schedule, handler timeout and retries.
+   * @defaultValue `DEFAULT_IDEMPOTENCY_OPTIONS.jobs` (every 1 s, up to 30 s when idle, 60 s per
+   *   handler, 10 attempts)
    */
   jobs: IdempotencyJobsOptions;
   /**

@@ -6,12 +6,13 @@ import { IdempotencyEvents } from '../events/idempotency.events';
 import { IDEMPOTENCY_OPTIONS } from '../idempotency.tokens';
 import type { ResolvedIdempotencyOptions } from '../interfaces/idempotency-module-options.interface';
 import { IdempotencyPhaseEngine } from '../phases/idempotency-phase-engine';
-import type { PhaseEngineParts } from '../phases/idempotency-phase-engine';
 import { IdempotencyOperationRegistry } from '../phases/operation-registry';
+import { IdleBackoff } from '../scheduling/idle-backoff';
 import { PeriodicTask } from '../scheduling/periodic-task';
-import type { TakenJob } from '../storage/typeorm/typeorm-job.store';
-import type { TypeOrmStoreTransaction } from '../storage/typeorm/typeorm-store-transaction';
+import type { PeriodicRunOutcome } from '../scheduling/periodic-task';
+import { jobErrorText } from './job-error-text';
 import type { DeadJob, StagedJob } from './staged-job.interface';
+import type { ClaimedJob, JobDelivery, StagedJobStore } from './staged-job.store';
 
 /** What one drain did. */
 export interface DrainSummary {
@@ -21,19 +22,30 @@ export interface DrainSummary {
   dead: number;
 }
 
+/** A drain's summary with what its last look-up saw: when the next job is due. */
+interface DrainRun extends DrainSummary {
+  nextDueInSeconds: number | undefined;
+}
+
 /**
- * Delivers staged jobs (SPEC §8) to their `@IdempotencyJobHandler()`s. Each drain transaction
- * (READ COMMITTED) takes a batch with `FOR UPDATE SKIP LOCKED` — so two drainers, on one
- * instance or many, never hold the same job — delivers each job under its own savepoint, then
- * deletes exactly the rows it delivered, by id, and commits. A crash before the commit leaves
- * the jobs to be delivered again: delivery is at least once, with the same `job.key`. A failed
- * delivery waits with exponential backoff and full jitter, and after `jobs.maxAttempts` is kept
- * as dead for a human (`job_failed` event with `dead: true`, `listDeadJobs()`).
+ * Delivers staged jobs (SPEC §8) to their `@IdempotencyJobHandler()`s, one job at a time, each
+ * on its own: a plain read finds due jobs; each is claimed by one committed statement that
+ * counts the attempt (so a delivery that crashes, hangs or cannot record its failure still
+ * counts) and skips jobs other drainers hold; it is delivered in a transaction of its own that
+ * deletes its row and commits with the handler's writes. A handler gets `jobs.timeoutSeconds`
+ * and an `AbortSignal`; past it, its connection is closed (PostgreSQL rolls back, the lock goes)
+ * and the drain moves on. A failure is recorded in a statement of its own, with sanitized error
+ * text; it waits with exponential backoff and full jitter, and after `jobs.maxAttempts` the job
+ * is kept as dead for a human (`job_failed` event with `dead: true`, `listDeadJobs()`).
+ * Delivery is at least once, with the same `job.key`. An idle drainer polls less and less
+ * often, up to `jobs.maxIdleIntervalSeconds`; a job staged in this process wakes it.
  */
 @Injectable()
 export class IdempotencyJobs implements OnApplicationBootstrap, OnApplicationShutdown {
   private readonly logger = new Logger('IdempotencyJobs');
-  private readonly task = new PeriodicTask('jobs', () => this.drainAll());
+  private readonly task = new PeriodicTask<DrainRun>('jobs', () => this.drainAll());
+  private readonly backoff: IdleBackoff;
+  private stopListening?: () => void;
 
   constructor(
     private readonly engine: IdempotencyPhaseEngine,
@@ -41,19 +53,25 @@ export class IdempotencyJobs implements OnApplicationBootstrap, OnApplicationShu
     private readonly events: IdempotencyEvents,
     private readonly moduleRef: ModuleRef,
     @Inject(IDEMPOTENCY_OPTIONS) private readonly options: ResolvedIdempotencyOptions,
-  ) {}
+  ) {
+    const { intervalSeconds, maxIdleIntervalSeconds } = options.jobs;
+    this.backoff = new IdleBackoff(intervalSeconds, maxIdleIntervalSeconds);
+  }
 
   /**
-   * Drains now (or joins the drain under way): batch after batch until a short one.
+   * Drains now (or joins the drain under way): every job due when the drain began, one after
+   * the other. Each delivery is bounded (`jobs.timeoutSeconds`, then the store's timeout), so a
+   * drain always ends.
    * @throws when the store is unreachable
    */
-  drain(): Promise<DrainSummary> {
-    return this.task.run();
+  async drain(): Promise<DrainSummary> {
+    const { delivered, failed, dead } = await this.task.run();
+    return { delivered, failed, dead };
   }
 
   /** Dead jobs, oldest first. */
   listDeadJobs(limit = 100): Promise<DeadJob[]> {
-    return this.parts().jobs.listDead(limit);
+    return this.requireStore().listDead(limit);
   }
 
   /**
@@ -61,7 +79,7 @@ export class IdempotencyJobs implements OnApplicationBootstrap, OnApplicationShu
    * @returns false when no dead job has that id
    */
   retryDeadJob(id: string): Promise<boolean> {
-    return this.parts().jobs.retryDead(id);
+    return this.requireStore().retryDead(id);
   }
 
   /**
@@ -69,112 +87,211 @@ export class IdempotencyJobs implements OnApplicationBootstrap, OnApplicationShu
    * @returns false when no dead job has that id
    */
   deleteDeadJob(id: string): Promise<boolean> {
-    return this.parts().jobs.deleteDead(id);
+    return this.requireStore().deleteDead(id);
   }
 
   /** @inheritDoc */
   async onApplicationBootstrap(): Promise<void> {
     const { enabled, intervalSeconds } = this.options.jobs;
-    if (!enabled || !this.engine.parts || !this.registry.hasJobHandlers()) return;
-    await this.task.start(intervalSeconds, this.moduleRef, (error) => {
-      this.events.emit({ type: 'store_error', operation: 'jobs', error });
-      this.logger.warn(`Job drain failed: ${(error as Error).message}`);
+    const store = this.jobStore();
+    if (!enabled || !store || !this.registry.hasJobHandlers()) return;
+    this.stopListening = store.onStaged(() => {
+      this.backoff.reset();
+      this.task.wake();
     });
+    await this.task.start(
+      intervalSeconds,
+      this.moduleRef,
+      (error) => {
+        this.events.emit({ type: 'store_error', operation: 'jobs', error });
+        this.logger.warn(`Job drain failed: ${(error as Error).message}`);
+      },
+      (outcome) => this.pace(outcome),
+    );
   }
 
   /** @inheritDoc */
   onApplicationShutdown(): void {
+    this.stopListening?.();
     this.task.stop();
   }
 
-  private async drainAll(): Promise<DrainSummary> {
-    const summary: DrainSummary = { delivered: 0, failed: 0, dead: 0 };
-    const parts = this.engine.parts;
-    if (!parts) return summary;
+  /**
+   * The drainer's store. The one place the service reaches its storage, so the store can be
+   * handed in another way without touching the drainer.
+   */
+  private jobStore(): StagedJobStore | undefined {
+    return this.engine.parts?.jobs;
+  }
+
+  private requireStore(): StagedJobStore {
+    const store = this.jobStore();
+    if (!store) {
+      throw new IdempotencyError('nest-idempotency: staged jobs need the TypeORM store.');
+    }
+    return store;
+  }
+
+  /** Seconds to wait after a scheduled drain: none after work, backing off while idle. */
+  private pace(outcome: PeriodicRunOutcome<DrainRun>): number {
+    if (!('result' in outcome)) return this.backoff.next(false);
+    const { delivered, failed, nextDueInSeconds } = outcome.result;
+    return this.backoff.next(delivered + failed > 0, nextDueInSeconds);
+  }
+
+  private async drainAll(): Promise<DrainRun> {
+    const run: DrainRun = { delivered: 0, failed: 0, dead: 0, nextDueInSeconds: undefined };
+    const store = this.jobStore();
+    if (!store) return run;
+    const { batchSize, maxAttempts } = this.options.jobs;
+    // Time for the claimed job's transaction to begin and lock it: until then, other drainers
+    // leave it alone; after that its row lock keeps them off until the delivery ends.
+    const leaseSeconds = 2 * this.options.storeTimeoutSeconds + 1;
     let cutoff: string | null = null;
     for (;;) {
-      const batch = await this.drainBatch(parts, summary, cutoff);
-      cutoff = batch.cutoff;
-      if (batch.taken < this.options.jobs.batchSize) return summary;
-    }
-  }
-
-  private async drainBatch(
-    parts: PhaseEngineParts,
-    summary: DrainSummary,
-    since: string | null,
-  ): Promise<{ taken: number; cutoff: string | null }> {
-    const tx = await parts.jobs.begin();
-    try {
-      const { jobs, cutoff } = await parts.jobs.take(tx, this.options.jobs.batchSize, since);
-      const delivered: string[] = [];
-      for (const job of jobs) {
-        if (await this.deliver(parts, tx, job, summary)) delivered.push(job.id);
+      const due = await store.findDue(batchSize, cutoff);
+      cutoff = due.cutoff;
+      run.nextDueInSeconds = due.nextDueInSeconds;
+      let claimed = 0;
+      for (const id of due.ids) {
+        const job = await store.claim(id, cutoff, maxAttempts, leaseSeconds);
+        if (!job) continue; // another drainer has it
+        claimed++;
+        if (job.exhausted) this.exhausted(job, run);
+        else await this.deliver(store, job, run);
       }
-      await parts.jobs.delete(tx, delivered);
-      await tx.commit();
-      return { taken: jobs.length, cutoff };
-    } catch (error) {
-      await tx.rollback().catch(() => undefined);
-      throw error;
+      // A short batch is the last; so is one whose jobs all went to other drainers.
+      if (due.ids.length < batchSize || claimed === 0) return run;
     }
   }
 
-  /** Delivers one job under a savepoint; a failure rolls its writes back and is recorded. */
-  private async deliver(
-    parts: PhaseEngineParts,
-    tx: TypeOrmStoreTransaction,
-    job: TakenJob,
-    summary: DrainSummary,
-  ): Promise<boolean> {
-    const staged: StagedJob = {
+  /** Delivers one claimed job in its own transaction; a failure is recorded on its own. */
+  private async deliver(store: StagedJobStore, job: ClaimedJob, run: DrainRun): Promise<void> {
+    const staged = this.staged(job);
+    let delivery: JobDelivery | undefined;
+    try {
+      delivery = await store.deliver(job);
+      if (!delivery) return; // its claim lapsed and another drainer took it over
+      const outcome = await this.runHandler(staged, delivery.manager);
+      if (outcome === 'timed out') {
+        // The handler may still hold the connection: close it rather than wait for it.
+        await delivery.abandon();
+        throw this.timedOut(job);
+      }
+      if (outcome !== 'delivered') {
+        await delivery.rollback();
+        throw outcome.error;
+      }
+      await delivery.commit();
+    } catch (error) {
+      await delivery?.rollback().catch(() => undefined);
+      return this.failed(store, job, staged, error, run);
+    }
+    run.delivered++;
+    this.events.emit({ type: 'job_delivered', ...this.describe(staged) });
+  }
+
+  /**
+   * Runs the job's handler within `jobs.timeoutSeconds`.
+   * @returns 'delivered', 'timed out', or what the handler threw
+   */
+  private async runHandler(
+    job: StagedJob,
+    manager: JobDelivery['manager'],
+  ): Promise<'delivered' | 'timed out' | { error: unknown }> {
+    const handler = this.registry.jobHandler(job.name);
+    if (!handler) {
+      return {
+        error: new IdempotencyError(
+          `nest-idempotency: no @IdempotencyJobHandler('${job.name}') is registered`,
+        ),
+      };
+    }
+    const controller = new AbortController();
+    let timer: NodeJS.Timeout | undefined;
+    const timedOut = new Promise<'timed out'>((resolve) => {
+      timer = setTimeout(() => {
+        controller.abort(this.timedOut(job));
+        resolve('timed out');
+      }, this.options.jobs.timeoutSeconds * 1000);
+    });
+    const handled = Promise.resolve()
+      .then(() => handler.handle(job, manager, controller.signal))
+      .then(
+        () => 'delivered' as const,
+        (error: unknown) => ({ error }),
+      );
+    try {
+      return await Promise.race([handled, timedOut]);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  private timedOut(job: { name: string }): IdempotencyError {
+    return new IdempotencyError(
+      `nest-idempotency: job handler '${job.name}' did not settle within ` +
+        `jobs.timeoutSeconds (${this.options.jobs.timeoutSeconds} s)`,
+    );
+  }
+
+  /** Records a failed delivery (its attempt was counted when claimed) and reports it. */
+  private async failed(
+    store: StagedJobStore,
+    job: ClaimedJob,
+    staged: StagedJob,
+    error: unknown,
+    run: DrainRun,
+  ): Promise<void> {
+    const { maxAttempts, backoffSeconds, maxBackoffSeconds } = this.options.jobs;
+    // Full jitter: anywhere up to the doubled (and capped) backoff.
+    const delay =
+      Math.random() * Math.min(maxBackoffSeconds, backoffSeconds * 2 ** (job.attempt - 1));
+    const message = jobErrorText(error);
+    let dead = false;
+    try {
+      dead = (await store.fail(job, message, delay, maxAttempts)) === 'dead';
+    } catch (recording) {
+      // The attempt is counted already; the job is due again when its claim lapses.
+      this.logger.warn(
+        `Could not record the failure of job ${job.name} (${job.id}): ` +
+          `${(recording as Error).message}`,
+      );
+    }
+    run.failed++;
+    if (dead) run.dead++;
+    this.events.emit({ type: 'job_failed', ...this.describe(staged), dead, error });
+    if (dead) {
+      this.logger.error(
+        `Job ${job.name} (${job.id}) is dead after ${job.attempt} attempts: ${message}`,
+      );
+    }
+  }
+
+  /** A job its claim made dead: its last delivery left no outcome and no attempts are left. */
+  private exhausted(job: ClaimedJob, run: DrainRun): void {
+    const error = new IdempotencyError(
+      `nest-idempotency: job ${job.name} (${job.id}) has no attempts left; its last delivery ` +
+        'recorded no outcome',
+    );
+    run.failed++;
+    run.dead++;
+    this.events.emit({ type: 'job_failed', ...this.describe(this.staged(job)), dead: true, error });
+    this.logger.error(error.message);
+  }
+
+  private staged(job: ClaimedJob): StagedJob {
+    return {
       id: job.id,
       name: job.name,
       args: job.args,
       key: job.key,
-      attempt: job.attempts + 1,
+      attempt: job.attempt,
       origin: { scope: job.originScope, key: job.originKey },
     };
-    await tx.manager.query('SAVEPOINT nest_idempotency_job');
-    try {
-      const handler = this.registry.jobHandler(job.name);
-      if (!handler) {
-        throw new IdempotencyError(
-          `nest-idempotency: no @IdempotencyJobHandler('${job.name}') is registered`,
-        );
-      }
-      await handler.handle(staged, tx.manager);
-      await tx.manager.query('RELEASE SAVEPOINT nest_idempotency_job');
-    } catch (error) {
-      await tx.manager.query('ROLLBACK TO SAVEPOINT nest_idempotency_job');
-      const { maxAttempts, backoffSeconds, maxBackoffSeconds } = this.options.jobs;
-      // Full jitter: anywhere up to the doubled (and capped) backoff.
-      const delay = Math.random() * Math.min(maxBackoffSeconds, backoffSeconds * 2 ** job.attempts);
-      const message = error instanceof Error ? error.message : String(error);
-      const dead = await parts.jobs.fail(tx, job.id, message, delay, maxAttempts);
-      summary.failed++;
-      if (dead) summary.dead++;
-      this.events.emit({ type: 'job_failed', ...this.describe(staged), dead, error });
-      if (dead)
-        this.logger.error(
-          `Job ${job.name} (${job.id}) is dead after ${staged.attempt} attempts: ${message}`,
-        );
-      return false;
-    }
-    summary.delivered++;
-    this.events.emit({ type: 'job_delivered', ...this.describe(staged) });
-    return true;
   }
 
   private describe(job: StagedJob) {
     return { id: job.id, name: job.name, key: job.key, attempt: job.attempt };
-  }
-
-  private parts(): PhaseEngineParts {
-    const parts = this.engine.parts;
-    if (!parts) {
-      throw new IdempotencyError('nest-idempotency: staged jobs need the TypeORM store.');
-    }
-    return parts;
   }
 }

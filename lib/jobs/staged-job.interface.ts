@@ -11,9 +11,18 @@ export interface StagedJob<Args = unknown> {
   /**
    * Stable key of the job: the same on every delivery of it (64 hex characters). Delivery is
    * at least once; use this key to make the handler's effects happen once.
+   *
+   * It is the SHA-256 (hex) of `<record id> NUL <step name> NUL <n> NUL <job name>`, where the
+   * record id identifies the idempotent request's record and `n` counts the `stage()` calls of
+   * the step run so far (0 for its first). So two jobs a step stages, even of one name with the
+   * same arguments, get distinct keys, and a retry of the step that stages the same jobs in the
+   * same order gets the same keys again.
    */
   readonly key: string;
-  /** 1 on the first delivery; more after failed deliveries. */
+  /**
+   * 1 on the first delivery; one more per delivery started since, whether it failed, timed out
+   * or never reported back (its process died): attempts are counted when a delivery begins.
+   */
   readonly attempt: number;
   /** The idempotent request whose step staged the job. */
   readonly origin: { readonly scope: string; readonly key: string };
@@ -25,15 +34,21 @@ export interface StagedJob<Args = unknown> {
  */
 export interface IdempotencyJobHandlerInstance<Args = unknown> {
   /**
-   * Delivers one job. Resolving means delivered: the job row is deleted in the drainer's
+   * Delivers one job. Resolving means delivered: the job row is deleted in this delivery's own
    * transaction, which commits after this returns. Throwing means failed: the job is retried
-   * with backoff and, after `jobs.maxAttempts`, kept as dead.
+   * with backoff and, after `jobs.maxAttempts`, kept as dead; the error's message is kept as the
+   * job's last error (NUL characters removed, cut at 2000 characters).
+   *
+   * It has `jobs.timeoutSeconds`. Past it, `signal` aborts, the transaction is ended by closing
+   * its connection (writes through `manager` roll back) and the delivery counts as failed, even
+   * if this promise never settles. Stop work elsewhere when `signal` aborts.
    *
    * @param job - the job
-   * @param manager - the drainer's transaction (under a savepoint for this job): writes made
-   *   through it commit exactly when the job's deletion does, so they happen once
+   * @param manager - this job's transaction: writes made through it commit exactly when the
+   *   job's deletion does, so they happen once
+   * @param signal - aborts when the delivery's time is up
    */
-  handle(job: StagedJob<Args>, manager: EntityManager): Promise<void>;
+  handle(job: StagedJob<Args>, manager: EntityManager, signal: AbortSignal): Promise<void>;
 }
 
 /** A job kept for a human after its last failed delivery. */

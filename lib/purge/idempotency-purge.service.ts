@@ -19,7 +19,8 @@ export const IDEMPOTENCY_PURGE_INTERVAL = 'nest-idempotency:purge';
  * interval from application bootstrap to shutdown (registered in `@nestjs/schedule`'s
  * SchedulerRegistry when the application has `ScheduleModule.forRoot()`), and on demand through
  * `purgeExpired()`. Several instances can purge at once: batches are picked with
- * `FOR UPDATE SKIP LOCKED`.
+ * `FOR UPDATE SKIP LOCKED`. A run that deleted anything emits a `purged` event; an idle one
+ * emits nothing.
  *
  * It is also the reaper of operations in phases (SPEC §8): it never deletes an unfinished one.
  * One past its TTL is marked `abandoned` (an `operation_abandoned` event) and kept until an
@@ -82,7 +83,10 @@ export class IdempotencyPurgeService implements OnApplicationBootstrap, OnApplic
       if (deleted < batchSize) break;
     }
     total += await this.reap(batchSize);
-    this.events.emit({ type: 'purged', count: total, durationMs: Date.now() - started });
+    // An idle purge is silent: a `purged` event per interval that deleted nothing is noise.
+    if (total > 0) {
+      this.events.emit({ type: 'purged', count: total, durationMs: Date.now() - started });
+    }
     return total;
   }
 

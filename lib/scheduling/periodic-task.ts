@@ -2,6 +2,9 @@ import type { ModuleRef } from '@nestjs/core';
 import type * as Schedule from '@nestjs/schedule';
 import { loadOptionalPeer } from '../utils/load-optional-peer';
 
+/** How a scheduled run of a periodic task ended: its result, or its error. */
+export type PeriodicRunOutcome<T> = { result: T; error?: undefined } | { error: unknown };
+
 /** The part of `@nestjs/schedule`'s SchedulerRegistry a periodic task uses. */
 interface IntervalRegistry {
   addInterval(name: string, id: NodeJS.Timeout): void;
@@ -14,12 +17,20 @@ interface IntervalRegistry {
  * one is under way joins it. The interval is registered in `@nestjs/schedule`'s
  * SchedulerRegistry when the application has `ScheduleModule.forRoot()`, as
  * `nest-idempotency:<name>` (`…:2` for a second module instance, and so on).
+ *
+ * A task started with a `pacing` may skip ticks: after each scheduled run, pacing says how long
+ * to wait before the next (an idle drainer backs off), and `wake()` ends the wait at the next
+ * tick. A skipped tick costs a timer callback, no database work.
  */
 export class PeriodicTask<T> {
   private timer?: NodeJS.Timeout;
   private running?: Promise<T>;
   private registry?: IntervalRegistry;
   private intervalName?: string;
+  /** Epoch ms before which ticks are skipped. */
+  private notBefore = 0;
+  /** Epoch ms of the last `wake()`. */
+  private wokenAt = 0;
 
   /**
    * @param name - the task's name in the registry, after `nest-idempotency:`
@@ -39,16 +50,49 @@ export class PeriodicTask<T> {
   /**
    * Runs every `intervalSeconds` until `stop()`; a failed run is reported to `onError`.
    * @param moduleRef - where the SchedulerRegistry is looked up
+   * @param pacing - after each scheduled run, the seconds to wait before the next one (ticks
+   *   in between are skipped); without it, every tick runs
    */
   async start(
     intervalSeconds: number,
     moduleRef: ModuleRef,
     onError: (error: unknown) => void,
+    pacing?: (outcome: PeriodicRunOutcome<T>) => number,
   ): Promise<void> {
-    this.timer = setInterval(() => void this.run().catch(onError), intervalSeconds * 1000);
+    this.timer = setInterval(() => this.tick(onError, pacing), intervalSeconds * 1000);
     this.timer.unref();
     this.registry = await findSchedulerRegistry(moduleRef);
     if (this.registry) this.intervalName = this.register(this.registry, this.timer);
+  }
+
+  /**
+   * Ends a pacing wait: the next tick runs (a wake during a run applies after it). For work that
+   * just arrived, e.g. a job this process staged.
+   */
+  wake(): void {
+    this.wokenAt = Date.now();
+    this.notBefore = 0;
+  }
+
+  private tick(
+    onError: (error: unknown) => void,
+    pacing?: (outcome: PeriodicRunOutcome<T>) => number,
+  ): void {
+    const startedAt = Date.now();
+    if (startedAt < this.notBefore) return;
+    const pace = (outcome: PeriodicRunOutcome<T>) => {
+      if (!pacing || !this.timer) return;
+      const waitMs = Math.max(0, pacing(outcome) * 1000);
+      // Woken while this run was under way: what woke it may have come too late for the run.
+      this.notBefore = this.wokenAt >= startedAt ? 0 : Date.now() + waitMs;
+    };
+    void this.run().then(
+      (result) => pace({ result }),
+      (error: unknown) => {
+        onError(error);
+        pace({ error });
+      },
+    );
   }
 
   /** Stops the interval (a run under way finishes on its own). */

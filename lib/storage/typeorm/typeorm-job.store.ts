@@ -1,21 +1,16 @@
 import type { DeadJob } from '../../jobs/staged-job.interface';
+import type {
+  ClaimedJob,
+  DueJobs,
+  JobDelivery,
+  JobFailureOutcome,
+  StagedJobStore,
+} from '../../jobs/staged-job.store';
 import { jobsTableNameOf, quoteTableName } from './idempotency-table.sql';
 import { prepareStatement } from './prepared-statement';
 import type { PreparedStatement } from './prepared-statement';
 import type { TypeOrmIdempotencyStore } from './typeorm-idempotency.store';
 import type { TypeOrmStoreTransaction } from './typeorm-store-transaction';
-
-/** A job row as the drainer takes it. */
-export interface TakenJob {
-  id: string;
-  name: string;
-  args: unknown;
-  key: string;
-  /** Failed deliveries so far. */
-  attempts: number;
-  originScope: string;
-  originKey: string;
-}
 
 /** A job to stage, with where it came from. */
 export interface NewJob {
@@ -27,13 +22,15 @@ export interface NewJob {
 }
 
 /**
- * The statements of staged jobs (SPEC §8) on `<tableName>_jobs`. Jobs are staged in a local
- * step's transaction and taken by a drainer's transaction with `FOR UPDATE SKIP LOCKED`; the
- * drainer deletes exactly the rows it took (by id), never a range, so a row with a lower id that
- * commits late is still delivered.
+ * The statements of staged jobs (SPEC §8) on `<tableName>_jobs`, and the drainer's port on them
+ * (see `StagedJobStore` for the contract). Jobs are staged in a local step's transaction. A
+ * drainer looks due jobs up with a plain read, then for each: claims it in one committed
+ * statement (`FOR UPDATE SKIP LOCKED`; the attempt is counted there), and delivers it in a
+ * transaction of its own that locks and deletes exactly that row, by id and claimed attempt.
  */
-export class TypeOrmJobStore {
+export class TypeOrmJobStore implements StagedJobStore {
   private readonly sql: Record<string, PreparedStatement>;
+  private readonly stagedListeners = new Set<() => void>();
 
   /**
    * @param store - the TypeORM store whose DataSource, timeout and connections are used
@@ -45,25 +42,48 @@ export class TypeOrmJobStore {
   ) {
     const j = quoteTableName(jobsTableNameOf(tableName));
     const columns = `id::text AS id, name, args, job_key, attempts, origin_scope, origin_key`;
+    const cutoff = `coalesce($2::timestamptz, statement_timestamp())`;
     const sql = {
       stage: `
         INSERT INTO ${j} (name, args, job_key, origin_scope, origin_key)
         VALUES ($1, $2::jsonb, $3, $4, $5)`,
       // Due by the cutoff: the moment the drain began ($2), so a job that failed during this
-      // drain waits for the next one even with no backoff.
-      take: `
-        SELECT ${columns}, coalesce($2::timestamptz, statement_timestamp())::text AS cutoff
+      // drain waits for the next one even with no backoff. Rows not due yet come after the due
+      // ones and tell an idle drainer when to look again.
+      findDue: `
+        SELECT id::text AS id, run_after <= coalesce($1::timestamptz, statement_timestamp()) AS due,
+               EXTRACT(EPOCH FROM run_after - statement_timestamp())::float8 AS due_in,
+               coalesce($1::timestamptz, statement_timestamp())::text AS cutoff
           FROM ${j}
-         WHERE status = 'pending' AND run_after <= coalesce($2::timestamptz, statement_timestamp())
+         WHERE status = 'pending'
          ORDER BY run_after, id
-         LIMIT $1 FOR UPDATE SKIP LOCKED`,
-      delete: `DELETE FROM ${j} WHERE id = ANY($1::bigint[])`,
-      fail: `
-        UPDATE ${j} SET attempts = attempts + 1, last_error = $2,
-               run_after = clock_timestamp() + $3::float8 * interval '1 second',
-               status = CASE WHEN attempts + 1 >= $4 THEN 'dead' ELSE 'pending' END,
+         LIMIT $2`,
+      // One committed statement: counts the delivery and leases the job before any handler runs.
+      // A job that already started maxAttempts deliveries (the last without a recorded outcome)
+      // is made dead instead.
+      claim: `
+        UPDATE ${j}
+           SET attempts = CASE WHEN attempts >= $3 THEN attempts ELSE attempts + 1 END,
+               status = CASE WHEN attempts >= $3 THEN 'dead' ELSE 'pending' END,
+               last_error = CASE WHEN attempts >= $3 THEN $5 ELSE last_error END,
+               run_after = clock_timestamp() + $4::float8 * interval '1 second',
                updated_at = clock_timestamp()
-         WHERE id = $1::bigint
+         WHERE id = (SELECT id FROM ${j}
+                      WHERE id = $1::bigint AND status = 'pending' AND run_after <= ${cutoff}
+                        FOR UPDATE SKIP LOCKED)
+        RETURNING ${columns}, status`,
+      // In the delivery's transaction: the row stays locked (and deleted) until it commits.
+      lock: `
+        DELETE FROM ${j}
+         WHERE id = (SELECT id FROM ${j}
+                      WHERE id = $1::bigint AND attempts = $2 AND status = 'pending'
+                        FOR UPDATE SKIP LOCKED)`,
+      fail: `
+        UPDATE ${j} SET last_error = $3,
+               run_after = clock_timestamp() + $4::float8 * interval '1 second',
+               status = CASE WHEN attempts >= $5 THEN 'dead' ELSE 'pending' END,
+               updated_at = clock_timestamp()
+         WHERE id = $1::bigint AND attempts = $2 AND status = 'pending'
         RETURNING status`,
       listDead: `
         SELECT ${columns}, last_error, created_at, updated_at FROM ${j}
@@ -79,7 +99,7 @@ export class TypeOrmJobStore {
     );
   }
 
-  /** Writes a job in a local step's transaction. */
+  /** Writes a job in a local step's transaction, and tells this process's drainer. */
   async stage(tx: TypeOrmStoreTransaction, job: NewJob): Promise<void> {
     await tx.run('stage job', this.sql.stage, [
       job.name,
@@ -88,63 +108,104 @@ export class TypeOrmJobStore {
       job.originScope,
       job.originKey,
     ]);
+    for (const listener of this.stagedListeners) {
+      try {
+        listener();
+      } catch {
+        // A hint only: the drainer polls anyway.
+      }
+    }
   }
 
-  /** Opens a drain's transaction (READ COMMITTED, the default). */
-  begin(): Promise<TypeOrmStoreTransaction> {
-    return this.store.openTransaction();
+  /** @inheritDoc */
+  onStaged(listener: () => void): () => void {
+    this.stagedListeners.add(listener);
+    return () => this.stagedListeners.delete(listener);
   }
 
-  /**
-   * Takes up to `batchSize` jobs due by `cutoff` (now, when not given), locking them; jobs
-   * another drainer holds are skipped.
-   * @returns the jobs, and the cutoff used (pass it to the drain's later batches)
-   */
-  async take(
-    tx: TypeOrmStoreTransaction,
-    batchSize: number,
+  /** @inheritDoc */
+  async findDue(limit: number, cutoff: string | null): Promise<DueJobs> {
+    const { rows } = await this.store.runStatement('find due jobs', this.sql.findDue, [
+      cutoff,
+      limit,
+    ]);
+    const ids: string[] = [];
+    let nextDueInSeconds: number | undefined;
+    for (const row of rows) {
+      if (row.due) ids.push(row.id);
+      else nextDueInSeconds ??= Number(row.due_in);
+    }
+    return { ids, cutoff: rows[0]?.cutoff ?? cutoff, nextDueInSeconds };
+  }
+
+  /** @inheritDoc */
+  async claim(
+    id: string,
     cutoff: string | null,
-  ): Promise<{ jobs: TakenJob[]; cutoff: string | null }> {
-    const { rows } = await tx.run('take jobs', this.sql.take, [batchSize, cutoff]);
-    const jobs = rows.map((row) => ({
+    maxAttempts: number,
+    leaseSeconds: number,
+  ): Promise<ClaimedJob | undefined> {
+    const { rows } = await this.store.runStatement('claim job', this.sql.claim, [
+      id,
+      cutoff,
+      maxAttempts,
+      leaseSeconds,
+      EXHAUSTED,
+    ]);
+    const row = rows[0];
+    if (!row) return undefined;
+    return {
       id: row.id,
       name: row.name,
       args: row.args,
       key: row.job_key,
-      attempts: Number(row.attempts),
+      attempt: Number(row.attempts),
       originScope: row.origin_scope,
       originKey: row.origin_key,
-    }));
-    return { jobs, cutoff: rows[0]?.cutoff ?? cutoff };
+      exhausted: row.status === 'dead',
+    };
   }
 
-  /** Deletes exactly these delivered jobs. */
-  async delete(tx: TypeOrmStoreTransaction, ids: string[]): Promise<void> {
-    if (ids.length > 0) await tx.run('delete jobs', this.sql.delete, [ids]);
+  /** @inheritDoc */
+  async deliver(job: ClaimedJob): Promise<JobDelivery | undefined> {
+    const tx = await this.store.openTransaction();
+    try {
+      const { rowCount } = await tx.run('lock job', this.sql.lock, [job.id, job.attempt]);
+      if (rowCount !== 1) {
+        await tx.rollback();
+        return undefined;
+      }
+    } catch (error) {
+      await tx.rollback().catch(() => undefined);
+      throw error;
+    }
+    return {
+      manager: tx.manager,
+      commit: () => tx.commit(),
+      rollback: () => tx.rollback(),
+      abandon: () => tx.abandon(),
+    };
   }
 
-  /**
-   * Records a failed delivery: the job waits `delaySeconds`, or is kept as dead once it has
-   * failed `maxAttempts` times.
-   * @returns whether the job is now dead
-   */
+  /** @inheritDoc */
   async fail(
-    tx: TypeOrmStoreTransaction,
-    id: string,
+    job: ClaimedJob,
     error: string,
     delaySeconds: number,
     maxAttempts: number,
-  ): Promise<boolean> {
-    const { rows } = await tx.run('fail job', this.sql.fail, [
-      id,
+  ): Promise<JobFailureOutcome> {
+    const { rows } = await this.store.runStatement('fail job', this.sql.fail, [
+      job.id,
+      job.attempt,
       error,
       delaySeconds,
       maxAttempts,
     ]);
-    return rows[0]?.status === 'dead';
+    const status = rows[0]?.status;
+    return status === 'dead' ? 'dead' : status === 'pending' ? 'pending' : 'gone';
   }
 
-  /** Dead jobs, oldest first. */
+  /** @inheritDoc */
   async listDead(limit: number): Promise<DeadJob[]> {
     const { rows } = await this.store.runStatement('list dead jobs', this.sql.listDead, [limit]);
     return rows.map((row) => ({
@@ -160,17 +221,22 @@ export class TypeOrmJobStore {
     }));
   }
 
-  /** Puts a dead job back in the queue, due now, with its attempts reset. */
+  /** @inheritDoc */
   async retryDead(id: string): Promise<boolean> {
     return (
       (await this.store.runStatement('retry dead job', this.sql.retryDead, [id])).rowCount === 1
     );
   }
 
-  /** Deletes a dead job for good. */
+  /** @inheritDoc */
   async deleteDead(id: string): Promise<boolean> {
     return (
       (await this.store.runStatement('delete dead job', this.sql.deleteDead, [id])).rowCount === 1
     );
   }
 }
+
+/** The error kept on a job made dead by its claim: its last delivery left no outcome. */
+const EXHAUSTED =
+  'nest-idempotency: no outcome was recorded for the last delivery (the drainer stopped, lost ' +
+  'its connection or could not write the failure), and no attempts are left';
