@@ -17,6 +17,7 @@ import { IdempotencyStore } from './storage/idempotency.store';
 import { readIdempotencyKey } from './utils/parse-idempotency-key';
 import { normaliseScope } from './utils/request-scope';
 import { routeLabelOf } from './utils/route-label';
+import { UnparsedContentTypeWarnings } from './utils/unparsed-content-types';
 
 /** A completed record found by the claim. */
 interface Replay {
@@ -36,8 +37,8 @@ export class IdempotencyInterceptor implements NestInterceptor {
   private readonly logger = new Logger('Idempotency');
   /** Requests already handled: a route decorated on its class and its handler binds it twice. */
   private readonly handled = new WeakSet<object>();
-  /** Content types already warned about as unparsed. */
-  private readonly unparsedTypes = new Set<string>();
+  /** Warns about unparsed bodies once per media type, for a bounded number of types. */
+  private readonly unparsedTypes = new UnparsedContentTypeWarnings(this.logger);
 
   constructor(
     private readonly routes: IdempotencyRouteOptionsResolver,
@@ -165,16 +166,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
       return fingerprintOf(request, route, scope);
     } catch (error) {
       if (!(error instanceof IdempotencyProblemException)) throw error;
-      const type = String(request.headers['content-type']);
-      if (!this.unparsedTypes.has(type)) {
-        this.unparsedTypes.add(type);
-        this.logger.warn(
-          `${request.method} ${request.url}: a "${type}" body was not parsed, so it cannot be ` +
-            'fingerprinted and the request was refused (415). Start Nest with rawBody: true and ' +
-            "add a parser for this type (app.useBodyParser('text') or 'raw' on Express), or " +
-            'refuse the type before this route.',
-        );
-      }
+      this.unparsedTypes.warn(request.headers['content-type'], routeLabelOf(request));
       throw this.reject(error, routeLabelOf(request), scope);
     }
   }
