@@ -4,6 +4,7 @@ import type { OutgoingResponse } from '../utils/response-bytes';
 import { IdempotencyResponseAdapter } from './idempotency-response.adapter';
 import { hookMethod, silenceMethods } from './method-hook';
 import { replayBody, replayHeaders } from './replay-headers';
+import { expressTextContentType } from './wire-content-type';
 import { REPLACED_HEADERS, ResponseCaptureState, failClosed } from './response-capture-state';
 import type { ResponseSink, ResponseSnapshot } from './response-sink.interface';
 
@@ -58,8 +59,13 @@ export class ExpressResponseAdapter extends IdempotencyResponseAdapter {
           return send.call(res, payload);
         }
         const headers = lowerCaseHeaders(res.getHeaders());
-        const bytes = responseBytes(payload, headers['content-type'] as string, 'text/html');
+        const current = headers['content-type'] as string | undefined;
+        const bytes = responseBytes(payload, current, 'text/html');
         if (bytes?.contentType !== undefined) headers['content-type'] = bytes.contentType;
+        // Express rewrites a text body's content type its own way: store what it will write.
+        if (bytes && typeof payload === 'string') {
+          headers['content-type'] = expressTextContentType(current);
+        }
         const outgoing = bytes && { status: res.statusCode, headers, body: bytes.body };
         capture.handOver(outgoing, () => send.call(res, payload), replace);
         return res;
@@ -110,8 +116,15 @@ export class ExpressResponseAdapter extends IdempotencyResponseAdapter {
     const headers = replayHeaders(stored);
     res.statusCode = stored.status;
     for (const [name, value] of Object.entries(headers)) res.setHeader(name, value);
-    // Express's send adds Content-Length and ETag and answers HEAD and conditional requests.
-    res.send(replayBody(stored));
+    const body = replayBody(stored);
+    if (body?.length && stored.headers['content-type'] === undefined) {
+      // Raw code answered without a content type; send would add application/octet-stream.
+      res.setHeader('content-length', body.length);
+      res.end(body);
+    } else {
+      // Express's send adds Content-Length and ETag and answers HEAD and conditional requests.
+      res.send(body);
+    }
     silenceMethods(res, WRITERS);
   }
 

@@ -1,14 +1,11 @@
+import { Readable } from 'node:stream';
 import type { StoredResponse } from '../interfaces/idempotency-record.interface';
-import {
-  isStreamLike,
-  lowerCaseHeaders,
-  responseBytes,
-  withUtf8Charset,
-} from '../utils/response-bytes';
+import { isStreamLike, lowerCaseHeaders, responseBytes } from '../utils/response-bytes';
 import type { OutgoingResponse } from '../utils/response-bytes';
 import { IdempotencyResponseAdapter } from './idempotency-response.adapter';
 import { hookMethod, silenceMethods } from './method-hook';
 import { replayBody, replayHeaders } from './replay-headers';
+import { fastifyContentType } from './wire-content-type';
 import { REPLACED_HEADERS, ResponseCaptureState, failClosed } from './response-capture-state';
 import type { ResponseSink, ResponseSnapshot } from './response-sink.interface';
 
@@ -55,7 +52,14 @@ export class FastifyResponseAdapter extends IdempotencyResponseAdapter {
     reply.code(stored.status);
     for (const [name, value] of Object.entries(headers))
       reply.removeHeader(name).header(name, value);
-    reply.send(replayBody(stored));
+    const body = replayBody(stored);
+    if (body?.length && stored.headers['content-type'] === undefined) {
+      // An answer without a content type (raw code on an Express instance): Fastify gives bytes
+      // application/octet-stream, a stream nothing.
+      reply.header('content-length', body.length).send(Readable.from([body]));
+    } else {
+      reply.send(body);
+    }
     silenceMethods(reply, ['send', 'redirect']);
   }
 
@@ -98,8 +102,14 @@ function fastifyBytes(
     }
     return {
       body: typeof text === 'string' ? Buffer.from(text, 'utf8') : Buffer.from(text),
-      contentType: withUtf8Charset(contentType ?? 'application/json'),
+      contentType: fastifyContentType('serialized', contentType),
     };
   }
-  return responseBytes(payload, contentType, 'text/plain');
+  const bytes = responseBytes(payload, contentType, 'text/plain');
+  // The content type Fastify itself will write (a `text/csv` string keeps no charset).
+  if (typeof payload === 'string')
+    return bytes && { ...bytes, contentType: fastifyContentType('text', contentType) };
+  if (ArrayBuffer.isView(payload))
+    return bytes && { ...bytes, contentType: fastifyContentType('bytes', contentType) };
+  return bytes;
 }
