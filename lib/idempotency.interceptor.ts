@@ -68,7 +68,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
           try {
             const answer =
               claimed instanceof IdempotencyExecution
-                ? claimed.run(next)
+                ? claimed.handle(next)
                 : this.replay(context, claimed);
             answer.subscribe(subscriber);
           } catch (error) {
@@ -124,7 +124,6 @@ export class IdempotencyInterceptor implements NestInterceptor {
       .start(context, route, {
         scope,
         key,
-        fingerprint,
         ownerToken,
         recordId,
         attempt,

@@ -1,4 +1,4 @@
-import { Module } from '@nestjs/common';
+import { Inject, Module } from '@nestjs/common';
 import type { DynamicModule, OnModuleInit, Provider } from '@nestjs/common';
 import type { DataSource } from 'typeorm';
 import { DiscoveryModule, ModuleRef, ModulesContainer } from '@nestjs/core';
@@ -20,7 +20,7 @@ import {
   IdempotencyConfigurableModule,
 } from './idempotency.module-definition';
 import { IdempotencyRouteOptionsResolver } from './idempotency-route-options.resolver';
-import { IDEMPOTENCY_OPTIONS } from './idempotency.tokens';
+import { IDEMPOTENCY_OPTIONS, IDEMPOTENCY_STORE_CAPABILITIES } from './idempotency.tokens';
 import type {
   IdempotencyModuleOptions,
   ResolvedIdempotencyOptions,
@@ -34,6 +34,7 @@ import { IdempotencyMetrics } from './metrics/idempotency-metrics';
 import { IDEMPOTENCY_OPENAPI, documentIdempotentRoutes } from './openapi/idempotency-openapi';
 import { IdempotencyPurgeService } from './purge/idempotency-purge.service';
 import { IdempotencyStore } from './storage/idempotency.store';
+import type { IdempotencyStoreCapabilities } from './storage/idempotency-store.capabilities';
 import { MemoryIdempotencyStore } from './storage/memory-idempotency.store';
 import { TypeOrmIdempotencyStore } from './storage/typeorm/typeorm-idempotency.store';
 import { LocalFirstIdempotencyStore } from './storage/local-first-idempotency.store';
@@ -90,6 +91,12 @@ const providers: Provider[] = [
     inject: [IDEMPOTENCY_OPTIONS, ModuleRef],
   },
   {
+    // Asked once: each feature uses the ability it needs, or is unavailable without it.
+    provide: IDEMPOTENCY_STORE_CAPABILITIES,
+    useFactory: (store: IdempotencyStore) => store.capabilities(),
+    inject: [IdempotencyStore],
+  },
+  {
     // Documents @Idempotent() routes for @nestjs/swagger, when installed (before createDocument).
     provide: IDEMPOTENCY_OPENAPI,
     useFactory: documentIdempotentRoutes,
@@ -140,6 +147,7 @@ const providers: Provider[] = [
     IdempotencyJobs,
     IDEMPOTENCY_OPTIONS,
     IdempotencyStore,
+    IDEMPOTENCY_STORE_CAPABILITIES,
     IdempotencyRouteOptionsResolver,
     ResponseAdapterResolver,
     IdempotencyExecutionFactory,
@@ -154,7 +162,9 @@ const providers: Provider[] = [
 })
 export class IdempotencyModule extends IdempotencyConfigurableModule implements OnModuleInit {
   constructor(
-    private readonly store: IdempotencyStore,
+    @Inject(IDEMPOTENCY_STORE_CAPABILITIES)
+    private readonly capabilities: IdempotencyStoreCapabilities,
+    @Inject(IDEMPOTENCY_OPTIONS) private readonly options: ResolvedIdempotencyOptions,
     private readonly registry: IdempotencyOperationRegistry,
     modules: ModulesContainer,
   ) {
@@ -169,12 +179,13 @@ export class IdempotencyModule extends IdempotencyConfigurableModule implements 
 
   /**
    * Checks the store at bootstrap (DataSource found, PostgreSQL, tables in place) and the
-   * operations and job handlers of the application.
+   * operations and job handlers of the application (each foreign step fits in a lease).
    */
   async onModuleInit(): Promise<void> {
     this.registry.discover();
-    const store = this.store instanceof LocalFirstIdempotencyStore ? this.store.inner : this.store;
-    if (store instanceof TypeOrmIdempotencyStore) await store.verify();
+    const { lockTimeoutSeconds, phases } = this.options;
+    this.registry.checkForeignSteps(lockTimeoutSeconds, phases.foreignStepMarginSeconds);
+    await this.capabilities.verify?.();
   }
 
   /**

@@ -4,7 +4,7 @@ export { Idempotent } from './decorators/idempotent.decorator';
 export { IdempotencyGuard } from './idempotency.guard';
 export { IdempotencyInterceptor } from './idempotency.interceptor';
 export { IdempotencyContext } from './context/idempotency.context';
-export type { IdempotencyRequestIdentity } from './context/idempotency.context';
+export type { IdempotencyRequestIdentity } from './context/idempotency-identity';
 export { IdempotencyEvents } from './events/idempotency.events';
 export type { IdempotencyEvent, IdempotencyEventListener } from './events/idempotency.events';
 export {
@@ -69,7 +69,7 @@ export { IdempotentOperations } from './phases/idempotent-operations.service';
 export type { AbandonedResolution } from './phases/idempotent-operations.service';
 export { IdempotencyCompleter } from './phases/idempotency-completer.service';
 export type { CompleterRunSummary } from './phases/idempotency-completer.service';
-export type { AbandonedOperation } from './storage/typeorm/typeorm-phase.store';
+export type { AbandonedOperation } from './phases/operation-record.store';
 export { IdempotencyJobs } from './jobs/idempotency-jobs.service';
 export type { DrainSummary } from './jobs/idempotency-jobs.service';
 export { IdempotentOperation } from './phases/idempotent-operation.decorator';

@@ -1,30 +1,10 @@
-import { createHash } from 'node:crypto';
 import { Injectable, Logger } from '@nestjs/common';
 import type { EntityManager } from 'typeorm';
 import { IdempotencyError } from '../errors/idempotency-configuration.error';
 import { IdempotencyProblemException } from '../errors/idempotency-problem.exception';
-import { idempotencyRequestStorage } from './idempotency-request-state';
-
-/**
- * The derived key of `label` for a record: SHA-256 (hex) of its stable id and the label.
- * Internal; requests reach it through `IdempotencyContext.derivedKey()`, steps through their
- * context.
- */
-export function deriveKey(recordId: string, label: string): string {
-  return createHash('sha256').update(`${recordId}\u0000${label}`).digest('hex');
-}
-
-/** The identity of the idempotent request being handled. */
-export interface IdempotencyRequestIdentity {
-  /** Caller identity the key belongs to (`''` when none). */
-  scope: string;
-  /** The Idempotency-Key, unquoted. */
-  key: string;
-  /** Stable id of the record, kept across releases, takeovers and restarts. */
-  recordId: string;
-  /** 1 on the first run of the key; more when it runs again after a release or takeover. */
-  attempt: number;
-}
+import { deriveKey } from './idempotency-identity';
+import type { IdempotencyRequestIdentity } from './idempotency-identity';
+import { idempotencyRunStorage } from './idempotency-run-scope';
 
 /**
  * What a handler (or any service it calls) can learn about the current idempotent request,
@@ -45,10 +25,8 @@ export class IdempotencyContext {
    * The identity of the current request, or `undefined` outside an idempotent handler.
    */
   get identity(): IdempotencyRequestIdentity | undefined {
-    const state = idempotencyRequestStorage.getStore();
-    if (!state) return undefined;
-    const { scope, key, recordId, attempt } = state;
-    return { scope, key, recordId, attempt };
+    const identity = idempotencyRunStorage.getStore()?.run.identity;
+    return identity && { ...identity };
   }
 
   /**
@@ -60,7 +38,7 @@ export class IdempotencyContext {
    *   the client gets it as problem+json and the key is released; what to fix is logged.
    */
   get entityManager(): EntityManager {
-    const manager = idempotencyRequestStorage.getStore()?.manager;
+    const manager = idempotencyRunStorage.getStore()?.manager;
     if (!manager) {
       const message =
         'nest-idempotency: no transaction here. IdempotencyContext.entityManager is only ' +
@@ -83,12 +61,12 @@ export class IdempotencyContext {
    * @throws IdempotencyError outside an idempotent handler
    */
   derivedKey(label: string): string {
-    const state = idempotencyRequestStorage.getStore();
-    if (!state) {
+    const scope = idempotencyRunStorage.getStore();
+    if (!scope) {
       throw new IdempotencyError(
         'nest-idempotency: derivedKey() was called outside an @Idempotent() handler.',
       );
     }
-    return deriveKey(state.recordId, label);
+    return deriveKey(scope.run.identity.recordId, label);
   }
 }

@@ -1,4 +1,4 @@
-import { idempotencyRequestStorage } from '../context/idempotency-request-state';
+import { idempotencyRunStorage } from '../context/idempotency-run-scope';
 import { IDEMPOTENT_CLASS_METADATA } from '../idempotency.constants';
 
 const MARKED = Symbol('nest-idempotency:marks-handler-start');
@@ -15,7 +15,7 @@ export function markingStart(
   original: (...args: unknown[]) => unknown,
 ): (...args: unknown[]) => unknown {
   const wrapped = function (this: unknown, ...args: unknown[]) {
-    const state = idempotencyRequestStorage.getStore();
+    const state = idempotencyRunStorage.getStore();
     if (state) state.handlerStarted = true;
     return original.apply(this, args);
   };

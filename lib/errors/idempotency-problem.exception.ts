@@ -15,7 +15,8 @@ export type IdempotencyErrorCode =
   | 'idempotency_transaction_unavailable'
   | 'idempotency_retry_later'
   | 'idempotency_operation_abandoned'
-  | 'idempotency_operation_unavailable';
+  | 'idempotency_operation_unavailable'
+  | 'idempotency_operation_input_invalid';
 
 const PROBLEMS: Record<IdempotencyErrorCode, { status: number; title: string }> = {
   idempotency_key_missing: {
@@ -57,6 +58,10 @@ const PROBLEMS: Record<IdempotencyErrorCode, { status: number; title: string }> 
   idempotency_operation_abandoned: {
     status: HttpStatus.CONFLICT,
     title: 'The operation for this Idempotency-Key was abandoned',
+  },
+  idempotency_operation_input_invalid: {
+    status: HttpStatus.BAD_REQUEST,
+    title: 'The operation input cannot be stored',
   },
   idempotency_operation_unavailable: {
     status: HttpStatus.INTERNAL_SERVER_ERROR,
@@ -193,6 +198,15 @@ export class IdempotencyProblemException extends HttpException {
   /** An operation could not run as declared (not registered, wrong route, no TypeORM store). */
   static operationUnavailable(detail: string): IdempotencyProblemException {
     return new IdempotencyProblemException('idempotency_operation_unavailable', detail);
+  }
+
+  /**
+   * An operation's input cannot be stored as given (PostgreSQL's JSON refuses a `\u0000` in a
+   * string); nothing ran, and the same input gets the same answer.
+   * @param detail - what is wrong with it, without echoing it
+   */
+  static operationInputInvalid(detail: string): IdempotencyProblemException {
+    return new IdempotencyProblemException('idempotency_operation_input_invalid', detail);
   }
 
   /** The body was not parsed by the application, so it cannot be compared with a retry's. */

@@ -60,7 +60,11 @@ export type IdempotencyEvent =
       key: string;
       operation: string;
       recoveryPoint: string | null;
-      reason: 'max_age' | 'expired';
+      /**
+       * `max_age`: too old to resume; `expired`: past its TTL when the purge ran;
+       * `unrecordable`: a foreign step's outcome could not be stored, so it is not called again.
+       */
+      reason: 'max_age' | 'expired' | 'unrecordable';
     }
   /** The completer took over an unfinished operation, and how its run ended. */
   | {

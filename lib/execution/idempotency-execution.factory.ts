@@ -1,6 +1,5 @@
 import { Inject, Injectable, Logger } from '@nestjs/common';
 import type { ExecutionContext } from '@nestjs/common';
-import type { IdempotencyRequestState } from '../context/idempotency-request-state';
 import { isHandlerStartMarked } from '../decorators/handler-start';
 import { IdempotencyEvents } from '../events/idempotency.events';
 import type { IdempotencyEvent } from '../events/idempotency.events';
@@ -12,13 +11,13 @@ import type {
 } from '../interfaces/idempotency-module-options.interface';
 import { IdempotencyStore } from '../storage/idempotency.store';
 import { IdempotencyExecution } from './idempotency-execution';
+import { IdempotencyRun } from './idempotency-run';
 import { IdempotencyMetrics } from '../metrics/idempotency-metrics';
 
 /** A key this request won in the store. */
 export interface WonClaim {
   scope: string;
   key: string;
-  fingerprint: string;
   ownerToken: string;
   recordId: string;
   attempt: number;
@@ -46,7 +45,8 @@ export class IdempotencyExecutionFactory {
   ) {}
 
   /**
-   * Starts the execution of a claimed request: lease heartbeat, transaction, response capture.
+   * Starts the execution of a claimed request: its run (lease renewed from the claim on), its
+   * transaction, the response capture.
    * @throws when the store cannot open the transaction (the key is then given back)
    */
   async start(
@@ -58,20 +58,30 @@ export class IdempotencyExecutionFactory {
     const request = http.getRequest();
     const response = http.getResponse();
     const adapter = this.responses.get();
-    const { scope, key, fingerprint, ownerToken, recordId, attempt } = claim;
-    const state: IdempotencyRequestState = {
-      scope,
-      key,
-      fingerprint,
-      recordId,
-      attempt,
-      handlerStarted: false,
+    const { scope, key, ownerToken, recordId, attempt, label } = claim;
+    // This request's events carry its route.
+    const events = {
+      emit: (event: IdempotencyEvent) =>
+        this.events.emit({ ...event, route: label } as IdempotencyEvent),
     };
-    const { label } = claim;
-    const execution = new IdempotencyExecution({ scope, key, ownerToken }, state, route, {
+    const run = IdempotencyRun.begin({
       store: this.store,
-      // This request's events carry its route.
-      events: { emit: (event) => this.events.emit({ ...event, route: label } as IdempotencyEvent) },
+      ref: { scope, key, ownerToken },
+      identity: { scope, key, recordId, attempt },
+      settings: { ttlSeconds: route.ttlSeconds, replayHeaders: route.replayHeaders },
+      completion: route.transactional ? 'transaction' : 'response',
+      lockTimeoutSeconds: route.lockTimeoutSeconds,
+      maxLockHoldSeconds: route.maxLockHoldSeconds,
+      claimedAt: claim.claimedAt,
+      onLost: () => {
+        events.emit({ type: 'lock_lost', scope, key, during: 'renew' });
+        this.logger.warn('Lost the lease of an idempotent request during renew');
+      },
+      onError: (error) => events.emit({ type: 'store_error', operation: 'renew', error }),
+    });
+    const execution = new IdempotencyExecution(run, route, {
+      store: this.store,
+      events,
       recordCompletion: (seconds, stored) => this.metrics.completed(label, seconds, stored),
       logger: this.logger,
       problemTypeBaseUri: this.options.problemTypeBaseUri,
@@ -82,7 +92,7 @@ export class IdempotencyExecutionFactory {
       startMarked: isHandlerStartMarked(context.getHandler()),
     });
     try {
-      await execution.begin(claim.claimedAt);
+      await execution.begin();
     } catch (error) {
       await execution.abort();
       throw error;

@@ -1,7 +1,7 @@
 import type { CallHandler, Logger } from '@nestjs/common';
 import { Observable } from 'rxjs';
-import { idempotencyRequestStorage } from '../context/idempotency-request-state';
-import type { IdempotencyRequestState } from '../context/idempotency-request-state';
+import { idempotencyRunStorage } from '../context/idempotency-run-scope';
+import type { IdempotencyRunScope } from '../context/idempotency-run-scope';
 import { IdempotencyProblemException } from '../errors/idempotency-problem.exception';
 import type { IdempotencyErrorBodyRenderer } from '../errors/idempotency-problem.exception';
 import { renderProblem } from '../errors/render-problem';
@@ -9,7 +9,6 @@ import type { IdempotencyEvents } from '../events/idempotency.events';
 import type { ResponseSink, ResponseSnapshot } from '../http/response-sink.interface';
 import type { IdempotencyRouteOptions } from '../interfaces/idempotency-module-options.interface';
 import type {
-  IdempotencyRecordRef,
   IdempotencyStoreTransaction,
   StoredResponse,
 } from '../interfaces/idempotency-record.interface';
@@ -17,7 +16,7 @@ import type { IdempotencyStore } from '../storage/idempotency.store';
 import type { OutgoingResponse } from '../utils/response-bytes';
 import { renderHandlerOutcome } from './handler-outcome';
 import type { HandlerOutcome } from './handler-outcome';
-import { LeaseHeartbeat } from './lease-heartbeat';
+import type { IdempotencyRun } from './idempotency-run';
 
 /** What an execution needs from its surroundings; built by `IdempotencyExecutionFactory`. */
 export interface IdempotencyExecutionDeps {
@@ -53,20 +52,25 @@ const INTERNAL_ERROR: OutgoingResponse = {
 type Phase = 'begun' | 'running' | 'settled' | 'deciding' | 'done';
 
 /**
- * One claimed request, from its claim to its end: its lease, its transaction, its handler's
- * own settlement, its response and whether that response is stored or the key released. Every
- * rule about one request's life is here:
+ * One claimed request, from its claim to its end: its run (the record's ref, identity and
+ * lease), its transaction, its handler's own settlement, its response and whether that
+ * response is stored or the key released. Every rule about one request's life is here. What
+ * "stored" means is the run's completion, fixed when the run began: `response` (the plain
+ * completion), `transaction` (inside the handler's transaction, which then commits), or
+ * `operation` (an operation in phases took the run over; only its last step completes the
+ * record):
  *
  * | phase    | event                                                   | what happens                                                                  |
  * | -------- | ------------------------------------------------------- | ----------------------------------------------------------------------------- |
- * | begun    | `begin()`                                               | lease heartbeat on; a transactional route opens its transaction               |
+ * | begun    | `begin()` (the run's lease is already renewed)          | a run completed in a transaction opens it                                     |
  * | running  | the handler's own code writes a response (`@Res()`)     | held until the handler settles, then decided                                  |
  * | running  | a response leaves from elsewhere (outer timeout's 408)  | written as it is, not stored; the key stays claimed                           |
  * | running  | the response streams (chunks, a file)                   | noted; decided when the handler settles                                       |
  * | running  | the handler settles (completes or throws)               | a throw rolls the transaction back; a held response is decided (or, when the handler threw after writing it, its failure is); after an early response the handler's own outcome is decided; after a stream the key is released; else → settled |
  * | settled  | the response is about to be written                     | decided, then written                                                         |
  * | settled  | the response streamed                                   | key released                                                                  |
- * | deciding | —                                                       | heartbeat stops; rejected before the handler started → record deleted; not bytes → released (warned once per route); status not final → released; final → stored (in the transaction, which then commits) before it is written |
+ * | deciding | completion `operation`                                  | heartbeat stops; once the operation settles: it completed → its stored response is the answer; it released, lost or abandoned the record in its own commits → nothing more is done; it threw → released at its recovery point, and the handler's answer (never stored) is written |
+ * | deciding | completion `response` or `transaction`                  | heartbeat stops; rejected before the handler started → record deleted; not bytes → released (warned once per route); status not final → released; final → stored (in the transaction, which then commits) before it is written |
  * | done     | anything                                                | ignored                                                                       |
  *
  * The key is therefore held until the handler's own work has settled, whoever wrote a
@@ -80,47 +84,30 @@ export class IdempotencyExecution implements ResponseSink {
   private streamed = false;
   private subscribed = false;
   private transaction?: IdempotencyStoreTransaction;
-  private readonly heartbeat: LeaseHeartbeat;
+  /** What the handler (and the services it calls) reach through `IdempotencyContext`. */
+  readonly runScope: IdempotencyRunScope;
 
   /**
-   * @param ref - the claimed record and this execution's owner token
-   * @param state - what the handler can read through `IdempotencyContext`
+   * @param run - the run begun on the claimed record (its lease is renewed from then on)
    * @param route - options in force for the route
    * @param deps - services and facts about the route
    */
   constructor(
-    readonly ref: IdempotencyRecordRef,
-    readonly state: IdempotencyRequestState,
+    readonly run: IdempotencyRun,
     private readonly route: IdempotencyRouteOptions,
     private readonly deps: IdempotencyExecutionDeps,
   ) {
-    this.heartbeat = new LeaseHeartbeat(
-      deps.store,
-      ref,
-      route.lockTimeoutSeconds,
-      route.maxLockHoldSeconds,
-      () => this.emitLockLost('renew'),
-      (error) => deps.events.emit({ type: 'store_error', operation: 'renew', error }),
-    );
-    state.operationRun = {
-      ref,
-      lease: this.heartbeat,
-      ttlSeconds: route.ttlSeconds,
-      replayHeaders: route.replayHeaders,
-      transactional: route.transactional,
-    };
+    this.runScope = { run, handlerStarted: false };
   }
 
   /**
-   * Starts the lease heartbeat and, on transactional routes, opens the transaction.
-   * @param claimedAt - `Date.now()` when the claim was sent (the lease counts from there)
+   * Opens the transaction of a run completed in it (a `transactional: true` route).
    * @throws when the store cannot open the transaction; call `abort()` then
    */
-  async begin(claimedAt?: number): Promise<void> {
-    this.heartbeat.start(claimedAt);
-    if (!this.route.transactional) return;
+  async begin(): Promise<void> {
+    if (this.run.completion !== 'transaction') return;
     this.transaction = await this.deps.store.beginTransaction();
-    this.state.manager = this.transaction.manager;
+    this.runScope.manager = this.transaction.manager;
   }
 
   /** Gives the key back when the handler never ran (`begin()` failed, or nobody subscribed). */
@@ -133,7 +120,7 @@ export class IdempotencyExecution implements ResponseSink {
    * listening (an outer `timeout()`), because its outcome decides what happens to the key.
    * @param next - the handler, as the interceptor received it
    */
-  run(next: CallHandler): Observable<unknown> {
+  handle(next: CallHandler): Observable<unknown> {
     return new Observable((subscriber) => {
       if (this.subscribed) {
         // An outer retry() would run the handler a second time under one claim.
@@ -143,7 +130,7 @@ export class IdempotencyExecution implements ResponseSink {
       this.subscribed = true;
       this.phase = 'running';
       let last: unknown;
-      idempotencyRequestStorage.run(this.state, () =>
+      idempotencyRunStorage.run(this.runScope, () =>
         next.handle().subscribe({
           next: (value) => {
             last = value;
@@ -165,7 +152,7 @@ export class IdempotencyExecution implements ResponseSink {
     if (this.phase !== 'begun' && this.phase !== 'running') return Promise.resolve(undefined);
     if (outgoing === undefined) {
       this.streamed = true;
-    } else if (idempotencyRequestStorage.getStore() === this.state) {
+    } else if (idempotencyRunStorage.getStore() === this.runScope) {
       // Written by the handler's own code (@Res()): stored once the handler has settled.
       return new Promise((answer) => (this.held = { outgoing, answer }));
     } else {
@@ -211,6 +198,8 @@ export class IdempotencyExecution implements ResponseSink {
   private async decideOwnOutcome(outcome: HandlerOutcome): Promise<OutgoingResponse | undefined> {
     const own = renderHandlerOutcome(outcome, this.deps.before, this.deps.textContentType);
     if (own || outcome.kind === 'value') return (await this.decide(own)) ?? own;
+    if (this.run.completion === 'operation')
+      return (await this.decide(undefined)) ?? INTERNAL_ERROR;
     await this.conclude('retry', 'not_final');
     return INTERNAL_ERROR;
   }
@@ -221,7 +210,7 @@ export class IdempotencyExecution implements ResponseSink {
     reason: 'not_final' | 'rejected_before_handler',
   ): Promise<void> {
     this.phase = 'deciding';
-    this.heartbeat.stop();
+    this.run.lease.stop();
     await this.release(mode, reason);
     this.phase = 'done';
   }
@@ -231,10 +220,9 @@ export class IdempotencyExecution implements ResponseSink {
   ): Promise<OutgoingResponse | undefined> {
     if (this.phase === 'deciding' || this.phase === 'done') return undefined;
     this.phase = 'deciding';
-    this.heartbeat.stop();
+    this.run.lease.stop();
     try {
-      const concluded = this.state.operationRun?.concluded;
-      if (concluded) return this.concludedByOperation(concluded, outgoing);
+      if (this.run.completion === 'operation') return await this.concludeOperation(outgoing);
       if (!this.handlerStarted()) {
         await this.release('forget', 'rejected_before_handler');
         return undefined;
@@ -256,24 +244,28 @@ export class IdempotencyExecution implements ResponseSink {
   }
 
   /**
-   * An operation in phases already stored its response or gave the key back, in its own
-   * commits: the client gets exactly the stored response, or the handler's answer (a 503 to
-   * retry later, a 409 for a lost lease) with nothing more done to the record.
+   * The run's operation concludes it. Once the operation settles: one that finished stored its
+   * response in its own last commit, and the client gets exactly that response; one that
+   * released, lost or abandoned the record did so in its own commits, and the client gets the
+   * handler's answer (a 503 to retry later, a 409) with nothing more done; one that threw left
+   * the record at its recovery point, where it is released — never completed with the
+   * handler's answer, which a retry would otherwise replay for an unfinished operation.
    */
-  private concludedByOperation(
-    concluded: NonNullable<NonNullable<IdempotencyRequestState['operationRun']>['concluded']>,
+  private async concludeOperation(
     outgoing: OutgoingResponse | undefined,
-  ): OutgoingResponse | undefined {
-    if (concluded.kind === 'completed') {
-      this.emitExecuted(concluded.outgoing.status, true);
-      return concluded.outgoing;
+  ): Promise<OutgoingResponse | undefined> {
+    const conclusion = await this.run.operationConclusion();
+    if (conclusion?.kind === 'completed') {
+      this.emitExecuted(conclusion.outgoing.status, true);
+      return conclusion.outgoing;
     }
+    if (conclusion?.kind === 'failed') await this.release('retry', 'not_final');
     if (outgoing) this.emitExecuted(outgoing.status, false);
     return undefined;
   }
 
   private handlerStarted(): boolean {
-    return this.outcome?.kind === 'value' || this.state.handlerStarted || !this.deps.startMarked;
+    return this.outcome?.kind === 'value' || this.runScope.handlerStarted || !this.deps.startMarked;
   }
 
   private async store(outgoing: OutgoingResponse): Promise<OutgoingResponse> {
@@ -284,7 +276,7 @@ export class IdempotencyExecution implements ResponseSink {
     let owned = false;
     const started = performance.now();
     try {
-      owned = await this.deps.store.complete(this.ref, stored, this.route.ttlSeconds);
+      owned = await this.deps.store.complete(this.run.ref, stored, this.route.ttlSeconds);
       this.deps.recordCompletion?.((performance.now() - started) / 1000, owned);
       if (!owned) this.emitLockLost('complete');
     } catch (error) {
@@ -310,7 +302,7 @@ export class IdempotencyExecution implements ResponseSink {
     let owned: boolean;
     const started = performance.now();
     try {
-      owned = await transaction.complete(this.ref, stored, this.route.ttlSeconds);
+      owned = await transaction.complete(this.run.ref, stored, this.route.ttlSeconds);
       if (owned) await transaction.commit();
       else await transaction.rollback();
       this.deps.recordCompletion?.((performance.now() - started) / 1000, owned);
@@ -340,8 +332,8 @@ export class IdempotencyExecution implements ResponseSink {
   private problem(exception: IdempotencyProblemException): OutgoingResponse {
     this.deps.events.emit({
       type: 'rejected',
-      scope: this.ref.scope,
-      key: this.ref.key,
+      scope: this.run.ref.scope,
+      key: this.run.ref.key,
       code: exception.code,
       status: exception.getStatus(),
     });
@@ -354,11 +346,11 @@ export class IdempotencyExecution implements ResponseSink {
   ): Promise<void> {
     await this.rollback();
     try {
-      if (await this.deps.store.release(this.ref, mode)) {
+      if (await this.deps.store.release(this.run.ref, mode)) {
         this.deps.events.emit({
           type: 'released',
-          scope: this.ref.scope,
-          key: this.ref.key,
+          scope: this.run.ref.scope,
+          key: this.run.ref.key,
           reason,
         });
       } else {
@@ -384,16 +376,17 @@ export class IdempotencyExecution implements ResponseSink {
   private emitExecuted(status: number, stored: boolean): void {
     this.deps.events.emit({
       type: 'executed',
-      scope: this.ref.scope,
-      key: this.ref.key,
+      scope: this.run.ref.scope,
+      key: this.run.ref.key,
       status,
       stored,
-      attempt: this.state.attempt,
+      attempt: this.run.identity.attempt,
     });
   }
 
-  private emitLockLost(during: 'renew' | 'complete' | 'release'): void {
-    this.deps.events.emit({ type: 'lock_lost', scope: this.ref.scope, key: this.ref.key, during });
+  private emitLockLost(during: 'complete' | 'release'): void {
+    const { scope, key } = this.run.ref;
+    this.deps.events.emit({ type: 'lock_lost', scope, key, during });
     this.deps.logger.warn(`Lost the lease of an idempotent request during ${during}`);
   }
 }

@@ -1,6 +1,9 @@
 import type { IdempotencyRecordRef } from '../interfaces/idempotency-record.interface';
 import type { IdempotencyStore } from '../storage/idempotency.store';
 
+/** How much less than asked a freshly renewed lease may leave (its round trip), in ms. */
+export const RENEWAL_TOLERANCE_MS = 1000;
+
 /**
  * Renews the lease of one in-flight record every third of `lockTimeoutSeconds` while its
  * handler runs, and gives up after `maxLockHoldSeconds` so a hung handler's key can be taken
@@ -74,7 +77,10 @@ export class LeaseHeartbeat {
     if (this.remainingMs() >= ms) return true;
     if (ms > this.lockTimeoutSeconds * 1000) return false;
     await this.renew();
-    return !this.lostWith && this.remainingMs() >= ms;
+    // A lease just renewed is a whole lease less the renewal's round trip: a step that needs
+    // exactly a whole lease (checked at bootstrap) may start with up to RENEWAL_TOLERANCE_MS
+    // less, which its margin (phases.foreignStepMarginSeconds) covers.
+    return !this.lostWith && this.remainingMs() >= ms - RENEWAL_TOLERANCE_MS;
   }
 
   /** Stops renewing (and watching the lease); safe to call more than once. */

@@ -1,12 +1,8 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { HealthIndicatorService } from '@nestjs/terminus';
 import type { HealthIndicatorResult } from '@nestjs/terminus';
-import { IDEMPOTENCY_OPTIONS } from '../idempotency.tokens';
-import type { ResolvedIdempotencyOptions } from '../interfaces/idempotency-module-options.interface';
-import { IdempotencyStore } from '../storage/idempotency.store';
-import { LocalFirstIdempotencyStore } from '../storage/local-first-idempotency.store';
-import { readTableHealth } from '../storage/typeorm/typeorm-health.query';
-import { TypeOrmIdempotencyStore } from '../storage/typeorm/typeorm-idempotency.store';
+import { IDEMPOTENCY_STORE_CAPABILITIES } from '../idempotency.tokens';
+import type { IdempotencyStoreCapabilities } from '../storage/idempotency-store.capabilities';
 
 /** Bounds of `IdempotencyHealthIndicator.isHealthy()`; each has a default. */
 export interface IdempotencyHealthOptions {
@@ -51,8 +47,8 @@ const COUNT_LIMIT = 100_000;
 export class IdempotencyHealthIndicator {
   constructor(
     private readonly indicator: HealthIndicatorService,
-    private readonly store: IdempotencyStore,
-    @Inject(IDEMPOTENCY_OPTIONS) private readonly options: ResolvedIdempotencyOptions,
+    @Inject(IDEMPOTENCY_STORE_CAPABILITIES)
+    private readonly capabilities: IdempotencyStoreCapabilities,
   ) {}
 
   /**
@@ -67,13 +63,11 @@ export class IdempotencyHealthIndicator {
   ): Promise<HealthIndicatorResult<Key>> {
     const session = this.indicator.check(key);
     const limits = { ...DEFAULT_IDEMPOTENCY_HEALTH_OPTIONS, ...definedOnly(bounds) };
-    const inner = this.store instanceof LocalFirstIdempotencyStore ? this.store.inner : this.store;
-    if (!(inner instanceof TypeOrmIdempotencyStore)) {
-      return session.up({ store: 'not checked (not the TypeORM store)' });
-    }
+    const query = this.capabilities.health;
+    if (!query) return session.up({ store: 'not checked (the store reports no health counts)' });
     let health;
     try {
-      health = await readTableHealth(inner, this.options.tableName, COUNT_LIMIT, limits.timeoutMs);
+      health = await query.read(COUNT_LIMIT, limits.timeoutMs);
     } catch (error) {
       return session.down({ message: `store unavailable: ${(error as Error)?.message ?? error}` });
     }

@@ -7,4 +7,4 @@ export {
   IdempotencyHealthIndicator,
 } from './idempotency-health.indicator';
 export type { IdempotencyHealthOptions } from './idempotency-health.indicator';
-export type { IdempotencyTableHealth } from '../storage/typeorm/typeorm-health.query';
+export type { IdempotencyTableHealth } from '../storage/idempotency-store.capabilities';

@@ -45,6 +45,7 @@ const CODES: Record<IdempotencyErrorCode, true> = {
   idempotency_retry_later: true,
   idempotency_operation_abandoned: true,
   idempotency_operation_unavailable: true,
+  idempotency_operation_input_invalid: true,
 };
 export const IDEMPOTENCY_ERROR_CODES = Object.keys(CODES) as IdempotencyErrorCode[];
 

@@ -1,17 +1,17 @@
 import { Inject, Injectable, Logger } from '@nestjs/common';
 import type { OnApplicationBootstrap, OnApplicationShutdown } from '@nestjs/common';
 import { ModuleRef } from '@nestjs/core';
-import { idempotencyRequestStorage } from '../context/idempotency-request-state';
+import { idempotencyRunStorage } from '../context/idempotency-run-scope';
 import { IdempotencyEvents } from '../events/idempotency.events';
-import { LeaseHeartbeat } from '../execution/lease-heartbeat';
+import { IdempotencyRun } from '../execution/idempotency-run';
+import type { OperationRunResult } from '../execution/idempotency-run';
 import { IDEMPOTENCY_OPTIONS } from '../idempotency.tokens';
 import type { ResolvedIdempotencyOptions } from '../interfaces/idempotency-module-options.interface';
 import { PeriodicTask } from '../scheduling/periodic-task';
 import { IdempotencyStore } from '../storage/idempotency.store';
-import type { OperationRecordRow } from '../storage/typeorm/typeorm-phase.store';
 import { IdempotencyPhaseEngine } from './idempotency-phase-engine';
 import type { PhaseEngineParts } from './idempotency-phase-engine';
-import type { OperationRunResult } from './operation-runner';
+import type { OperationRecordRow } from './operation-record.store';
 import { IdempotencyOperationRegistry } from './operation-registry';
 
 /** What one completer run did. */
@@ -75,7 +75,7 @@ export class IdempotencyCompleter implements OnApplicationBootstrap, OnApplicati
     const parts = this.engine.parts;
     if (!parts) return { taken: 0, completed: 0, abandoned: 0 };
     const { completer, phases, lockTimeoutSeconds } = this.options;
-    const abandoned = await parts.phases.abandonOld(completer.batchSize, phases.maxAgeSeconds);
+    const abandoned = await parts.operations.abandonOld(completer.batchSize, phases.maxAgeSeconds);
     for (const row of abandoned) {
       this.events.emit({
         type: 'operation_abandoned',
@@ -87,7 +87,7 @@ export class IdempotencyCompleter implements OnApplicationBootstrap, OnApplicati
       });
     }
     const claimedAt = Date.now();
-    const taken = await parts.phases.takeOver(
+    const taken = await parts.operations.takeOver(
       completer.batchSize,
       completer.afterSeconds,
       phases.maxAgeSeconds,
@@ -95,9 +95,9 @@ export class IdempotencyCompleter implements OnApplicationBootstrap, OnApplicati
     );
     let completed = 0;
     // Every lease taken is renewed from now on, while the records are run one after another.
-    const leases = taken.map((row) => this.leaseOf(row, claimedAt));
+    const runs = taken.map((row) => this.begin(row, claimedAt));
     for (const [index, row] of taken.entries()) {
-      const outcome = await this.complete(parts, row, leases[index]);
+      const outcome = await this.complete(parts, row, runs[index]);
       if (outcome === 'completed') completed++;
       this.events.emit({
         type: 'operation_completed_by_completer',
@@ -110,50 +110,41 @@ export class IdempotencyCompleter implements OnApplicationBootstrap, OnApplicati
     return { taken: taken.length, completed, abandoned: abandoned.length };
   }
 
-  private refOf(row: OperationRecordRow) {
-    return { scope: row.scope, key: row.key, ownerToken: row.ownerToken! };
-  }
-
-  private leaseOf(row: OperationRecordRow, claimedAt: number): LeaseHeartbeat {
-    const { lockTimeoutSeconds, maxLockHoldSeconds } = this.options;
-    const lease = new LeaseHeartbeat(
-      this.store,
-      this.refOf(row),
+  /**
+   * Begins the run of a record just taken over, as a request begins one: its lease renewed
+   * from `claimedAt`, its completion the operation's, with the settings of the route that
+   * started it (the module's for records older than those settings).
+   */
+  private begin(row: OperationRecordRow, claimedAt: number): IdempotencyRun {
+    const { lockTimeoutSeconds, maxLockHoldSeconds, ttlSeconds, replayHeaders } = this.options;
+    return IdempotencyRun.begin({
+      store: this.store,
+      ref: { scope: row.scope, key: row.key, ownerToken: row.ownerToken! },
+      identity: { scope: row.scope, key: row.key, recordId: row.recordId, attempt: row.attempt },
+      settings: row.settings ?? { ttlSeconds, replayHeaders },
+      completion: 'operation',
       lockTimeoutSeconds,
       maxLockHoldSeconds,
-      () => this.logger.warn(`Lost the lease of an operation it was completing (${row.operation})`),
-      (error) => this.events.emit({ type: 'store_error', operation: 'renew', error }),
-    );
-    lease.start(claimedAt);
-    return lease;
+      claimedAt,
+      onLost: () =>
+        this.logger.warn(`Lost the lease of an operation it was completing (${row.operation})`),
+      onError: (error) => this.events.emit({ type: 'store_error', operation: 'renew', error }),
+    });
   }
 
   private async complete(
     parts: PhaseEngineParts,
     row: OperationRecordRow,
-    lease: LeaseHeartbeat,
+    run: IdempotencyRun,
   ): Promise<OperationRunResult['kind'] | 'failed'> {
-    const ref = this.refOf(row);
-    const { ttlSeconds, replayHeaders } = this.options;
-    const identity = {
-      scope: row.scope,
-      key: row.key,
-      recordId: row.recordId,
-      attempt: row.attempt,
-    };
-    // Steps (and services they call) read the request's identity as they would in a request.
-    const state = {
-      ...identity,
-      fingerprint: '',
-      handlerStarted: true,
-      operationRun: { ref, lease, ttlSeconds, replayHeaders, transactional: false },
-    };
     try {
       const operation = this.registry.findOperation(row.operation);
       if (!operation) throw new Error(`no operation "${row.operation}" is registered`);
-      const result = await idempotencyRequestStorage.run(state, () =>
-        // The stored input is used: the completer has no request.
-        parts.runner.run(operation, null, { ref, lease, identity, ttlSeconds, replayHeaders }),
+      // Steps (and services they call) reach the run through IdempotencyContext, as in a request;
+      // the stored input is used.
+      const scope = { run, handlerStarted: false };
+      const result = await idempotencyRunStorage.run(scope, () =>
+        run.operate(() => parts.runner.run(operation, null, run)),
       );
       return result.kind;
     } catch (error) {
@@ -162,10 +153,11 @@ export class IdempotencyCompleter implements OnApplicationBootstrap, OnApplicati
           `${this.options.completer.afterSeconds} s`,
         error as Error,
       );
-      await this.store.release(ref, 'retry').catch(() => undefined);
+      // Released at its recovery point, as a request's failed operation is.
+      await this.store.release(run.ref, 'retry').catch(() => undefined);
       return 'failed';
     } finally {
-      lease.stop();
+      run.lease.stop();
     }
   }
 }

@@ -1,11 +1,11 @@
 import { Inject, Injectable } from '@nestjs/common';
 import type { Type } from '@nestjs/common';
-import { idempotencyRequestStorage } from '../context/idempotency-request-state';
+import { idempotencyRunStorage } from '../context/idempotency-run-scope';
 import { IdempotencyError } from '../errors/idempotency-configuration.error';
 import { IdempotencyProblemException } from '../errors/idempotency-problem.exception';
 import { IDEMPOTENCY_OPTIONS } from '../idempotency.tokens';
 import type { ResolvedIdempotencyOptions } from '../interfaces/idempotency-module-options.interface';
-import type { AbandonedOperation } from '../storage/typeorm/typeorm-phase.store';
+import type { AbandonedOperation } from './operation-record.store';
 import { responseBytes } from '../utils/response-bytes';
 import { IdempotencyPhaseEngine } from './idempotency-phase-engine';
 import type { PhaseEngineParts } from './idempotency-phase-engine';
@@ -51,38 +51,24 @@ export class IdempotentOperations {
    * @throws IdempotencyProblemException 503 `idempotency_retry_later` when a step asked to be
    *   retried later (the key was released), 409 `idempotency_key_in_use` when another owner took
    *   the key over, 409 `idempotency_operation_abandoned` when the operation is too old to
-   *   resume, 500 `idempotency_operation_unavailable` when it cannot run here
+   *   resume, 400 `idempotency_operation_input_invalid` when the input cannot be stored (a NUL
+   *   character in a string), 500 `idempotency_operation_unavailable` when it cannot run here
    * @throws IdempotencyError outside an `@Idempotent()` handler
    */
   async run<Input>(
     operation: Type<IdempotencyOperation<Input>> | string,
     input: Input,
   ): Promise<unknown> {
-    const state = idempotencyRequestStorage.getStore();
-    const slot = state?.operationRun;
-    if (!state || !slot) {
+    const run = idempotencyRunStorage.getStore()?.run;
+    if (!run) {
       throw new IdempotencyError(
         'nest-idempotency: IdempotentOperations.run() was called outside an @Idempotent() handler.',
       );
     }
-    if (slot.transactional) {
-      throw IdempotencyProblemException.operationUnavailable(
-        'Operations in phases run their own short transactions: use @Idempotent() without ' +
-          'transactional: true on this route.',
-      );
-    }
     const { runner } = this.parts();
     const registered = this.registry.operation(operation as Type<IdempotencyOperation> | string);
-    const { ref, lease, ttlSeconds, replayHeaders } = slot;
-    const { scope, key, recordId, attempt } = state;
-    const result = await runner.run(registered, input, {
-      ref,
-      lease,
-      identity: { scope, key, recordId, attempt },
-      ttlSeconds,
-      replayHeaders,
-    });
-    slot.concluded = result;
+    // From here on the operation concludes the run, whatever the handler does with this result.
+    const result = await run.operate(() => runner.run(registered, input, run));
     const { retryAfterSeconds } = this.options;
     switch (result.kind) {
       case 'completed':
@@ -103,33 +89,47 @@ export class IdempotentOperations {
    * @param limit - at most this many
    */
   listAbandoned(limit = 100): Promise<AbandonedOperation[]> {
-    return this.parts().phases.listAbandoned(limit);
+    return this.parts().operations.listAbandoned(limit);
   }
 
   /**
    * Settles an abandoned operation.
    * @param scope - the record's scope
    * @param key - its Idempotency-Key
-   * @param resolution - a response to replay from now on, or nothing to delete the record
+   * @param resolution - a response to replay from now on, or nothing to delete the record. The
+   *   response is stored as the route that started the operation stores its own: its
+   *   `replayHeaders` only, replayed for its `ttlSeconds`
    * @returns false when no abandoned record has that (scope, key)
+   * @throws IdempotencyError when the response body cannot be sent as bytes
    */
-  resolveAbandoned(
+  async resolveAbandoned(
     scope: string,
     key: string,
     resolution: AbandonedResolution = {},
   ): Promise<boolean> {
+    const { operations } = this.parts();
     const given = resolution.response;
-    let response;
-    if (given) {
-      const headers: Record<string, string> = {};
-      for (const [name, value] of Object.entries(given.headers ?? {})) {
-        headers[name.toLowerCase()] = value;
-      }
-      const bytes = responseBytes(given.body, headers['content-type'], 'text/plain')!;
-      if (bytes.contentType) headers['content-type'] = bytes.contentType;
-      response = { status: given.status, headers, body: bytes.body };
+    if (!given) return operations.resolveAbandoned(scope, key, undefined, 0);
+    const settings = await operations.abandonedSettings(scope, key);
+    if (settings === undefined) return false;
+    // As the route that started the operation would have stored it (older records: the module's).
+    const { ttlSeconds, replayHeaders } = settings ?? this.options;
+    const headers: Record<string, string> = {};
+    for (const [name, value] of Object.entries(given.headers ?? {})) {
+      headers[name.toLowerCase()] = value;
     }
-    return this.parts().phases.resolveAbandoned(scope, key, response, this.options.ttlSeconds);
+    const bytes = responseBytes(given.body, headers['content-type'], 'text/plain');
+    if (!bytes) {
+      throw new IdempotencyError(
+        'nest-idempotency: resolveAbandoned() needs a response body that can be sent as bytes: ' +
+          'JSON, a string or a Buffer.',
+      );
+    }
+    if (bytes.contentType) headers['content-type'] = bytes.contentType;
+    const kept: Record<string, string> = {};
+    for (const name of replayHeaders) if (headers[name] !== undefined) kept[name] = headers[name];
+    const response = { status: given.status, headers: kept, body: bytes.body };
+    return operations.resolveAbandoned(scope, key, response, ttlSeconds);
   }
 
   private parts(): PhaseEngineParts {

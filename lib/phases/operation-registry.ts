@@ -42,6 +42,29 @@ export class IdempotencyOperationRegistry {
     return found;
   }
 
+  /**
+   * Checks that every foreign step fits in a lease: its `timeoutSeconds` plus `marginSeconds`
+   * at most `lockTimeoutSeconds` (a route with a shorter lease is refused when the step runs).
+   * @throws IdempotencyConfigurationError naming the step and the numbers
+   */
+  checkForeignSteps(lockTimeoutSeconds: number, marginSeconds: number): void {
+    this.discover();
+    for (const operation of this.operations!.values()) {
+      for (const step of operation.steps) {
+        if (step.kind !== 'foreign') continue;
+        const needs = step.options.timeoutSeconds + marginSeconds;
+        if (needs <= lockTimeoutSeconds) continue;
+        throw IdempotencyConfigurationError.invalidOperation(
+          operation.name,
+          `foreign step "${step.name}" needs ${needs} s of lease (timeoutSeconds ` +
+            `${step.options.timeoutSeconds} + phases.foreignStepMarginSeconds ${marginSeconds}), ` +
+            `more than lockTimeoutSeconds (${lockTimeoutSeconds}): raise lockTimeoutSeconds or ` +
+            'lower the step timeout',
+        );
+      }
+    }
+  }
+
   /** The operation of that name, or undefined (a record left by a removed operation). */
   findOperation(name: string): RegisteredOperation | undefined {
     this.discover();

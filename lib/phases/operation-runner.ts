@@ -1,46 +1,19 @@
 import { createHash } from 'node:crypto';
+import { validateHeaderName, validateHeaderValue } from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { IdempotencyRequestIdentity } from '../context/idempotency.context';
-import { deriveKey } from '../context/idempotency.context';
+import { Logger } from '@nestjs/common';
+import { deriveKey } from '../context/idempotency-identity';
 import { isDatabaseUnavailable } from '../storage/typeorm/database-unavailable';
 import { IdempotencyProblemException } from '../errors/idempotency-problem.exception';
 import type { IdempotencyEvents } from '../events/idempotency.events';
-import type { LeaseHeartbeat } from '../execution/lease-heartbeat';
-import type {
-  IdempotencyRecordRef,
-  StoredResponse,
-} from '../interfaces/idempotency-record.interface';
+import type { IdempotencyRun, OperationRunResult } from '../execution/idempotency-run';
+import type { StoredResponse } from '../interfaces/idempotency-record.interface';
 import type { ResolvedIdempotencyOptions } from '../interfaces/idempotency-module-options.interface';
 import type { IdempotencyStore } from '../storage/idempotency.store';
-import { LocalFirstIdempotencyStore } from '../storage/local-first-idempotency.store';
-import type { TypeOrmJobStore } from '../storage/typeorm/typeorm-job.store';
-import type { StepTransaction, TypeOrmPhaseStore } from '../storage/typeorm/typeorm-phase.store';
 import { responseBytes } from '../utils/response-bytes';
+import type { OperationRecordStore, OperationStepTransaction } from './operation-record.store';
 import type { OperationStep, StepOutcome } from './operation-step';
 import type { RegisteredOperation } from './operation-registry';
-
-/** One run of an operation: the record it owns and the settings it answers with. */
-export interface OperationRunTarget {
-  ref: IdempotencyRecordRef;
-  identity: IdempotencyRequestIdentity;
-  lease: LeaseHeartbeat;
-  ttlSeconds: number;
-  replayHeaders: readonly string[];
-}
-
-/** How a run ended. */
-export type OperationRunResult =
-  | {
-      kind: 'completed';
-      /** What was stored (allow-listed headers) and is replayed. */
-      stored: StoredResponse;
-      /** What this run's client gets: the stored status and bytes, every header the step set. */
-      outgoing: StoredResponse;
-      body: unknown;
-    }
-  | { kind: 'released'; reason: string }
-  | { kind: 'lost' }
-  | { kind: 'abandoned' };
 
 /** PostgreSQL aborted the transaction to keep it serializable, or to break a deadlock. */
 function isRetryableConflict(error: unknown): boolean {
@@ -49,50 +22,58 @@ function isRetryableConflict(error: unknown): boolean {
   return [code, driverCode].some((c) => c === '40001' || c === '40P01');
 }
 
+/** Whether PostgreSQL's `jsonb` would refuse `value`: it holds no `\u0000` in any string. */
+function storableAsJson(value: unknown): boolean {
+  return !JSON.stringify(value ?? null).includes('\\u0000');
+}
+
 /**
  * Runs an operation's steps from the record's recovery point to `finished` (SPEC §8), for a
- * request, a retry or the completer alike. A local step is one transaction that re-checks the
- * owner and the recovery point under the row lock, runs the step's writes and moves the record
- * on; a foreign step runs outside any transaction and its outcome is recorded by a
- * compare-and-set right after it returns. Any write by an owner that lost the record changes
- * nothing, and the run ends as `lost`.
+ * request, a retry or the completer alike: each gives the `IdempotencyRun` that owns the
+ * record. A local step is one transaction that re-checks the owner and the recovery point under
+ * the row lock, runs the step's writes and moves the record on; a foreign step runs outside any
+ * transaction and its outcome is recorded by a compare-and-set right after it returns. Any
+ * write by an owner that lost the record changes nothing, and the run ends as `lost`.
  */
 export class OperationRunner {
+  private readonly logger = new Logger('IdempotencyOperations');
+
   constructor(
+    private readonly operations: OperationRecordStore,
     private readonly store: IdempotencyStore,
-    private readonly phases: TypeOrmPhaseStore,
-    private readonly jobs: TypeOrmJobStore,
     private readonly events: IdempotencyEvents,
     private readonly options: Pick<ResolvedIdempotencyOptions, 'phases' | 'retryAfterSeconds'>,
   ) {}
 
   /**
-   * Runs (or resumes) `operation` on the record `target.ref` owns.
+   * Runs (or resumes) `operation` on the record `run` owns.
    * @param input - the input given now; a resumed operation uses the one stored at its start
-   * @throws what a step threw (not an outcome): the caller releases the key
+   * @throws what a step threw (not an outcome): the record stays at its recovery point and the
+   *   run's owner releases the key
    */
   async run(
     operation: RegisteredOperation,
     input: unknown,
-    target: OperationRunTarget,
+    run: IdempotencyRun,
   ): Promise<OperationRunResult> {
-    const { ref } = target;
-    const bound = await this.phases
-      .bind(ref, operation.name, input)
+    const { ref } = run;
+    if (!storableAsJson(input)) {
+      throw IdempotencyProblemException.operationInputInvalid(
+        'The request holds a NUL character (\\u0000) in a text value, which cannot be stored. ' +
+          'Nothing was processed; send the request without it.',
+      );
+    }
+    const bound = await this.operations
+      .bind(ref, operation.name, input, run.settings)
       .catch((error: unknown) => this.failClosed(error, 'bind'));
-    if (!bound) return this.lost(target) as OperationRunResult;
+    if (!bound) return { kind: 'lost' };
     if (bound.operation !== operation.name) {
       throw IdempotencyProblemException.operationUnavailable(
         `This key already runs operation "${bound.operation}", not "${operation.name}".`,
       );
     }
     if (bound.resumed && bound.ageSeconds > this.options.phases.maxAgeSeconds) {
-      target.lease.stop();
-      const abandoned = await this.phases.abandon(ref);
-      this.localFirst?.settledElsewhere(ref);
-      if (!abandoned) return { kind: 'lost' };
-      this.emitAbandoned(ref, operation.name, bound.recoveryPoint, 'max_age');
-      return { kind: 'abandoned' };
+      return this.abandon(run, operation.name, bound.recoveryPoint, 'max_age');
     }
     const start = this.indexAfter(operation, bound.recoveryPoint);
     let state = bound.state;
@@ -102,8 +83,8 @@ export class OperationRunner {
       const last = index === operation.steps.length - 1;
       const result =
         step.kind === 'local'
-          ? await this.runLocal(operation, step, expected, bound.input, target, last)
-          : await this.runForeign(operation, step, expected, bound.input, state, target, last);
+          ? await this.runLocal(operation, step, expected, bound.input, run, last)
+          : await this.runForeign(operation, step, expected, bound.input, state, run, last);
       if (result.kind !== 'proceeded') return result;
       state = result.state;
       this.events.emit({
@@ -122,8 +103,9 @@ export class OperationRunner {
    * Rethrows a failure of the store or of a local step's transaction; one that means the
    * database could not be reached (`isDatabaseUnavailable`) becomes 503
    * `idempotency_store_unavailable` with `Retry-After` (a `store_error` event carries the
-   * original), as for a claim. The step rolled back and the key is released by the caller, so
-   * a retry resumes at the same recovery point. A foreign step's own errors never come here.
+   * original), as for a claim. The step rolled back and the key is released by the run's
+   * owner, so a retry resumes at the same recovery point. A foreign step's own errors never
+   * come here.
    */
   private failClosed(error: unknown, operation: string): never {
     if (!isDatabaseUnavailable(error)) throw error;
@@ -148,48 +130,47 @@ export class OperationRunner {
     step: Extract<OperationStep, { kind: 'local' }>,
     expected: string,
     input: unknown,
-    target: OperationRunTarget,
+    run: IdempotencyRun,
     last: boolean,
   ): Promise<StepRunResult> {
     // The step reads the carried state under the row lock, as the record holds it.
     const isolation = step.options.isolation ?? 'READ COMMITTED';
     const attempts = this.options.phases.localStepAttempts;
     for (let attempt = 1; ; attempt++) {
-      const tx = await this.phases
-        .beginStep(target.ref, expected, isolation)
+      const tx = await this.operations
+        .beginStep(run.ref, expected, isolation)
         .catch((error: unknown) => this.failClosed(error, `step "${step.name}"`));
-      if (!tx) return this.lost(target);
+      if (!tx) return { kind: 'lost' };
       try {
         // A step that outlives the lease must not keep the record locked (a retry would wait
         // on the lock instead of taking over) nor commit afterwards.
         const outcome = await untilAborted(
           step.run({
-            ...this.context(input, tx.state, target),
+            ...this.context(input, tx.state, run),
             manager: tx.manager,
-            stage: this.stager(tx, target, step.name),
+            stage: this.stager(tx, run, step.name),
           }),
-          target.lease.signal,
+          run.lease.signal,
         );
-        if (target.lease.signal.aborted) {
-          await tx.tx.abandon();
-          return this.lost(target);
+        if (run.lease.signal.aborted) {
+          await tx.abandon();
+          return { kind: 'lost' };
         }
-        const result = await this.settle(operation, step, expected, outcome, tx.state, target, {
+        const result = await this.settle(operation, step, expected, outcome, tx.state, run, {
           last,
           tx,
         });
         // A finished step committed in settle(), before this instance learnt of it.
-        if (result.kind === 'proceeded') await tx.tx.commit();
-        else if (result.kind !== 'completed') await tx.tx.rollback();
-        if (result.kind === 'released') return this.release(target, result.reason);
-        if (result.kind === 'lost') this.localFirst?.settledElsewhere(target.ref);
+        if (result.kind === 'proceeded') await tx.commit();
+        else if (result.kind !== 'completed') await tx.rollback();
+        if (result.kind === 'released') return this.release(run, result.reason);
         return result;
       } catch (error) {
-        if (target.lease.signal.aborted) {
-          await tx.tx.abandon().catch(() => undefined);
-          return this.lost(target);
+        if (run.lease.signal.aborted) {
+          await tx.abandon().catch(() => undefined);
+          return { kind: 'lost' };
         }
-        await tx.tx.rollback().catch(() => undefined);
+        await tx.rollback().catch(() => undefined);
         if (attempt < attempts && isRetryableConflict(error)) {
           // Full jitter over a window that doubles, from 10 ms.
           await sleep(Math.random() * 10 * 2 ** (attempt - 1));
@@ -206,49 +187,90 @@ export class OperationRunner {
     expected: string,
     input: unknown,
     state: Record<string, unknown>,
-    target: OperationRunTarget,
+    run: IdempotencyRun,
     last: boolean,
   ): Promise<StepRunResult> {
     const { timeoutSeconds } = step.options;
     const needMs = (timeoutSeconds + this.options.phases.foreignStepMarginSeconds) * 1000;
-    if (!(await target.lease.ensureRemaining(needMs))) {
-      if (target.lease.signal.aborted) return this.lost(target);
+    if (!(await run.lease.ensureRemaining(needMs))) {
+      if (run.lease.signal.aborted) return { kind: 'lost' };
       throw IdempotencyProblemException.operationUnavailable(
         `Foreign step "${step.name}" of "${operation.name}" needs ${needMs / 1000} s of lease ` +
           '(its timeoutSeconds plus phases.foreignStepMarginSeconds), more than lockTimeoutSeconds.',
       );
     }
     const timeout = AbortSignal.timeout(timeoutSeconds * 1000);
-    const signal = AbortSignal.any([target.lease.signal, timeout]);
+    const signal = AbortSignal.any([run.lease.signal, timeout]);
     let outcome: StepOutcome;
     try {
       outcome = await untilAborted(
-        step.run({ ...this.context(input, state, target), signal }),
+        step.run({ ...this.context(input, state, run), signal }),
         signal,
       );
     } catch (error) {
-      if (target.lease.signal.aborted) return this.lost(target);
+      if (run.lease.signal.aborted) return { kind: 'lost' };
       if (timeout.aborted) {
-        return this.release(target, `foreign step "${step.name}" ran past ${timeoutSeconds} s`);
+        return this.release(run, `foreign step "${step.name}" ran past ${timeoutSeconds} s`);
       }
       throw error;
     }
-    if (target.lease.signal.aborted) return this.lost(target);
-    const result = await this.settle(operation, step, expected, outcome, state, target, {
+    if (run.lease.signal.aborted) return { kind: 'lost' };
+    const unrecordable = this.unrecordable(operation, step, outcome, state, run);
+    if (unrecordable) {
+      // The call happened and its outcome cannot be written: calling again is no answer.
+      this.logger.error(
+        `${unrecordable.message} The foreign call was made: the operation is abandoned for an ` +
+          'operator (listAbandoned()) instead of calling it again.',
+      );
+      return this.abandon(run, operation.name, expected, 'unrecordable');
+    }
+    const result = await this.settle(operation, step, expected, outcome, state, run, {
       last,
     }).catch((error: unknown) => this.failClosed(error, `step "${step.name}"`));
-    if (result.kind === 'released') return this.release(target, result.reason);
-    return result.kind === 'lost' ? this.lost(target) : result;
+    if (result.kind === 'released') return this.release(run, result.reason);
+    return result;
   }
 
-  /** This run no longer owns the record: this instance stops answering 409 for it. */
-  private lost(target: OperationRunTarget): StepRunResult {
-    this.localFirst?.settledElsewhere(target.ref);
-    return { kind: 'lost' };
+  /** Why the store cannot record what a step produced (its state or its response), if so. */
+  private unrecordable(
+    operation: RegisteredOperation,
+    step: OperationStep,
+    outcome: StepOutcome,
+    carried: Record<string, unknown>,
+    run: IdempotencyRun,
+  ): Error | undefined {
+    try {
+      if (outcome?.kind === 'proceed' && !storableAsJson({ ...carried, ...outcome.state })) {
+        throw unstorableState(operation.name, step.name);
+      }
+      if (outcome?.kind === 'respond') {
+        this.render(operation.name, step.name, outcome, run);
+        if (!storableAsJson(carried)) throw unstorableState(operation.name, step.name);
+      }
+      return undefined;
+    } catch (error) {
+      return error as Error;
+    }
   }
 
-  private get localFirst(): LocalFirstIdempotencyStore | undefined {
-    return this.store instanceof LocalFirstIdempotencyStore ? this.store : undefined;
+  /** Hands the record to an operator: it is never run again automatically. */
+  private async abandon(
+    run: IdempotencyRun,
+    operation: string,
+    recoveryPoint: string | null,
+    reason: 'max_age' | 'unrecordable',
+  ): Promise<OperationRunResult> {
+    run.lease.stop();
+    if (!(await this.operations.abandon(run.ref))) return { kind: 'lost' };
+    this.events.emit({
+      type: 'operation_abandoned',
+      scope: run.ref.scope,
+      key: run.ref.key,
+      operation,
+      recoveryPoint,
+      reason,
+    });
+    return { kind: 'abandoned' };
   }
 
   /** Records a step's outcome: moves the record on, or finishes it; in `tx` when given. */
@@ -258,8 +280,8 @@ export class OperationRunner {
     expected: string,
     outcome: StepOutcome,
     carried: Record<string, unknown>,
-    target: OperationRunTarget,
-    { last, tx }: { last: boolean; tx?: StepTransaction },
+    run: IdempotencyRun,
+    { last, tx }: { last: boolean; tx?: OperationStepTransaction },
   ): Promise<StepRunResult> {
     switch (outcome?.kind) {
       case 'proceed': {
@@ -269,34 +291,31 @@ export class OperationRunner {
           );
         }
         const state = { ...carried, ...outcome.state };
-        const moved = await this.phases.advance(target.ref, expected, step.name, state, tx?.tx);
+        if (!storableAsJson(state)) throw unstorableState(operation.name, step.name);
+        const moved = await this.operations.advance(run.ref, expected, step.name, state, tx);
         if (!moved) return { kind: 'lost' };
         return { kind: 'proceeded', state };
       }
       case 'respond': {
-        const { stored, outgoing } = this.render(outcome, target.replayHeaders);
+        const { stored, outgoing } = this.render(operation.name, step.name, outcome, run);
+        if (!storableAsJson(carried)) throw unstorableState(operation.name, step.name);
         // The heartbeat would find the finished record no longer in flight and report a loss.
-        target.lease.stop();
-        const sentAt = this.localFirst?.clock();
-        const done = await this.phases.finish(
-          target.ref,
+        run.lease.stop();
+        const { ttlSeconds } = run.settings;
+        const done = await this.operations.finish(
+          run.ref,
           expected,
           carried,
           stored,
-          target.ttlSeconds,
-          tx?.tx,
+          ttlSeconds,
+          tx,
         );
         if (!done) return { kind: 'lost' };
-        if (tx) await tx.tx.commit();
-        this.localFirst?.settledElsewhere(target.ref, {
-          response: stored,
-          ttlSeconds: target.ttlSeconds,
-          sentAt: sentAt!,
-        });
+        if (tx) await tx.commit();
         this.events.emit({
           type: 'operation_finished',
-          scope: target.ref.scope,
-          key: target.ref.key,
+          scope: run.ref.scope,
+          key: run.ref.key,
           operation: operation.name,
           status: stored.status,
         });
@@ -312,83 +331,91 @@ export class OperationRunner {
     }
   }
 
-  private async release(target: OperationRunTarget, reason: string): Promise<StepRunResult> {
-    target.lease.stop();
-    if (!(await this.store.release(target.ref, 'retry'))) return { kind: 'lost' };
+  private async release(run: IdempotencyRun, reason: string): Promise<StepRunResult> {
+    run.lease.stop();
+    if (!(await this.store.release(run.ref, 'retry'))) return { kind: 'lost' };
     this.events.emit({
       type: 'released',
-      scope: target.ref.scope,
-      key: target.ref.key,
+      scope: run.ref.scope,
+      key: run.ref.key,
       reason: 'retry_later',
     });
     return { kind: 'released', reason };
   }
 
-  private context(input: unknown, state: Record<string, unknown>, target: OperationRunTarget) {
+  private context(input: unknown, state: Record<string, unknown>, run: IdempotencyRun) {
     return {
       input,
       state,
-      identity: target.identity,
-      derivedKey: (label: string) => deriveKey(target.identity.recordId, label),
+      identity: { ...run.identity },
+      derivedKey: (label: string) => deriveKey(run.identity.recordId, label),
     };
   }
 
-  private stager(tx: StepTransaction, target: OperationRunTarget, stepName: string) {
+  /**
+   * A step's `stage()`. A job's key is SHA-256 (hex) of the record id, the step's name, the
+   * job's place among the step's stagings (0, 1, …) and its name: stable across retries of the
+   * step, distinct for every job of a step, of every other step and of every other record.
+   */
+  private stager(tx: OperationStepTransaction, run: IdempotencyRun, stepName: string) {
     let staged = 0;
     return async (name: string, args: unknown): Promise<string> => {
-      // Stable across retries of the step: the record, the step and the job's place in it.
       const key = createHash('sha256')
-        .update(`${target.identity.recordId}\u0000${stepName}\u0000${staged++}\u0000${name}`)
+        .update(`${run.identity.recordId}\u0000${stepName}\u0000${staged++}\u0000${name}`)
         .digest('hex');
-      await this.jobs.stage(tx.tx, {
-        name,
-        args,
-        key,
-        originScope: target.ref.scope,
-        originKey: target.ref.key,
-      });
+      await tx.stage({ name, args, key, originScope: run.ref.scope, originKey: run.ref.key });
       return key;
     };
   }
 
+  /**
+   * The step's response as stored (allow-listed headers) and as sent (every header). Checked
+   * before anything is stored: a response Node would refuse to send is never committed.
+   */
   private render(
+    operation: string,
+    step: string,
     outcome: Extract<StepOutcome, { kind: 'respond' }>,
-    replayHeaders: readonly string[],
+    run: IdempotencyRun,
   ): { stored: StoredResponse; outgoing: StoredResponse } {
+    const refuse = (why: string) =>
+      IdempotencyProblemException.operationUnavailable(
+        `Step "${step}" of "${operation}" responded with ${why}; nothing was stored.`,
+      );
+    const { status } = outcome;
+    if (!Number.isInteger(status) || status < 100 || status > 599) {
+      throw refuse(`status ${String(status)}, not an HTTP status from 100 to 599`);
+    }
     const headers: Record<string, string> = {};
     for (const [name, value] of Object.entries(outcome.headers)) {
+      try {
+        validateHeaderName(name);
+        validateHeaderValue(name, String(value));
+      } catch {
+        throw refuse(`a header Node.js refuses to send ("${name}"; encode non-ASCII values)`);
+      }
       headers[name.toLowerCase()] = String(value);
     }
     const bytes = responseBytes(outcome.body, headers['content-type'], 'text/plain');
-    if (!bytes) {
-      throw IdempotencyProblemException.operationUnavailable(
-        'respond() needs a body that can be sent as bytes: JSON, a string or a Buffer.',
-      );
-    }
+    if (!bytes) throw refuse('a body that cannot be sent as bytes: use JSON, a string or a Buffer');
     if (bytes.contentType) headers['content-type'] = bytes.contentType;
     const kept: Record<string, string> = {};
-    for (const name of replayHeaders) if (headers[name] !== undefined) kept[name] = headers[name];
+    for (const name of run.settings.replayHeaders) {
+      if (headers[name] !== undefined) kept[name] = headers[name];
+    }
     return {
-      stored: { status: outcome.status, headers: kept, body: bytes.body },
-      outgoing: { status: outcome.status, headers, body: bytes.body },
+      stored: { status, headers: kept, body: bytes.body },
+      outgoing: { status, headers, body: bytes.body },
     };
   }
+}
 
-  private emitAbandoned(
-    ref: IdempotencyRecordRef,
-    operation: string,
-    recoveryPoint: string | null,
-    reason: 'max_age' | 'expired',
-  ): void {
-    this.events.emit({
-      type: 'operation_abandoned',
-      scope: ref.scope,
-      key: ref.key,
-      operation,
-      recoveryPoint,
-      reason,
-    });
-  }
+/** A step's state that the store cannot write (a NUL character in a string). */
+function unstorableState(operation: string, step: string): IdempotencyProblemException {
+  return IdempotencyProblemException.operationUnavailable(
+    `Step "${step}" of "${operation}" produced state with a NUL character (\\u0000) in a ` +
+      'string, which cannot be stored; nothing was stored.',
+  );
 }
 
 /**

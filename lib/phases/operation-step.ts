@@ -1,5 +1,5 @@
 import type { EntityManager } from 'typeorm';
-import type { IdempotencyRequestIdentity } from '../context/idempotency.context';
+import type { IdempotencyRequestIdentity } from '../context/idempotency-identity';
 
 /** What every step of an operation can read. */
 export interface OperationStepContext<Input, State> {

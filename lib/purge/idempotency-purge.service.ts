@@ -92,7 +92,7 @@ export class IdempotencyPurgeService implements OnApplicationBootstrap, OnApplic
 
   /** Marks unfinished operations past their TTL abandoned; deletes those kept long enough. */
   private async reap(batchSize: number): Promise<number> {
-    const phases = this.engine.parts?.phases;
+    const phases = this.engine.parts?.operations;
     if (!phases) return 0;
     for (;;) {
       const reaped = await phases.reapExpired(batchSize);

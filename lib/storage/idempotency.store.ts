@@ -5,6 +5,7 @@ import type {
   IdempotencyStoreTransaction,
   StoredResponse,
 } from '../interfaces/idempotency-record.interface';
+import type { IdempotencyStoreCapabilities } from './idempotency-store.capabilities';
 
 /**
  * The storage contract, and the injection token of the store in use.
@@ -65,4 +66,12 @@ export abstract class IdempotencyStore {
    * Stores that cannot do this throw.
    */
   abstract beginTransaction(): Promise<IdempotencyStoreTransaction>;
+
+  /**
+   * The abilities this store has beyond this contract (operations in phases, staged jobs,
+   * health counts, a bootstrap check). Asked once, at bootstrap; none by default.
+   */
+  capabilities(): IdempotencyStoreCapabilities {
+    return {};
+  }
 }

@@ -6,6 +6,8 @@ import type {
   StoredResponse,
 } from '../interfaces/idempotency-record.interface';
 import { IdempotencyStore } from './idempotency.store';
+import type { IdempotencyStoreCapabilities } from './idempotency-store.capabilities';
+import { learningOperations } from './local/learning-operations';
 import { InFlightClaims } from './local/in-flight-claims';
 import type { RunningEntry } from './local/in-flight-claims';
 import { ReplayCache } from './local/replay-cache';
@@ -35,6 +37,7 @@ export interface LocalFirstStoreLimits {
 export class LocalFirstIdempotencyStore extends IdempotencyStore {
   private readonly cache: ReplayCache;
   private readonly inFlight: InFlightClaims;
+  private abilities?: IdempotencyStoreCapabilities;
 
   /**
    * @param inner - the store that decides
@@ -149,27 +152,27 @@ export class LocalFirstIdempotencyStore extends IdempotencyStore {
   }
 
   /**
-   * Learns of a write to an owned record made outside this layer, in a commit of an operation
-   * in phases: a completion (remembered for replays, expiring `ttlSeconds` after `sentAt`) or
-   * the end of this owner's run (released by that commit, or lost). Either way the key stops
-   * answering 409 from here.
-   * @param sentAt - this layer's clock (`clock()`) just before the completion was sent
+   * The wrapped store's abilities; its operations ability reports each write to this layer,
+   * which learns of completions and ended runs from them as it does from `complete()`.
+   * @inheritDoc
    */
-  settledElsewhere(
-    ref: IdempotencyRecordRef,
-    completion?: { response: StoredResponse; ttlSeconds: number; sentAt: number },
-  ): void {
-    const entry = this.inFlight.owned(ref.scope, ref.key, ref.ownerToken);
-    if (completion && entry) {
-      const { response, ttlSeconds, sentAt } = completion;
-      this.remember(ref, entry, response, sentAt + ttlSeconds * 1000);
-    }
-    this.inFlight.end(ref.scope, ref.key, ref.ownerToken);
-  }
-
-  /** The clock `settledElsewhere()` measures expiries by. */
-  clock(): number {
-    return this.now();
+  override capabilities(): IdempotencyStoreCapabilities {
+    if (this.abilities) return this.abilities;
+    const inner = this.inner.capabilities();
+    this.abilities = {
+      ...inner,
+      operations:
+        inner.operations &&
+        learningOperations(inner.operations, {
+          now: () => this.now(),
+          completed: (ref, response, expiresAt) => {
+            const entry = this.inFlight.owned(ref.scope, ref.key, ref.ownerToken);
+            if (entry) this.remember(ref, entry, response, expiresAt);
+          },
+          ended: (ref) => this.inFlight.end(ref.scope, ref.key, ref.ownerToken),
+        }),
+    };
+    return this.abilities;
   }
 
   /**

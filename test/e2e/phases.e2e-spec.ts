@@ -124,24 +124,35 @@ describe.each(ADAPTERS)('operations in phases on %s', (adapter) => {
     ]);
   });
 
-  it('refuses a foreign step whose timeout and margin do not fit in the lease (500, key released)', async () => {
-    const short = await createTestApp(adapter, db, {
+  it('refuses at bootstrap a foreign step whose timeout and margin do not fit in the lease', async () => {
+    // "sent" has timeoutSeconds 0.3; the default margin is 2 s: 2.3 s of lease needed.
+    await expect(
+      createTestApp(adapter, db, {
+        ...TRANSFERS,
+        module: { completer: false, jobs: false, lockTimeoutSeconds: 1 },
+      }),
+    ).rejects.toThrow(
+      'foreign step "sent" needs 2.3 s of lease (timeoutSeconds 0.3 + phases.foreignStepMarginSeconds 2), more than lockTimeoutSeconds (1)',
+    );
+  });
+
+  it('runs a foreign step whose timeout and margin equal the lease exactly', async () => {
+    // A renewal leaves a few ms less than a whole lease; that must not refuse the step.
+    const exact = await createTestApp(adapter, db, {
       ...TRANSFERS,
-      module: { completer: false, jobs: false, lockTimeoutSeconds: 1 },
+      module: { completer: false, jobs: false, lockTimeoutSeconds: 2.3 },
     });
     try {
       const k = key();
-      const res = await request(short.server)
+      const res = await request(exact.server)
         .post('/transfers')
         .set('Idempotency-Key', k)
         .send({ amount: 902, to: 'erin' });
-      expect(res.status).toBe(500);
-      expect(res.body).toMatchObject({ code: 'idempotency_operation_unavailable' });
-      expect(res.body.detail).toContain('more than lockTimeoutSeconds');
-      expect(await record(k)).toMatchObject({ status: 'released', recovery_point: 'reserved' });
-      expect(short.app.get(TransferHooks).providerCalls).toHaveLength(0);
+      expect(res.status).toBe(201);
+      expect(await record(k)).toMatchObject({ status: 'completed', recovery_point: 'finished' });
+      expect(exact.app.get(TransferHooks).providerCalls).toHaveLength(1);
     } finally {
-      await short.close();
+      await exact.close();
     }
   });
 });

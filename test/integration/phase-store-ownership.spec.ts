@@ -82,7 +82,9 @@ async function takenOver(): Promise<{ stale: IdempotencyRecordRef; owner: Idempo
   });
   const stale = { scope: 'acct_1', key, ownerToken: randomUUID() };
   expect((await store.claim(request(stale.ownerToken))).outcome).toBe('claimed');
-  expect(await phases.bind(stale, OPERATION, INPUT)).toMatchObject({ recoveryPoint: 'started' });
+  expect(await phases.bind(stale, OPERATION, INPUT, SETTINGS)).toMatchObject({
+    recoveryPoint: 'started',
+  });
   expect(await phases.advance(stale, 'started', 'reserved', { ledgerId: 1 })).toBe(true);
   // The stale owner's lease lapses (moved by SQL rather than waited for).
   await db.query(
@@ -91,23 +93,31 @@ async function takenOver(): Promise<{ stale: IdempotencyRecordRef; owner: Idempo
   );
   const owner = { scope: 'acct_1', key, ownerToken: randomUUID() };
   expect((await store.claim(request(owner.ownerToken))).outcome).toBe('claimed');
-  expect(await phases.bind(owner, OPERATION, INPUT)).toMatchObject({
+  expect(await phases.bind(owner, OPERATION, INPUT, SETTINGS)).toMatchObject({
     recoveryPoint: 'reserved',
     resumed: true,
   });
   return { stale, owner };
 }
 
+/** The settings of the route that started the operation. */
+const SETTINGS = { ttlSeconds: 3600, replayHeaders: ['location'] };
+
 type Call = (ref: IdempotencyRecordRef) => Promise<unknown>;
 
 /** Each guarded write, at the record's current recovery point, and how it reports not owning. */
 const CALLS: [string, Call, unknown][] = [
-  ['bind', (ref) => phases.bind(ref, OPERATION, { amount: 999 }), undefined],
+  [
+    'bind',
+    (ref) =>
+      phases.bind(ref, OPERATION, { amount: 999 }, { ttlSeconds: 1, replayHeaders: ['x-stale'] }),
+    undefined,
+  ],
   [
     'beginStep',
     async (ref) => {
       const step = await phases.beginStep(ref, 'reserved', 'READ COMMITTED');
-      await step?.tx.rollback();
+      await step?.rollback();
       return step && 'locked';
     },
     undefined,

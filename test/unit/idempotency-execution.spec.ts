@@ -8,10 +8,11 @@ import { randomUUID } from 'node:crypto';
 import { BadRequestException, HttpException } from '@nestjs/common';
 import type { CallHandler, Logger } from '@nestjs/common';
 import { Subject, defer } from 'rxjs';
-import { idempotencyRequestStorage } from '../../lib/context/idempotency-request-state';
+import { idempotencyRunStorage } from '../../lib/context/idempotency-run-scope';
 import { IdempotencyEvents } from '../../lib/events/idempotency.events';
 import type { IdempotencyEvent } from '../../lib/events/idempotency.events';
 import { IdempotencyExecution } from '../../lib/execution/idempotency-execution';
+import { IdempotencyRun } from '../../lib/execution/idempotency-run';
 import { DEFAULT_IDEMPOTENCY_OPTIONS, mergeRouteOptions } from '../../lib/idempotency.defaults';
 import type { IdempotentOptions } from '../../lib/interfaces/idempotency-module-options.interface';
 import type { StoredResponse } from '../../lib/interfaces/idempotency-record.interface';
@@ -68,29 +69,29 @@ async function create(route: IdempotentOptions = {}, startMarked = true) {
   if (won.outcome !== 'claimed') throw new Error(`the key was not claimed: ${won.outcome}`);
   const events$ = new IdempotencyEvents();
   events$.subscribe((event) => events.push(event));
-  const execution = new IdempotencyExecution(
-    { scope: SCOPE, key: KEY, ownerToken },
-    {
-      scope: SCOPE,
-      key: KEY,
-      fingerprint: FP,
-      recordId: won.recordId,
-      attempt: won.attempt,
-      handlerStarted: false,
-    },
-    options,
-    {
-      store,
-      events: events$,
-      logger: logger as unknown as Logger,
-      problemTypeBaseUri: 'urn:test:',
-      errorBody: null,
-      warnUnstorable,
-      before: { status: 201, headers: {} },
-      textContentType: 'text/html',
-      startMarked,
-    },
-  );
+  const run = IdempotencyRun.begin({
+    store,
+    ref: { scope: SCOPE, key: KEY, ownerToken },
+    identity: { scope: SCOPE, key: KEY, recordId: won.recordId, attempt: won.attempt },
+    settings: { ttlSeconds: options.ttlSeconds, replayHeaders: options.replayHeaders },
+    completion: options.transactional ? 'transaction' : 'response',
+    lockTimeoutSeconds: options.lockTimeoutSeconds,
+    maxLockHoldSeconds: options.maxLockHoldSeconds,
+    claimedAt: Date.now(),
+    onLost: () => undefined,
+    onError: () => undefined,
+  });
+  const execution = new IdempotencyExecution(run, options, {
+    store,
+    events: events$,
+    logger: logger as unknown as Logger,
+    problemTypeBaseUri: 'urn:test:',
+    errorBody: null,
+    warnUnstorable,
+    before: { status: 201, headers: {} },
+    textContentType: 'text/html',
+    startMarked,
+  });
   created.push(execution);
   return execution;
 }
@@ -130,7 +131,7 @@ function manualHandler(marksStart = true): ManualHandler {
     handle: () =>
       defer(() => {
         handler.runs++;
-        const state = idempotencyRequestStorage.getStore();
+        const state = idempotencyRunStorage.getStore();
         if (marksStart && state) state.handlerStarted = true;
         return work;
       }),
@@ -145,7 +146,7 @@ function subscribe(
 ): Promise<{ value?: unknown; error?: unknown }> {
   return new Promise((resolve) => {
     let value: unknown;
-    execution.run(handler).subscribe({
+    execution.handle(handler).subscribe({
       next: (v) => (value = v),
       complete: () => resolve({ value }),
       error: (error) => resolve({ error }),
@@ -165,7 +166,7 @@ async function returned(value: unknown, route?: IdempotentOptions) {
 
 /** Calls a sink method from the handler's own async context, as `@Res()` code does. */
 function fromHandler<T>(execution: IdempotencyExecution, write: () => T): T {
-  return idempotencyRequestStorage.run(execution.state, write);
+  return idempotencyRunStorage.run(execution.runScope, write);
 }
 
 function json(status: number, value: unknown): StoredResponse {
@@ -422,7 +423,7 @@ describe('IdempotencyExecution', () => {
     it("follows the handler's work after the outer subscriber unsubscribed", async () => {
       const execution = await start();
       const work = new Subject<unknown>();
-      const subscription = execution.run({ handle: () => work }).subscribe({ error: () => {} });
+      const subscription = execution.handle({ handle: () => work }).subscribe({ error: () => {} });
       subscription.unsubscribe(); // an outer timeout() gave up...
       await execution.onResponse(json(408, { timeout: true })); // ...and answered 408
 

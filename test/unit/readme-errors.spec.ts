@@ -20,6 +20,7 @@ const CODES = {
   idempotency_retry_later: true,
   idempotency_operation_abandoned: true,
   idempotency_operation_unavailable: true,
+  idempotency_operation_input_invalid: true,
 } satisfies Record<IdempotencyErrorCode, true>;
 
 function errorsTable(): Map<string, { status: string; title: string }> {

@@ -1,22 +1,9 @@
+import type { IdempotencyTableHealth } from '../idempotency-store.capabilities';
 import { quoteTableName } from './idempotency-table.sql';
 import { prepareStatement } from './prepared-statement';
 import type { PreparedStatement } from './prepared-statement';
 import type { TypeOrmIdempotencyStore } from './typeorm-idempotency.store';
 import { Deadline } from './with-deadline';
-
-/** What the record table looks like to a health check. Each count stops at the read's limit. */
-export interface IdempotencyTableHealth {
-  /** Records in flight whose lease lapsed (`status = 'in_flight' AND locked_until < now`). */
-  stuckInFlight: number;
-  /** Unfinished operations in phases nobody runs (released, or in flight with a lapsed lease). */
-  idleOperations: number;
-  /** Operations in phases marked abandoned, waiting for a human. */
-  abandonedOperations: number;
-  /** Expired records the purge may delete and has not yet. */
-  purgeBacklog: number;
-  /** Milliseconds the statement took. */
-  latencyMs: number;
-}
 
 const statements = new Map<string, PreparedStatement>();
 

@@ -9,11 +9,15 @@ import type {
 } from '../../interfaces/idempotency-record.interface';
 import { IdempotencyConfigurationError } from '../../errors/idempotency-configuration.error';
 import { IdempotencyStore } from '../idempotency.store';
+import type { IdempotencyStoreCapabilities } from '../idempotency-store.capabilities';
 import { jobsTableNameOf, quoteTableName } from './idempotency-table.sql';
 import { hasPoolAccess, prepareStatement, runOnPool } from './prepared-statement';
 import type { PreparedStatement, StatementResult } from './prepared-statement';
 import { runOnNewQueryRunner } from './query-runner-statements';
 import { RECORD_TABLE_CHECK_SQL, recordTableProblem } from './record-table-check';
+import { readTableHealth } from './typeorm-health.query';
+import { TypeOrmJobStore } from './typeorm-job.store';
+import { TypeOrmPhaseStore } from './typeorm-phase.store';
 import { TypeOrmStoreTransaction } from './typeorm-store-transaction';
 import { Deadline } from './with-deadline';
 
@@ -66,7 +70,8 @@ export interface TypeOrmIdempotencyStoreSettings {
  *   concurrent callers exactly one wins; losers read the existing row in the same statement. A
  *   key nobody holds takes a plain `INSERT … ON CONFLICT DO NOTHING` first.
  * - `complete`, `release` and `renew` are `UPDATE`/`DELETE … WHERE owner_token = $n`. The
- *   completion changes no indexed column, so it can be a HOT update.
+ *   completion changes no indexed column, so it can be a HOT update, and refuses a record an
+ *   operation in phases is bound to: only the operation's last step completes that one.
  * - `purgeExpired` deletes a batch chosen with `FOR UPDATE SKIP LOCKED` through the index on
  *   `purge_after` (a lower bound of `expires_at` set by the claim), oldest first,
  *   never an unfinished operation in phases (the reaper marks those abandoned instead);
@@ -98,6 +103,7 @@ export class TypeOrmIdempotencyStore extends IdempotencyStore {
   private poolAccess?: boolean;
   /** The latest expiry the current purge pass deleted; `null` between passes. */
   private purgedUpTo: string | null = null;
+  private abilities?: IdempotencyStoreCapabilities;
 
   /**
    * @param dataSource - a PostgreSQL DataSource, or a function that returns it once the
@@ -109,7 +115,7 @@ export class TypeOrmIdempotencyStore extends IdempotencyStore {
    */
   constructor(
     private readonly dataSourceRef: DataSource | (() => DataSource),
-    tableName: string,
+    private readonly tableName: string,
     settings: TypeOrmIdempotencyStoreSettings = { timeoutMs: 5000 },
   ) {
     super();
@@ -221,7 +227,7 @@ export class TypeOrmIdempotencyStore extends IdempotencyStore {
                response_body = $6, expires_at = ${written} + $7::float8 * interval '1 second',
                purge_after = LEAST(purge_after, ${written} + $7::float8 * interval '1 second'),
                locked_until = NULL, updated_at = ${written}
-         WHERE ${owned}`,
+         WHERE ${owned} AND operation IS NULL`,
       renew: `
         UPDATE ${t} SET locked_until = ${written} + $4::float8 * interval '1 second',
                updated_at = ${written}
@@ -378,6 +384,25 @@ export class TypeOrmIdempotencyStore extends IdempotencyStore {
     // lease then, or locked by another purger) is deleted by a later pass.
     this.purgedUpTo = deleted === batchSize ? (rows[0].last ?? null) : null;
     return deleted;
+  }
+
+  /**
+   * Operations in phases, staged jobs, health counts and the bootstrap check, all on this
+   * store's DataSource, timeout and connection handling.
+   * @inheritDoc
+   */
+  override capabilities(): IdempotencyStoreCapabilities {
+    if (this.abilities) return this.abilities;
+    const jobs = new TypeOrmJobStore(this, this.tableName);
+    this.abilities = {
+      operations: new TypeOrmPhaseStore(this, this.tableName, jobs),
+      jobs,
+      health: {
+        read: (limit, timeoutMs) => readTableHealth(this, this.tableName, limit, timeoutMs),
+      },
+      verify: () => this.verify(),
+    };
+    return this.abilities;
   }
 
   /** @inheritDoc */

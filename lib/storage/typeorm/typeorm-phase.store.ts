@@ -6,56 +6,46 @@ import type {
 import { quoteTableName } from './idempotency-table.sql';
 import { prepareStatement } from './prepared-statement';
 import type { PreparedStatement } from './prepared-statement';
+import type { IdempotencyRunSettings } from '../../execution/idempotency-run';
+import type {
+  AbandonedOperation,
+  BoundOperation,
+  NewStagedJob,
+  OperationRecordRow,
+  OperationRecordStore,
+  OperationStepTransaction,
+} from '../../phases/operation-record.store';
 import type { TypeOrmIdempotencyStore } from './typeorm-idempotency.store';
+import { TypeOrmJobStore } from './typeorm-job.store';
 import type { TypeOrmStoreTransaction } from './typeorm-store-transaction';
 
-/** What `bind()` found on the record: where its operation stands. */
-export interface BoundOperation {
-  /** The operation name on the record (the one bound now, or an earlier one). */
-  operation: string;
-  /** `started`, a step name, or `finished`. */
-  recoveryPoint: string;
-  input: unknown;
-  state: Record<string, unknown>;
-  /** Seconds since the record was first claimed (database clock). */
-  ageSeconds: number;
-  /** Whether an earlier run had bound the operation already (this is a resume). */
-  resumed: boolean;
-}
+/** A local step's transaction on the TypeORM store. */
+class TypeOrmStepTransaction implements OperationStepTransaction {
+  constructor(
+    readonly tx: TypeOrmStoreTransaction,
+    readonly state: Record<string, unknown>,
+    private readonly jobs: TypeOrmJobStore,
+  ) {}
 
-/** An unfinished operation the completer took over, or one marked abandoned. */
-export interface OperationRecordRow {
-  scope: string;
-  key: string;
-  recordId: string;
-  operation: string;
-  recoveryPoint: string | null;
-  /** Set for a takeover: the completer's owner token. */
-  ownerToken: string | null;
-  attempt: number;
-}
+  get manager(): EntityManager {
+    return this.tx.manager;
+  }
 
-/** An abandoned record, as the query API returns it. */
-export interface AbandonedOperation {
-  scope: string;
-  key: string;
-  recordId: string;
-  operation: string;
-  recoveryPoint: string | null;
-  input: unknown;
-  state: Record<string, unknown> | null;
-  attempts: number;
-  createdAt: Date;
-  abandonedAt: Date;
-}
+  stage(job: NewStagedJob): Promise<void> {
+    return this.jobs.stage(this.tx, job);
+  }
 
-/** One local step's transaction, positioned on the record's expected recovery point. */
-export interface StepTransaction {
-  readonly manager: EntityManager;
-  /** The carried state as the record holds it (read under the row lock). */
-  readonly state: Record<string, unknown>;
-  /** Runs a statement of the library in the step's transaction. */
-  readonly tx: TypeOrmStoreTransaction;
+  commit(): Promise<void> {
+    return this.tx.commit();
+  }
+
+  rollback(): Promise<void> {
+    return this.tx.rollback();
+  }
+
+  abandon(): Promise<void> {
+    return this.tx.abandon();
+  }
 }
 
 /**
@@ -64,16 +54,18 @@ export interface StepTransaction {
  * point it expects (compare-and-set): a stale owner, or a second run of a step that already
  * committed, changes nothing.
  */
-export class TypeOrmPhaseStore {
+export class TypeOrmPhaseStore implements OperationRecordStore {
   private readonly sql: Record<string, PreparedStatement>;
 
   /**
    * @param store - the TypeORM store whose DataSource, timeout and connections are used
    * @param tableName - the record table
+   * @param jobs - where local steps stage jobs (the table's own jobs table by default)
    */
   constructor(
     private readonly store: TypeOrmIdempotencyStore,
     tableName: string,
+    private readonly jobs: TypeOrmJobStore = new TypeOrmJobStore(store, tableName),
   ) {
     const t = quoteTableName(tableName);
     const owned = `r.scope = $1 AND r.idempotency_key = $2 AND r.owner_token = $3 AND r.status = 'in_flight'`;
@@ -85,13 +77,14 @@ export class TypeOrmPhaseStore {
     const idle = `r.operation IS NOT NULL AND r.recovery_point <> 'finished'
                   AND r.status IN ('in_flight', 'released')
                   AND (r.status = 'released' OR r.locked_until <= ${at})`;
-    const recordColumns = `r.scope, r.idempotency_key, r.record_id, r.operation, r.recovery_point`;
+    const recordColumns = `r.scope, r.idempotency_key, r.record_id, r.operation, r.recovery_point, r.operation_settings`;
     const sql = {
       bind: `
         UPDATE ${t} r SET
                operation = coalesce(r.operation, $4),
                operation_input = CASE WHEN r.recovery_point IS NULL THEN $5::jsonb ELSE r.operation_input END,
                operation_state = coalesce(r.operation_state, '{}'::jsonb),
+               operation_settings = coalesce(r.operation_settings, $6::jsonb),
                recovery_point = coalesce(r.recovery_point, 'started'),
                last_run_at = ${written}, updated_at = ${written}
           FROM (SELECT recovery_point AS previous FROM ${t}
@@ -168,6 +161,9 @@ export class TypeOrmPhaseStore {
                purge_after = LEAST(r.purge_after, ${written} + $6::float8 * interval '1 second'),
                updated_at = ${written}
          WHERE r.scope = $1 AND r.idempotency_key = $2 AND r.status = 'abandoned'`,
+      abandonedSettings: `
+        SELECT r.operation_settings FROM ${t} r
+         WHERE r.scope = $1 AND r.idempotency_key = $2 AND r.status = 'abandoned'`,
       resolveDelete: `
         DELETE FROM ${t} r WHERE r.scope = $1 AND r.idempotency_key = $2 AND r.status = 'abandoned'`,
     };
@@ -185,13 +181,16 @@ export class TypeOrmPhaseStore {
     ref: IdempotencyRecordRef,
     operation: string,
     input: unknown,
+    settings: IdempotencyRunSettings,
   ): Promise<BoundOperation | undefined> {
+    const { ttlSeconds, replayHeaders } = settings;
     const { rows } = await this.store.runStatement('bind operation', this.sql.bind, [
       ref.scope,
       ref.key,
       ref.ownerToken,
       operation,
       JSON.stringify(input ?? null),
+      JSON.stringify({ ttlSeconds, replayHeaders }),
     ]);
     const row = rows[0];
     if (!row) return undefined;
@@ -214,7 +213,7 @@ export class TypeOrmPhaseStore {
     ref: IdempotencyRecordRef,
     expectedPoint: string,
     isolation: string,
-  ): Promise<StepTransaction | undefined> {
+  ): Promise<OperationStepTransaction | undefined> {
     const tx = await this.store.openTransaction();
     try {
       if (isolation !== 'READ COMMITTED') {
@@ -230,7 +229,7 @@ export class TypeOrmPhaseStore {
         await tx.rollback();
         return undefined;
       }
-      return { manager: tx.manager, state: rows[0].operation_state ?? {}, tx };
+      return new TypeOrmStepTransaction(tx, rows[0].operation_state ?? {}, this.jobs);
     } catch (error) {
       await tx.rollback().catch(() => undefined);
       throw error;
@@ -247,8 +246,9 @@ export class TypeOrmPhaseStore {
     expectedPoint: string,
     nextPoint: string,
     state: Record<string, unknown>,
-    tx?: TypeOrmStoreTransaction,
+    step?: OperationStepTransaction,
   ): Promise<boolean> {
+    const tx = (step as TypeOrmStepTransaction | undefined)?.tx;
     const values = [ref.scope, ref.key, ref.ownerToken, expectedPoint, nextPoint, state];
     const result = tx
       ? await tx.run('advance operation', this.sql.advance, values)
@@ -267,8 +267,9 @@ export class TypeOrmPhaseStore {
     state: Record<string, unknown>,
     response: StoredResponse,
     ttlSeconds: number,
-    tx?: TypeOrmStoreTransaction,
+    step?: OperationStepTransaction,
   ): Promise<boolean> {
+    const tx = (step as TypeOrmStepTransaction | undefined)?.tx;
     const values = [
       ref.scope,
       ref.key,
@@ -349,6 +350,18 @@ export class TypeOrmPhaseStore {
     }));
   }
 
+  /** The settings an abandoned record was started with, or null; undefined when none. */
+  async abandonedSettings(
+    scope: string,
+    key: string,
+  ): Promise<IdempotencyRunSettings | null | undefined> {
+    const { rows } = await this.store.runStatement('read abandoned', this.sql.abandonedSettings, [
+      scope,
+      key,
+    ]);
+    return rows[0] ? settingsOf(rows[0].operation_settings) : undefined;
+  }
+
   /**
    * Resolves an abandoned record: with a response, it becomes finished and is replayed to
    * retries for `ttlSeconds`; without, it is deleted and the key can run again from scratch.
@@ -382,6 +395,21 @@ export class TypeOrmPhaseStore {
       recoveryPoint: row.recovery_point,
       ownerToken: row.owner_token,
       attempt: Number(row.attempts),
+      settings: settingsOf(row.operation_settings),
     }));
   }
+}
+
+/** The route settings stored on a record, or null when it has none (or they are not valid). */
+function settingsOf(stored: unknown): IdempotencyRunSettings | null {
+  const value = stored as Partial<IdempotencyRunSettings> | null;
+  if (
+    !value ||
+    typeof value.ttlSeconds !== 'number' ||
+    !Array.isArray(value.replayHeaders) ||
+    !value.replayHeaders.every((name) => typeof name === 'string')
+  ) {
+    return null;
+  }
+  return { ttlSeconds: value.ttlSeconds, replayHeaders: value.replayHeaders };
 }

@@ -1,0 +1,45 @@
+import type { OperationRecordStore } from '../phases/operation-record.store';
+import type { TypeOrmJobStore } from './typeorm/typeorm-job.store';
+
+/** What the record table looks like to a health check. Each count stops at the read's limit. */
+export interface IdempotencyTableHealth {
+  /** Records in flight whose lease lapsed. */
+  stuckInFlight: number;
+  /** Unfinished operations in phases nobody runs (released, or in flight with a lapsed lease). */
+  idleOperations: number;
+  /** Operations in phases marked abandoned, waiting for a human. */
+  abandonedOperations: number;
+  /** Expired records the purge may delete and has not yet. */
+  purgeBacklog: number;
+  /** Milliseconds the read took. */
+  latencyMs: number;
+}
+
+/** Reads the counts a health check reports. */
+export interface IdempotencyStoreHealthQuery {
+  /**
+   * @param limit - the most rows one count reads
+   * @param timeoutMs - how long the read may take before it fails
+   */
+  read(limit: number, timeoutMs: number): Promise<IdempotencyTableHealth>;
+}
+
+/**
+ * What a store can do beyond the core contract of `IdempotencyStore`. The module asks once, at
+ * bootstrap (`IdempotencyStore.capabilities()`), and each feature uses the ability it needs
+ * through this narrow port: a store without it makes the feature unavailable, with a clear
+ * error, instead of being recognised by its class.
+ */
+export interface IdempotencyStoreCapabilities {
+  /** Operations in phases, the completer and the reaper of unfinished operations. */
+  readonly operations?: OperationRecordStore;
+  /** Staged jobs and their drainer. */
+  readonly jobs?: TypeOrmJobStore;
+  /** The counts of the health indicator. */
+  readonly health?: IdempotencyStoreHealthQuery;
+  /**
+   * Checks at bootstrap that the store can serve (tables and columns in place); throws an
+   * `IdempotencyConfigurationError` that says how to fix it.
+   */
+  readonly verify?: () => Promise<void>;
+}
