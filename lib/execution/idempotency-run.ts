@@ -2,6 +2,7 @@ import type { IdempotencyRequestIdentity } from '../context/idempotency-identity
 import { IdempotencyProblemException } from '../errors/idempotency-problem.exception';
 import type {
   IdempotencyRecordRef,
+  IdempotencyRunSettings,
   StoredResponse,
 } from '../interfaces/idempotency-record.interface';
 import type { IdempotencyStore } from '../storage/idempotency.store';
@@ -14,14 +15,6 @@ import { LeaseHeartbeat } from './lease-heartbeat';
  * - `operation`: an operation in phases stores it with its last step, and nothing else may.
  */
 export type IdempotencyRunCompletion = 'response' | 'transaction' | 'operation';
-
-/** What a run answers with: the settings of the route that claimed the record. */
-export interface IdempotencyRunSettings {
-  /** How long the final response is replayed. */
-  readonly ttlSeconds: number;
-  /** Response headers stored with it (lower case). */
-  readonly replayHeaders: readonly string[];
-}
 
 /** How an operation in phases ended its run. */
 export type OperationRunResult =

@@ -70,3 +70,11 @@ export interface IdempotencyStoreTransaction {
   commit(): Promise<void>;
   rollback(): Promise<void>;
 }
+
+/** What a run answers with: the settings of the route that claimed the record. */
+export interface IdempotencyRunSettings {
+  /** How long the final response is replayed. */
+  readonly ttlSeconds: number;
+  /** Response headers stored with it (lower case). */
+  readonly replayHeaders: readonly string[];
+}

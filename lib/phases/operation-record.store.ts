@@ -1,7 +1,7 @@
 import type { EntityManager } from 'typeorm';
-import type { IdempotencyRunSettings } from '../execution/idempotency-run';
 import type {
   IdempotencyRecordRef,
+  IdempotencyRunSettings,
   StoredResponse,
 } from '../interfaces/idempotency-record.interface';
 

@@ -48,6 +48,7 @@ const CODES = [
   'idempotency_retry_later',
   'idempotency_operation_abandoned',
   'idempotency_operation_unavailable',
+  'idempotency_operation_input_invalid',
 ];
 const PROBLEM_REF = '#/components/schemas/IdempotencyProblem';
 const PROBLEM_STATUSES = ['400', '409', '422', '503'];

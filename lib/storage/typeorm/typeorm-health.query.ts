@@ -2,7 +2,7 @@ import type { IdempotencyTableHealth } from '../idempotency-store.capabilities';
 import { quoteTableName } from './idempotency-table.sql';
 import { prepareStatement } from './prepared-statement';
 import type { PreparedStatement } from './prepared-statement';
-import type { TypeOrmIdempotencyStore } from './typeorm-idempotency.store';
+import type { TypeOrmStoreConnection } from './store-connection';
 import { Deadline } from './with-deadline';
 
 const statements = new Map<string, PreparedStatement>();
@@ -46,7 +46,7 @@ function healthStatement(tableName: string): PreparedStatement {
  * @throws IdempotencyStoreTimeoutError when the database does not answer within `timeoutMs`
  */
 export async function readTableHealth(
-  store: TypeOrmIdempotencyStore,
+  store: TypeOrmStoreConnection,
   tableName: string,
   countLimit: number,
   timeoutMs: number,

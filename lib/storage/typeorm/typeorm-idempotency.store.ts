@@ -15,6 +15,7 @@ import { hasPoolAccess, prepareStatement, runOnPool } from './prepared-statement
 import type { PreparedStatement, StatementResult } from './prepared-statement';
 import { runOnNewQueryRunner } from './query-runner-statements';
 import { RECORD_TABLE_CHECK_SQL, recordTableProblem } from './record-table-check';
+import type { TypeOrmStoreConnection } from './store-connection';
 import { readTableHealth } from './typeorm-health.query';
 import { TypeOrmJobStore } from './typeorm-job.store';
 import { TypeOrmPhaseStore } from './typeorm-phase.store';
@@ -77,7 +78,7 @@ export interface TypeOrmIdempotencyStoreSettings {
  *   never an unfinished operation in phases (the reaper marks those abandoned instead);
  *   successive full batches of one pass each start where the previous one ended.
  */
-export class TypeOrmIdempotencyStore extends IdempotencyStore {
+export class TypeOrmIdempotencyStore extends IdempotencyStore implements TypeOrmStoreConnection {
   private readonly table: string;
   private readonly jobsTable: string;
   private readonly sql: Record<

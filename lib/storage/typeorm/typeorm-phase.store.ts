@@ -1,12 +1,12 @@
 import type { EntityManager } from 'typeorm';
 import type {
   IdempotencyRecordRef,
+  IdempotencyRunSettings,
   StoredResponse,
 } from '../../interfaces/idempotency-record.interface';
 import { quoteTableName } from './idempotency-table.sql';
 import { prepareStatement } from './prepared-statement';
 import type { PreparedStatement } from './prepared-statement';
-import type { IdempotencyRunSettings } from '../../execution/idempotency-run';
 import type {
   AbandonedOperation,
   BoundOperation,
@@ -15,7 +15,7 @@ import type {
   OperationRecordStore,
   OperationStepTransaction,
 } from '../../phases/operation-record.store';
-import type { TypeOrmIdempotencyStore } from './typeorm-idempotency.store';
+import type { TypeOrmStoreConnection } from './store-connection';
 import { TypeOrmJobStore } from './typeorm-job.store';
 import type { TypeOrmStoreTransaction } from './typeorm-store-transaction';
 
@@ -63,7 +63,7 @@ export class TypeOrmPhaseStore implements OperationRecordStore {
    * @param jobs - where local steps stage jobs (the table's own jobs table by default)
    */
   constructor(
-    private readonly store: TypeOrmIdempotencyStore,
+    private readonly store: TypeOrmStoreConnection,
     tableName: string,
     private readonly jobs: TypeOrmJobStore = new TypeOrmJobStore(store, tableName),
   ) {

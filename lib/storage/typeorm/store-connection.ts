@@ -1,0 +1,18 @@
+import type { PreparedStatement, StatementResult } from './prepared-statement';
+import type { TypeOrmStoreTransaction } from './typeorm-store-transaction';
+
+/**
+ * What the TypeORM store lends the statements of its abilities (operations, jobs, health): its
+ * DataSource's connections, its timeout and its prepared statements. Implemented by
+ * `TypeOrmIdempotencyStore`. Internal.
+ */
+export interface TypeOrmStoreConnection {
+  /** Runs one statement outside any transaction, bounded like every store call. */
+  runStatement(
+    operation: string,
+    statement: PreparedStatement,
+    values: unknown[],
+  ): Promise<StatementResult>;
+  /** Opens a transaction on a query runner, bounded like every store call. */
+  openTransaction(): Promise<TypeOrmStoreTransaction>;
+}
