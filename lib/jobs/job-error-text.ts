@@ -14,7 +14,7 @@ export function jobErrorText(error: unknown): string {
   } catch {
     text = 'a value that cannot be shown as text';
   }
-  text = text.replace(/\u0000/g, '');
+  text = text.replaceAll('\u0000', '');
   if (text.length <= JOB_ERROR_TEXT_MAX_LENGTH) return text;
   let cut = text.slice(0, JOB_ERROR_TEXT_MAX_LENGTH - 1);
   // Never leave half of a surrogate pair at the end.

@@ -28,9 +28,10 @@ export class IdleBackoff {
       return 0;
     }
     this.idlePolls = Math.min(this.idlePolls + 1, 60);
-    // The next poll comes at the first tick after the wait: a gap of about wait + one tick.
+    // The next poll comes at the first tick after the wait: half a tick short of the gap, so
+    // that tick is the one `gap` after this poll, however long the poll took (under half a tick).
     const gap = Math.min(this.maxSeconds, this.tickSeconds * 2 ** this.idlePolls);
-    const wait = Math.max(0, gap - this.tickSeconds);
+    const wait = Math.max(0, gap - this.tickSeconds / 2);
     return dueInSeconds === undefined ? wait : Math.max(0, Math.min(wait, dueInSeconds));
   }
 
