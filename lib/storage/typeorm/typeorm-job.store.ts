@@ -9,7 +9,7 @@ import type {
 import { jobsTableNameOf, quoteTableName } from './idempotency-table.sql';
 import { prepareStatement } from './prepared-statement';
 import type { PreparedStatement } from './prepared-statement';
-import type { TypeOrmIdempotencyStore } from './typeorm-idempotency.store';
+import type { TypeOrmStoreConnection } from './store-connection';
 import type { TypeOrmStoreTransaction } from './typeorm-store-transaction';
 
 /** A job to stage, with where it came from. */
@@ -37,7 +37,7 @@ export class TypeOrmJobStore implements StagedJobStore {
    * @param tableName - the record table; jobs live in `<tableName>_jobs`
    */
   constructor(
-    private readonly store: TypeOrmIdempotencyStore,
+    private readonly store: TypeOrmStoreConnection,
     tableName: string,
   ) {
     const j = quoteTableName(jobsTableNameOf(tableName));
