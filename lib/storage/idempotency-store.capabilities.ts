@@ -1,5 +1,5 @@
 import type { OperationRecordStore } from '../phases/operation-record.store';
-import type { TypeOrmJobStore } from './typeorm/typeorm-job.store';
+import type { StagedJobStore } from '../jobs/staged-job.store';
 
 /** What the record table looks like to a health check. Each count stops at the read's limit. */
 export interface IdempotencyTableHealth {
@@ -34,7 +34,7 @@ export interface IdempotencyStoreCapabilities {
   /** Operations in phases, the completer and the reaper of unfinished operations. */
   readonly operations?: OperationRecordStore;
   /** Staged jobs and their drainer. */
-  readonly jobs?: TypeOrmJobStore;
+  readonly jobs?: StagedJobStore;
   /** The counts of the health indicator. */
   readonly health?: IdempotencyStoreHealthQuery;
   /**

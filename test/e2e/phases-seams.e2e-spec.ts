@@ -36,7 +36,12 @@ describe.each(ADAPTERS)('operations at the seams on %s', (adapter) => {
     t = await createTestApp(adapter, db, {
       ...TRANSFERS,
       // The completer runs when the test asks (completeStale), on records idle for 0 s.
-      module: { jobs: false, completer: { intervalSeconds: 3600, afterSeconds: 0 } },
+      // Replays come from PostgreSQL, whose rows the tests move (an expiry set back by SQL).
+      module: {
+        jobs: false,
+        replayCache: false,
+        completer: { intervalSeconds: 3600, afterSeconds: 0 },
+      },
     });
     hooks = t.app.get(TransferHooks);
   });
@@ -50,6 +55,7 @@ describe.each(ADAPTERS)('operations at the seams on %s', (adapter) => {
     hooks.before.clear();
     hooks.respondWith = undefined;
     hooks.providerIdSuffix = '';
+    hooks.providerAnswers.length = 0;
   });
 
   const post = (k: string, body: object, path = '/transfers') =>
@@ -195,6 +201,25 @@ describe.each(ADAPTERS)('operations at the seams on %s', (adapter) => {
     // The route's 120 s, neither the module's 86,400 s nor the lease's 60 s.
     expect(row.ttl_seconds).toBe(120);
     expect(row.response_headers).toMatchObject({ 'x-not-replayed': 'yes' });
+  });
+
+  it("a key claimed again after its record expired binds the new route's settings, not the old one's", async () => {
+    const k = key();
+    // A finished operation's record, replayed for the short-lived route's TTL, then expired.
+    expect((await post(k, { amount: 509, to: 'bob' }, '/transfers/short-lived')).status).toBe(201);
+    await db.query(
+      `UPDATE idempotency_records SET expires_at = now() - interval '1 second',
+              purge_after = now() - interval '1 second' WHERE idempotency_key = $1`,
+      [k],
+    );
+    hooks.providerAnswers.push('unavailable');
+    expect((await post(k, { amount: 510, to: 'bob' })).status).toBe(503);
+    const [row] = await db.query<{ ttl: number }>(
+      `SELECT (operation_settings->>'ttlSeconds')::int AS ttl FROM idempotency_records
+        WHERE idempotency_key = $1`,
+      [k],
+    );
+    expect(row.ttl).toBe(86_400);
   });
 
   it("an operator's resolution is stored with the route's allow-list and TTL", async () => {

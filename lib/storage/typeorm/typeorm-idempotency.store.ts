@@ -205,6 +205,7 @@ export class TypeOrmIdempotencyStore extends IdempotencyStore implements TypeOrm
             recovery_point = CASE WHEN ${expired} THEN NULL ELSE r.recovery_point END,
             operation_input = CASE WHEN ${expired} THEN NULL ELSE r.operation_input END,
             operation_state = CASE WHEN ${expired} THEN NULL ELSE r.operation_state END,
+            operation_settings = CASE WHEN ${expired} THEN NULL ELSE r.operation_settings END,
             updated_at = ${written}
           WHERE (${expired})
              OR (r.fingerprint = EXCLUDED.fingerprint
