@@ -3,11 +3,14 @@ import { randomBytes } from 'node:crypto';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import type { BenchHttpAdapter } from './app/bench-app.config';
+import type { BaselineBuild } from './runner/baseline-build';
+import { buildBaseline, removeBaseline } from './runner/baseline-build';
 import { BenchDatabase } from './runner/bench-database';
 import type { BenchOptions, BenchPhase } from './runner/bench-options';
 import { parseBenchOptions } from './runner/bench-options';
 import type { AdapterResult, BenchResults } from './runner/bench-results';
 import { machineInfo } from './runner/machine-info';
+import { runBaselinePhase } from './runner/phases/baseline.phase';
 import { runLatencyProbe } from './runner/phases/latency-probe.phase';
 import { runLeakCheck } from './runner/phases/leak.phase';
 import { runPhasedPhase } from './runner/phases/phased.phase';
@@ -156,6 +159,63 @@ async function benchAdapter(
   }
 }
 
+/**
+ * `--baseline`: starts this checkout's server and the baseline commit's for one adapter, both at
+ * once and each on its own database, and compares the selected throughput cases on them.
+ */
+async function compareAdapter(
+  adapter: BenchHttpAdapter,
+  db: BenchDatabase,
+  baselineDb: BenchDatabase,
+  build: BaselineBuild,
+  options: BenchOptions,
+  redisUrl: string | undefined,
+  runId: string,
+): Promise<AdapterResult> {
+  const started = performance.now();
+  const start = (which: 'current' | 'baseline') =>
+    startBenchServer({
+      adapter,
+      databaseUrl: (which === 'current' ? db : baselineDb).url,
+      redisUrl,
+      poolSize: options.poolSize,
+      peerKeyPrefix: `nest-idempotency-bench:${runId}:${adapter}:${which}`,
+      logFile: resolve(
+        ROOT,
+        'bench/results/logs',
+        `server-${adapter}${which === 'baseline' ? '-baseline' : ''}.log`,
+      ),
+      root: which === 'baseline' ? build.dir : undefined,
+    });
+  log(`[${adapter}] starting this checkout's server and the baseline's (${build.ref})`);
+  const current = await start('current');
+  try {
+    const baseline = await start('baseline');
+    try {
+      log(`[${adapter}] pids ${current.pid} (current) and ${baseline.pid} (baseline)`);
+      const rows = await runBaselinePhase(
+        { server: current, db },
+        { server: baseline, db: baselineDb },
+        options,
+        current.peer && baseline.peer,
+        log,
+      );
+      log(`[${adapter}] done in ${elapsed(started)}`);
+      return {
+        adapter,
+        peer: current.peer && baseline.peer,
+        baseline: rows,
+        targets: [],
+        seconds: (performance.now() - started) / 1000,
+      };
+    } finally {
+      await baseline.stop();
+    }
+  } finally {
+    await current.stop();
+  }
+}
+
 function writeResults(path: string, results: BenchResults): string {
   const file = resolve(ROOT, path);
   mkdirSync(dirname(file), { recursive: true });
@@ -177,6 +237,7 @@ async function main(): Promise<void> {
   const startedAt = new Date();
   const runId = randomBytes(4).toString('hex');
   const db = await BenchDatabase.open(options.databaseUrl, options.database);
+  let baselineInfo: BenchResults['baseline'];
   try {
     let redisUrl = options.redisUrl;
     if (redisUrl && !(await redisAnswers(redisUrl))) {
@@ -191,10 +252,38 @@ async function main(): Promise<void> {
     log('building the bench app (npm run build: the server runs compiled JavaScript, as apps do)');
     buildBenchApp();
     const adapters: AdapterResult[] = [];
-    for (const adapter of options.adapters) {
-      const result = await benchAdapter(adapter, db, options, redisUrl, runId);
-      adapters.push(result);
-      process.stdout.write(`\n${formatAdapterReport(result, options)}\n`);
+    if (options.baseline) {
+      // The baseline's tables live in their own database: its migrations may be older.
+      const build = buildBaseline(ROOT, options.baseline, log);
+      const baselineDb = await BenchDatabase.open(
+        options.databaseUrl,
+        `${options.database}_baseline`,
+      );
+      try {
+        for (const adapter of options.adapters) {
+          const result = await compareAdapter(
+            adapter,
+            db,
+            baselineDb,
+            build,
+            options,
+            redisUrl,
+            runId,
+          );
+          adapters.push(result);
+          process.stdout.write(`\n${formatAdapterReport(result, options)}\n`);
+        }
+      } finally {
+        await baselineDb.close();
+        removeBaseline(build.dir);
+      }
+      baselineInfo = { ref: build.ref, commit: build.commit, subject: build.subject };
+    } else {
+      for (const adapter of options.adapters) {
+        const result = await benchAdapter(adapter, db, options, redisUrl, runId);
+        adapters.push(result);
+        process.stdout.write(`\n${formatAdapterReport(result, options)}\n`);
+      }
     }
     const finishedAt = new Date();
     // Connection strings stay out of the results file (they may carry credentials).
@@ -208,6 +297,7 @@ async function main(): Promise<void> {
       seconds: (finishedAt.getTime() - startedAt.getTime()) / 1000,
       machine,
       options: publicOptions,
+      ...(baselineInfo ? { baseline: baselineInfo } : {}),
       adapters,
     };
     const file = writeResults(options.output, results);

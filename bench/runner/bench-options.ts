@@ -57,7 +57,16 @@ export interface BenchOptions {
   output: string;
   /** `--quick`: a smoke run of about half a minute; numbers are not meaningful. */
   quick: boolean;
+  /**
+   * `--baseline <git-ref>`: instead of the phases, compare the throughput cases (`--cases`,
+   * default first, first-tx, replay) of this checkout with that commit's, both servers running,
+   * in interleaved rounds.
+   */
+  baseline: string | undefined;
 }
+
+/** The cases `--baseline` compares when `--cases` is not given: the library's own routes. */
+export const BASELINE_DEFAULT_CASES: readonly BenchCase['id'][] = ['first', 'first-tx', 'replay'];
 
 const HELP = `Usage: npm run bench -- [flags]
 
@@ -80,6 +89,9 @@ const HELP = `Usage: npm run bench -- [flags]
   --pool-size <n>          server's TypeORM pool size (default 20)
   --output <file>          JSON results (default bench/results/latest.json, quick.json with --quick)
   --quick                  smoke run (~1 min for both adapters): tiny durations and counts
+  --baseline <git-ref>     compare this checkout with that commit: only the --cases (default
+                           first,first-tx,replay), both servers up, in interleaved rounds; the
+                           baseline uses the database <--database>_baseline
   --help
 `;
 
@@ -127,6 +139,7 @@ export function parseBenchOptions(
       'pool-size': { type: 'string' },
       output: { type: 'string' },
       quick: { type: 'boolean', default: false },
+      baseline: { type: 'string' },
       help: { type: 'boolean', default: false },
     },
   });
@@ -162,6 +175,13 @@ export function parseBenchOptions(
   if (cases?.some((id) => !caseIds.includes(id)) || cases?.length === 0) {
     throw new Error(`--cases ${values.cases}: use a list of ${caseIds.join(', ')}.`);
   }
+  const baseline = values.baseline?.trim();
+  if (baseline !== undefined && (!baseline || baseline.startsWith('-'))) {
+    throw new Error(`--baseline ${values.baseline}: name a commit, branch or tag.`);
+  }
+  if (baseline !== undefined && values.phases !== undefined) {
+    throw new Error('--baseline compares the throughput cases only: leave out --phases.');
+  }
   const latencies = (values['provider-latencies'] ?? '0,50')
     .split(',')
     .map((raw) => raw.trim())
@@ -182,7 +202,8 @@ export function parseBenchOptions(
   return {
     adapters: adapters as BenchHttpAdapter[],
     phases: phases as BenchPhase[],
-    cases: cases as BenchCase['id'][] | undefined,
+    cases: (cases ?? (baseline ? [...BASELINE_DEFAULT_CASES] : undefined)) as
+      BenchCase['id'][] | undefined,
     durationSeconds: positive('duration', values.duration, quick ? 1 : 4, false),
     warmupSeconds: positive('warmup', values.warmup, quick ? 0.3 : 2, false),
     connections: positive('connections', values.connections, 16),
@@ -201,5 +222,6 @@ export function parseBenchOptions(
     poolSize: positive('pool-size', values['pool-size'], 20),
     output: values.output ?? (quick ? 'bench/results/quick.json' : 'bench/results/latest.json'),
     quick,
+    baseline,
   };
 }

@@ -1,5 +1,7 @@
 import type { BenchOptions } from './bench-options';
+import type { BaselineBuild } from './baseline-build';
 import type { MachineInfo } from './machine-info';
+import type { BaselineRow } from './phases/baseline.phase';
 import type { ProbeRow } from './phases/latency-probe.phase';
 import type { LeakResult } from './phases/leak.phase';
 import type { PhasedRow } from './phases/phased.phase';
@@ -21,6 +23,8 @@ export interface AdapterResult {
   leak?: LeakResult;
   /** The phased payment route against the transactional one (no target; reported only). */
   phased?: PhasedRow[];
+  /** `--baseline`: each case on this checkout and on the baseline commit (the only part run). */
+  baseline?: BaselineRow[];
   targets: TargetCheck[];
   /** Seconds this adapter took, server start to stop. */
   seconds: number;
@@ -35,5 +39,7 @@ export interface BenchResults {
   seconds: number;
   machine: MachineInfo;
   options: Omit<BenchOptions, 'databaseUrl' | 'redisUrl'>;
+  /** `--baseline`: the commit compared with (its temporary directory is gone by then). */
+  baseline?: Omit<BaselineBuild, 'dir'>;
   adapters: AdapterResult[];
 }

@@ -240,7 +240,54 @@ function phasedSection(result: AdapterResult, options: BenchOptions): string | u
   );
 }
 
-function targetsSection(result: AdapterResult): string {
+function baselineSection(result: AdapterResult, options: BenchOptions): string | undefined {
+  if (!result.baseline) return undefined;
+  const title =
+    `Against the baseline ${options.baseline} — ${options.connections} connections, ` +
+    `${options.durationSeconds} s measured after ${options.warmupSeconds} s warm-up, ` +
+    `${options.rounds} interleaved round(s), the baseline first in odd rounds`;
+  const rows = result.baseline.map((row) => {
+    const { current, baseline } = row;
+    if (!row.comparable || !current || !baseline) {
+      return [row.label, row.path, 'not comparable: no such route on the baseline'];
+    }
+    const flagged = (figures: typeof current) =>
+      statuses(figures.statuses) + (figures.errors ? ` err×${figures.errors}` : '');
+    return [
+      row.label,
+      row.path,
+      int(baseline.rps),
+      int(current.rps),
+      `${fixed(row.ratio)}×`,
+      `${fixed(row.ratioMin)}–${fixed(row.ratioMax)}`,
+      row.roundsRatio.map((ratio) => fixed(ratio)).join('/'),
+      fixed(baseline.p99),
+      fixed(current.p99),
+      flagged(baseline),
+      flagged(current),
+    ];
+  });
+  return `${title}\n${formatTable(
+    [
+      'case',
+      'route',
+      'baseline req/s',
+      'current req/s',
+      'current/baseline',
+      'range',
+      'per round',
+      'baseline p99 ms',
+      'current p99 ms',
+      'baseline statuses',
+      'current statuses',
+    ],
+    rows,
+    ['left', 'left', 'right', 'right', 'right', 'right', 'left', 'right', 'right', 'left', 'left'],
+  )}\nreq/s and p99: medians over the rounds; current/baseline: the median of the per-round ratios.`;
+}
+
+function targetsSection(result: AdapterResult): string | undefined {
+  if (result.baseline) return undefined; // a comparison run checks no targets
   return (
     'Targets\n' +
     formatTable(
@@ -271,6 +318,7 @@ export function formatAdapterReport(result: AdapterResult, options: BenchOptions
     purgeSection(result),
     leakSection(result),
     phasedSection(result, options),
+    baselineSection(result, options),
     targetsSection(result),
   ]
     .filter((section) => section !== undefined)
@@ -281,6 +329,12 @@ export function formatAdapterReport(result: AdapterResult, options: BenchOptions
 export function formatSummary(results: BenchResults): string {
   const { machine } = results;
   const lines = results.adapters.map((adapter) => {
+    if (adapter.baseline) {
+      const ratios = adapter.baseline.map((row) =>
+        row.comparable ? `${row.id} ${fixed(row.ratio)}×` : `${row.id} not comparable`,
+      );
+      return `${adapter.adapter}: current/baseline ${ratios.join(', ')}`;
+    }
     const checked = adapter.targets.filter((check) => check.pass !== undefined);
     const failed = checked.filter((check) => !check.pass).map((check) => check.name);
     return (
@@ -293,6 +347,12 @@ export function formatSummary(results: BenchResults): string {
     ...lines,
     `${machine.cpuModel} × ${machine.cores}, ${machine.os}, Node ${machine.node}, PostgreSQL ${machine.postgres}, ` +
       `load average at start ${machine.loadAverage.join(' ')}${machine.commit ? `, commit ${machine.commit}` : ''}`,
+    ...(results.baseline
+      ? [
+          `baseline ${results.baseline.ref} = ${results.baseline.commit.slice(0, 12)} ` +
+            `${results.baseline.subject.slice(0, 70)}`,
+        ]
+      : []),
     `took ${fixed(results.seconds / 60, 1)} min (${results.startedAt} → ${results.finishedAt})`,
   ].join('\n');
 }

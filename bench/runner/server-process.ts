@@ -20,6 +20,11 @@ export interface ServerSpawnOptions {
   logFile: string;
   /** Milliseconds to wait for the ready line. */
   startTimeoutMs?: number;
+  /**
+   * Directory whose compiled `dist/bench/serve.js` runs: this checkout by default, an exported
+   * earlier commit for `--baseline`.
+   */
+  root?: string;
 }
 
 /** A running bench server: a child process of the runner. */
@@ -62,7 +67,7 @@ function installExitHook(): void {
  */
 export async function startBenchServer(options: ServerSpawnOptions): Promise<BenchServer> {
   installExitHook();
-  const root = resolve(__dirname, '..', '..');
+  const root = options.root ?? resolve(__dirname, '..', '..');
   mkdirSync(dirname(options.logFile), { recursive: true });
   const log = createWriteStream(options.logFile);
   const child = spawn(process.execPath, ['--expose-gc', 'dist/bench/serve.js'], {

@@ -61,9 +61,17 @@ export async function primeReplayKey(server: BenchServer, path: string, key: str
   }
 }
 
-type Measured = LoadResult & { executions: number; cpu: CpuPerRequest };
+/** One measured run of a case: autocannon's result, handler executions and CPU per request. */
+export type Measured = LoadResult & { executions: number; cpu: CpuPerRequest };
 
-async function measureCase(
+/**
+ * Runs one case once on one server: empties the tables (primes the key of a replay case), warms
+ * up, empties them again, then measures for `settings.durationSeconds`. Shared with the
+ * `--baseline` comparison, so both builds are driven by exactly the same load.
+ *
+ * @param warmupSeconds - warm-up of this run (shorter after the first round)
+ */
+export async function measureCase(
   server: BenchServer,
   db: BenchDatabase,
   benchCase: BenchCase,
