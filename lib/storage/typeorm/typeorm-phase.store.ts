@@ -172,11 +172,7 @@ export class TypeOrmPhaseStore implements OperationRecordStore {
     );
   }
 
-  /**
-   * Binds the operation to the record on its first run (name, input, `started`) and reads
-   * where it stands; on a later run, only reads (and notes the run). Owner-guarded.
-   * @returns undefined when `ref` no longer owns the record
-   */
+  /** @inheritDoc */
   async bind(
     ref: IdempotencyRecordRef,
     operation: string,
@@ -204,11 +200,7 @@ export class TypeOrmPhaseStore implements OperationRecordStore {
     };
   }
 
-  /**
-   * Opens a local step's transaction and locks the record, if `ref` still owns it at
-   * `expectedPoint`.
-   * @returns undefined (and nothing left open) when it does not
-   */
+  /** @inheritDoc */
   async beginStep(
     ref: IdempotencyRecordRef,
     expectedPoint: string,
@@ -236,11 +228,7 @@ export class TypeOrmPhaseStore implements OperationRecordStore {
     }
   }
 
-  /**
-   * Moves the record from `expectedPoint` to `nextPoint` with the carried state, in `tx` when
-   * given (a local step), else on its own (the record of a foreign step).
-   * @returns false when `ref` no longer owns the record at `expectedPoint`
-   */
+  /** @inheritDoc */
   async advance(
     ref: IdempotencyRecordRef,
     expectedPoint: string,
@@ -256,11 +244,7 @@ export class TypeOrmPhaseStore implements OperationRecordStore {
     return result.rowCount === 1;
   }
 
-  /**
-   * Moves the record from `expectedPoint` to `finished` with its final response, replayed for
-   * `ttlSeconds`; in `tx` when given.
-   * @returns false when `ref` no longer owns the record at `expectedPoint`
-   */
+  /** @inheritDoc */
   async finish(
     ref: IdempotencyRecordRef,
     expectedPoint: string,
@@ -287,20 +271,13 @@ export class TypeOrmPhaseStore implements OperationRecordStore {
     return result.rowCount === 1;
   }
 
-  /**
-   * Marks an owned record abandoned (too old to resume).
-   * @returns false when `ref` no longer owns it
-   */
+  /** @inheritDoc */
   async abandon(ref: IdempotencyRecordRef): Promise<boolean> {
     const values = [ref.scope, ref.key, ref.ownerToken];
     return (await this.store.runStatement('abandon', this.sql.abandon, values)).rowCount === 1;
   }
 
-  /**
-   * Takes over up to `batchSize` unfinished operations that nobody runs (lease lapsed or
-   * released), last run at least `afterSeconds` ago and younger than `maxAgeSeconds`, each with
-   * a new owner token and lease. Records locked by anyone else are skipped.
-   */
+  /** @inheritDoc */
   async takeOver(
     batchSize: number,
     afterSeconds: number,
@@ -311,18 +288,18 @@ export class TypeOrmPhaseStore implements OperationRecordStore {
     return this.rows(await this.store.runStatement('take over', this.sql.takeOver, values));
   }
 
-  /** Marks abandoned up to `batchSize` idle unfinished operations older than `maxAgeSeconds`. */
+  /** @inheritDoc */
   async abandonOld(batchSize: number, maxAgeSeconds: number): Promise<OperationRecordRow[]> {
     const values = [batchSize, maxAgeSeconds];
     return this.rows(await this.store.runStatement('abandon old', this.sql.abandonOld, values));
   }
 
-  /** Marks abandoned up to `batchSize` idle unfinished operations past their TTL (the reaper). */
+  /** @inheritDoc */
   async reapExpired(batchSize: number): Promise<OperationRecordRow[]> {
     return this.rows(await this.store.runStatement('reap', this.sql.reapExpired, [batchSize]));
   }
 
-  /** Deletes up to `batchSize` abandoned records unchanged for `retentionSeconds`. */
+  /** @inheritDoc */
   async deleteAbandoned(batchSize: number, retentionSeconds: number): Promise<number> {
     const { rows } = await this.store.runStatement('delete abandoned', this.sql.deleteAbandoned, [
       batchSize,
@@ -331,7 +308,7 @@ export class TypeOrmPhaseStore implements OperationRecordStore {
     return Number(rows[0]?.deleted ?? 0);
   }
 
-  /** Abandoned records, longest abandoned first. */
+  /** @inheritDoc */
   async listAbandoned(limit: number): Promise<AbandonedOperation[]> {
     const { rows } = await this.store.runStatement('list abandoned', this.sql.listAbandoned, [
       limit,
@@ -350,7 +327,7 @@ export class TypeOrmPhaseStore implements OperationRecordStore {
     }));
   }
 
-  /** The settings an abandoned record was started with, or null; undefined when none. */
+  /** @inheritDoc */
   async abandonedSettings(
     scope: string,
     key: string,
@@ -362,11 +339,7 @@ export class TypeOrmPhaseStore implements OperationRecordStore {
     return rows[0] ? settingsOf(rows[0].operation_settings) : undefined;
   }
 
-  /**
-   * Resolves an abandoned record: with a response, it becomes finished and is replayed to
-   * retries for `ttlSeconds`; without, it is deleted and the key can run again from scratch.
-   * @returns false when no abandoned record has that (scope, key)
-   */
+  /** @inheritDoc */
   async resolveAbandoned(
     scope: string,
     key: string,
