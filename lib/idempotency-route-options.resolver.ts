@@ -7,6 +7,7 @@ import {
   SAFE_METHODS,
 } from './idempotency.constants';
 import { mergeRouteOptions } from './idempotency.defaults';
+import { isIdempotencySkipped } from './decorators/skip-idempotency.decorator';
 import type {
   IdempotencyRouteOptions,
   IdempotentOptions,
@@ -16,7 +17,8 @@ import type {
 /**
  * Works out the options in force for a route: handler options over class options over module
  * options. A class-level `@Idempotent()` covers unsafe methods only; safe methods (GET, HEAD,
- * OPTIONS) are never covered. Results are cached per handler.
+ * OPTIONS) are never covered, nor is a handler marked `@SkipIdempotency()`. Results are cached
+ * per handler.
  */
 @Injectable()
 export class IdempotencyRouteOptionsResolver {
@@ -42,7 +44,8 @@ export class IdempotencyRouteOptionsResolver {
         IDEMPOTENT_CLASS_METADATA,
         context.getClass(),
       );
-      resolved = onHandler || onClass ? mergeRouteOptions(this.options, onClass, onHandler) : null;
+      const covered = (onHandler || onClass) && !isIdempotencySkipped(handler);
+      resolved = covered ? mergeRouteOptions(this.options, onClass, onHandler) : null;
       this.cache.set(handler, resolved);
     }
     return resolved ?? undefined;

@@ -1,6 +1,7 @@
 export { IdempotencyModule } from './idempotency.module';
 export type { IdempotencyModuleExtras } from './idempotency.module-definition';
 export { Idempotent } from './decorators/idempotent.decorator';
+export { SkipIdempotency } from './decorators/skip-idempotency.decorator';
 export { IdempotencyGuard } from './idempotency.guard';
 export { IdempotencyInterceptor } from './idempotency.interceptor';
 export { IdempotencyContext } from './context/idempotency.context';

@@ -1,5 +1,6 @@
 import { idempotencyRunStorage } from '../context/idempotency-run-scope';
 import { IDEMPOTENT_CLASS_METADATA } from '../idempotency.constants';
+import { isIdempotencySkipped } from './skip-idempotency.decorator';
 
 const MARKED = Symbol('nest-idempotency:marks-handler-start');
 
@@ -53,6 +54,8 @@ function markRoutesOf(target: abstract new (...args: any[]) => unknown): void {
       const fn = method?.value;
       if (typeof fn !== 'function' || fn[MARKED]) continue;
       if (!Reflect.hasOwnMetadata(ROUTE_PATH_METADATA, fn)) continue;
+      // Not covered: the library never runs around it, so the handler is left as declared.
+      if (isIdempotencySkipped(fn)) continue;
       Object.defineProperty(prototype, name, { ...method, value: markingStart(fn) });
     }
   }

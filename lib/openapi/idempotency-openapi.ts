@@ -3,6 +3,7 @@ import type { ModulesContainer } from '@nestjs/core';
 import type * as Swagger from '@nestjs/swagger';
 import { loadOptionalPeer } from '../utils/load-optional-peer';
 import { markCoveredControllers } from '../decorators/handler-start';
+import { isIdempotencySkipped } from '../decorators/skip-idempotency.decorator';
 import { IdempotencyProblemException } from '../errors/idempotency-problem.exception';
 import type { IdempotencyErrorCode } from '../errors/idempotency-problem.exception';
 import {
@@ -167,7 +168,8 @@ function routesOf(controller: abstract new (...args: any[]) => unknown): Route[]
       const claimed =
         method !== undefined &&
         !UNDOCUMENTED_METHODS.has(method) &&
-        (onHandler !== undefined || onClass !== undefined);
+        (onHandler !== undefined || onClass !== undefined) &&
+        !isIdempotencySkipped(handler);
       routes.push({
         controller,
         name,

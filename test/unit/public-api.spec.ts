@@ -39,6 +39,7 @@ describe('public API', () => {
       'IdempotentOperations',
       'MemoryIdempotencyStore',
       'PROBLEM_CONTENT_TYPE',
+      'SkipIdempotency',
       'TypeOrmIdempotencyStore',
       'createIdempotencyOperationSettingsMigration',
       'createIdempotencyPhasesMigration',
