@@ -3,12 +3,12 @@ import type { OnApplicationBootstrap, OnApplicationShutdown } from '@nestjs/comm
 import { ModuleRef } from '@nestjs/core';
 import { IdempotencyError } from '../errors/idempotency-configuration.error';
 import { IdempotencyEvents } from '../events/idempotency.events';
-import { IDEMPOTENCY_OPTIONS } from '../idempotency.tokens';
+import { IDEMPOTENCY_OPTIONS, IDEMPOTENCY_STORE_CAPABILITIES } from '../idempotency.tokens';
 import type { ResolvedIdempotencyOptions } from '../interfaces/idempotency-module-options.interface';
-import { IdempotencyPhaseEngine } from '../phases/idempotency-phase-engine';
 import { IdempotencyOperationRegistry } from '../phases/operation-registry';
 import { IdleBackoff } from '../scheduling/idle-backoff';
 import { PeriodicTask } from '../scheduling/periodic-task';
+import type { IdempotencyStoreCapabilities } from '../storage/idempotency-store.capabilities';
 import type { PeriodicRunOutcome } from '../scheduling/periodic-task';
 import { jobErrorText } from './job-error-text';
 import type { DeadJob, StagedJob } from './staged-job.interface';
@@ -48,7 +48,8 @@ export class IdempotencyJobs implements OnApplicationBootstrap, OnApplicationShu
   private stopListening?: () => void;
 
   constructor(
-    private readonly engine: IdempotencyPhaseEngine,
+    @Inject(IDEMPOTENCY_STORE_CAPABILITIES)
+    private readonly capabilities: IdempotencyStoreCapabilities,
     private readonly registry: IdempotencyOperationRegistry,
     private readonly events: IdempotencyEvents,
     private readonly moduleRef: ModuleRef,
@@ -121,7 +122,7 @@ export class IdempotencyJobs implements OnApplicationBootstrap, OnApplicationShu
    * handed in another way without touching the drainer.
    */
   private jobStore(): StagedJobStore | undefined {
-    return this.engine.parts?.jobs;
+    return this.capabilities.jobs;
   }
 
   private requireStore(): StagedJobStore {

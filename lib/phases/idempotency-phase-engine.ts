@@ -7,10 +7,9 @@ import type { IdempotencyStoreCapabilities } from '../storage/idempotency-store.
 import type { OperationRecordStore } from './operation-record.store';
 import { OperationRunner } from './operation-runner';
 
-/** The store abilities of operations in phases, and their runner. */
+/** The store ability of operations in phases, and their runner. */
 export interface PhaseEngineParts {
   operations: OperationRecordStore;
-  jobs: IdempotencyStoreCapabilities['jobs'];
   runner: OperationRunner;
 }
 
@@ -29,11 +28,10 @@ export class IdempotencyPhaseEngine {
     events: IdempotencyEvents,
     @Inject(IDEMPOTENCY_OPTIONS) options: ResolvedIdempotencyOptions,
   ) {
-    const { operations, jobs } = capabilities;
+    const { operations } = capabilities;
     if (!operations) return;
     this.parts = {
       operations,
-      jobs,
       runner: new OperationRunner(operations, store, events, options),
     };
   }
