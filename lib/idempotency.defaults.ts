@@ -214,12 +214,37 @@ function check(ok: boolean, option: string, value: unknown, fix: string): void {
   if (!ok) throw IdempotencyConfigurationError.invalidOption(option, value, fix);
 }
 
+/** A decimal number as written in an environment variable: `3`, `-0.5`, `1e3`. */
+const DECIMAL = /^[+-]?(\d+(\.\d*)?|\.\d+)(e[+-]?\d+)?$/i;
+
+/**
+ * An option read from the environment (through `ConfigService`, say) arrives as a string even
+ * when typed as a number or a boolean: the value it stands for, or `undefined` when it stands
+ * for none, with the sentence the refusal then ends with.
+ */
+function fromEnvironment(
+  value: string,
+  parse: (text: string) => unknown,
+  expected: string,
+): { value: unknown; hint: string } {
+  return {
+    value: parse(value.trim()),
+    hint: ` (environment values are strings: ${JSON.stringify(value)} is not ${expected})`,
+  };
+}
+
 /**
  * Refuses a value of a numeric option outside its range in `OPTION_LIMITS` (NaN, Infinity and
- * non-numbers included), with a message that gives the range and an example.
+ * non-numbers included), with a message that gives the range and an example. A string holding a
+ * decimal number (from the environment) is taken as that number.
+ * @returns the value as a number
  */
-function checkRange(option: IdempotencyLimitedOption, value: unknown): void {
+function checkRange(option: IdempotencyLimitedOption, given: unknown): number {
   const { min, max, integer, unit, example, note } = OPTION_LIMITS[option];
+  const { value, hint } =
+    typeof given === 'string'
+      ? fromEnvironment(given, (t) => (DECIMAL.test(t) ? Number(t) : undefined), 'a number')
+      : { value: given, hint: '' };
   const ok =
     typeof value === 'number' &&
     Number.isFinite(value) &&
@@ -227,8 +252,24 @@ function checkRange(option: IdempotencyLimitedOption, value: unknown): void {
     value <= max &&
     (!integer || Number.isInteger(value));
   const kind = integer ? `a whole number of ${unit}` : `a number of ${unit}`;
-  const fix = `Use ${kind} from ${min} to ${max}, e.g. ${example}.${note ? ` ${note}` : ''}`;
-  check(ok, option, value, fix);
+  const range = `Use ${kind} from ${min} to ${max}, e.g. ${example}.${note ? ` ${note}` : ''}`;
+  check(ok, option, given, value === undefined ? `${range}${hint}` : range);
+  return value as number;
+}
+
+/**
+ * Refuses a value of a boolean option that is not a boolean. The strings `"true"` and `"false"`
+ * (from the environment, any case) are taken as the booleans they name.
+ * @returns the value as a boolean
+ */
+function checkBoolean(option: string, given: unknown, fix = 'Use true or false.'): boolean {
+  const words: Record<string, boolean> = { true: true, false: false };
+  const { value, hint } =
+    typeof given === 'string'
+      ? fromEnvironment(given, (t) => words[t.toLowerCase()], 'true or false')
+      : { value: given, hint: '' };
+  check(typeof value === 'boolean', option, given, `${fix}${hint}`);
+  return value as boolean;
 }
 
 function headerList(value: unknown): boolean {
@@ -252,23 +293,16 @@ export function validateRouteOptions<T extends IdempotentOptions>(options: T): T
       'Use an HTTP header name such as "Idempotency-Key".',
     );
   }
-  if ('required' in o)
-    check(typeof o.required === 'boolean', 'required', o.required, 'Use true or false.');
-  if ('transactional' in o) {
-    check(
-      typeof o.transactional === 'boolean',
-      'transactional',
-      o.transactional,
-      'Use true or false.',
-    );
+  if ('required' in o) o.required = checkBoolean('required', o.required);
+  if ('transactional' in o) o.transactional = checkBoolean('transactional', o.transactional);
+  for (const option of ['ttlSeconds', 'lockTimeoutSeconds', 'maxLockHoldSeconds'] as const) {
+    if (option in o) o[option] = checkRange(option, o[option]);
   }
-  if ('ttlSeconds' in o) checkRange('ttlSeconds', o.ttlSeconds);
-  if ('lockTimeoutSeconds' in o) checkRange('lockTimeoutSeconds', o.lockTimeoutSeconds);
-  if ('maxLockHoldSeconds' in o) checkRange('maxLockHoldSeconds', o.maxLockHoldSeconds);
   if ('scope' in o) {
     check(typeof o.scope === 'function', 'scope', o.scope, 'Use a function (request) => string.');
   }
-  if ('retryAfterSeconds' in o) checkRange('retryAfterSeconds', o.retryAfterSeconds);
+  if ('retryAfterSeconds' in o)
+    o.retryAfterSeconds = checkRange('retryAfterSeconds', o.retryAfterSeconds);
   if ('fingerprintHeaders' in o) {
     check(
       headerList(o.fingerprintHeaders),
@@ -316,8 +350,8 @@ function withoutUndefined<T extends object>(given: T | undefined): Partial<T> {
 }
 
 /**
- * A group of options that `false` switches off: the defaults, with `enabled: false` for `false`,
- * or with the given fields merged over them.
+ * A group of options that `false` switches off: the defaults, with `enabled: false` for `false`
+ * (or the string `"false"` from the environment), or with the given fields merged over them.
  * @throws IdempotencyConfigurationError when `enabled` is not a boolean
  */
 function switchableSection<K extends 'purge' | 'replayCache' | 'completer' | 'jobs'>(
@@ -325,14 +359,13 @@ function switchableSection<K extends 'purge' | 'replayCache' | 'completer' | 'jo
   given: Partial<ResolvedIdempotencyOptions[K]> | false | undefined,
 ): ResolvedIdempotencyOptions[K] {
   const defaults = DEFAULT_IDEMPOTENCY_OPTIONS[name];
+  if (typeof given === 'string') {
+    const on = checkBoolean(name, given, 'Use false, or an object of its options.');
+    return { ...defaults, enabled: on };
+  }
   const section =
     given === false ? { ...defaults, enabled: false } : { ...defaults, ...withoutUndefined(given) };
-  check(
-    typeof section.enabled === 'boolean',
-    `${name}.enabled`,
-    section.enabled,
-    'Use true or false.',
-  );
+  section.enabled = checkBoolean(`${name}.enabled`, section.enabled);
   return section;
 }
 
@@ -360,20 +393,23 @@ export function resolveIdempotencyOptions(
       if (name === 'enabled') continue;
       const option = `${section}.${name}`;
       check(option in OPTION_LIMITS, option, value, `Remove it: ${section} has no such option.`);
-      checkRange(option as IdempotencyLimitedOption, value);
+      (values as Record<string, unknown>)[name] = checkRange(
+        option as IdempotencyLimitedOption,
+        value,
+      );
     }
   }
   const purgeOptions = switchableSection('purge', purge);
-  checkRange('purge.intervalSeconds', purgeOptions.intervalSeconds);
-  checkRange('purge.batchSize', purgeOptions.batchSize);
+  purgeOptions.intervalSeconds = checkRange('purge.intervalSeconds', purgeOptions.intervalSeconds);
+  purgeOptions.batchSize = checkRange('purge.batchSize', purgeOptions.batchSize);
   const cacheOptions = switchableSection('replayCache', replayCache);
-  checkRange('replayCache.maxEntries', cacheOptions.maxEntries);
-  checkRange('replayCache.maxBytes', cacheOptions.maxBytes);
+  cacheOptions.maxEntries = checkRange('replayCache.maxEntries', cacheOptions.maxEntries);
+  cacheOptions.maxBytes = checkRange('replayCache.maxBytes', cacheOptions.maxBytes);
   const merged = validateRouteOptions({
     ...DEFAULT_IDEMPOTENCY_OPTIONS,
     ...rest,
   } as ResolvedIdempotencyOptions);
-  checkRange('storeTimeoutSeconds', merged.storeTimeoutSeconds);
+  merged.storeTimeoutSeconds = checkRange('storeTimeoutSeconds', merged.storeTimeoutSeconds);
   check(
     typeof merged.tableName === 'string' && TABLE_NAME.test(merged.tableName),
     'tableName',
@@ -406,10 +442,9 @@ export function resolveIdempotencyOptions(
     merged.errorBody,
     'Use a function (problem) => ({ body, contentType? }), or null for problem+json.',
   );
-  check(typeof merged.metrics === 'boolean', 'metrics', merged.metrics, 'Use true or false.');
-  check(typeof merged.openApi === 'boolean', 'openApi', merged.openApi, 'Use true or false.');
-  check(
-    typeof merged.preparedStatements === 'boolean',
+  merged.metrics = checkBoolean('metrics', merged.metrics);
+  merged.openApi = checkBoolean('openApi', merged.openApi);
+  merged.preparedStatements = checkBoolean(
     'preparedStatements',
     merged.preparedStatements,
     'Use true, or false behind PgBouncer in transaction pooling mode before 1.21.',

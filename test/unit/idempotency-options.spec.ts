@@ -134,7 +134,12 @@ describe('bad options fail with a message that names the option and the fix', ()
     ['negative ttl', { ttlSeconds: -1 }, 'ttlSeconds', /from 0\.1 to 315360000/],
     ['zero ttl', { ttlSeconds: 0 }, 'ttlSeconds', /from 0\.1 to 315360000/],
     ['NaN ttl', { ttlSeconds: NaN }, 'ttlSeconds', /from 0\.1 to 315360000/],
-    ['string ttl', { ttlSeconds: '60' as unknown as number }, 'ttlSeconds', /number of seconds/],
+    [
+      'non-numeric ttl',
+      { ttlSeconds: 'abc' as unknown as number },
+      'ttlSeconds',
+      /number of seconds/,
+    ],
     ['zero lock timeout', { lockTimeoutSeconds: 0 }, 'lockTimeoutSeconds', /from 0\.1 to 86400/],
     ['zero max lock hold', { maxLockHoldSeconds: 0 }, 'maxLockHoldSeconds', /from 0\.1/],
     ['fractional retryAfter', { retryAfterSeconds: 1.5 }, 'retryAfterSeconds', /whole number/],
@@ -400,6 +405,138 @@ describe('numeric options have a range the library can honour (OPTION_LIMITS)', 
         return Payments;
       });
     });
+  });
+});
+
+describe('options read from the environment arrive as strings (ConfigService)', () => {
+  /** What `config.get<number>('X')` really returns: the text of the variable. */
+  const text = (value: string) => value as unknown as number;
+  const flag = (value: string) => value as unknown as boolean;
+
+  function withText(option: IdempotencyLimitedOption, value: string): IdempotencyModuleOptions {
+    const [group, field] = option.split('.');
+    return (
+      field ? { [group]: { [field]: value } } : { [group]: value }
+    ) as IdempotencyModuleOptions;
+  }
+
+  function valueOf(resolved: ResolvedIdempotencyOptions, option: string): unknown {
+    const [group, field] = option.split('.');
+    const top = (resolved as unknown as Record<string, any>)[group];
+    return field ? top[field] : top;
+  }
+
+  it.each(Object.keys(OPTION_LIMITS) as IdempotencyLimitedOption[])(
+    '%s: a numeric string is taken as its number',
+    (option) => {
+      const { example } = OPTION_LIMITS[option];
+      const resolved = resolveIdempotencyOptions(withText(option, ` ${example} `));
+      expect(valueOf(resolved, option)).toBe(example);
+    },
+  );
+
+  it('takes decimals, a sign and an exponent as written', () => {
+    const resolved = resolveIdempotencyOptions({
+      lockTimeoutSeconds: text('0.5'),
+      ttlSeconds: text('+1e3'),
+      storeTimeoutSeconds: text('.25'),
+    });
+    expect(resolved).toMatchObject({
+      lockTimeoutSeconds: 0.5,
+      ttlSeconds: 1000,
+      storeTimeoutSeconds: 0.25,
+    });
+  });
+
+  it.each(['abc', '', '  ', '0x10', 'Infinity', '1,5', '3s', '1_000'])(
+    'refuses %j and says environment values are strings',
+    (value) => {
+      const { message } = configurationError(() =>
+        resolveIdempotencyOptions({ ttlSeconds: text(value) }),
+      );
+      expect(message).toContain(`option "ttlSeconds" is invalid (got ${JSON.stringify(value)})`);
+      expect(message).toContain('from 0.1 to 315360000, e.g. 86400.');
+      expect(message).toContain(
+        `(environment values are strings: ${JSON.stringify(value)} is not a number)`,
+      );
+    },
+  );
+
+  it('refuses a numeric string out of range with the range alone', () => {
+    const { message } = configurationError(() =>
+      resolveIdempotencyOptions({ purge: { batchSize: text('0') } }),
+    );
+    expect(message).toContain('option "purge.batchSize" is invalid (got "0")');
+    expect(message).toContain('from 1 to 100000');
+    expect(message).not.toContain('environment values');
+  });
+
+  it('per route too: validateRouteOptions (run by @Idempotent()) converts them', () => {
+    expect(validateRouteOptions({ ttlSeconds: text('60'), retryAfterSeconds: text('2') })).toEqual({
+      ttlSeconds: 60,
+      retryAfterSeconds: 2,
+    });
+    const error = configurationError(() => validateRouteOptions({ lockTimeoutSeconds: text('x') }));
+    expect(error.message).toContain('"x" is not a number');
+  });
+
+  it('takes "true" and "false" (any case) for boolean options, "false" for a section', () => {
+    const resolved = resolveIdempotencyOptions({
+      required: flag('false'),
+      metrics: flag('FALSE'),
+      openApi: flag(' true '),
+      preparedStatements: flag('False'),
+      purge: flag('false') as never,
+      jobs: { enabled: flag('false') },
+      replayCache: flag('true') as never,
+    });
+    expect(resolved).toMatchObject({
+      required: false,
+      metrics: false,
+      openApi: true,
+      preparedStatements: false,
+      purge: { enabled: false, intervalSeconds: 60, batchSize: 1000 },
+      jobs: { enabled: false },
+      replayCache: { enabled: true, maxEntries: 10_000 },
+    });
+    expect(validateRouteOptions({ transactional: flag('true') })).toEqual({ transactional: true });
+  });
+
+  it.each<[string, IdempotencyModuleOptions]>([
+    ['required', { required: flag('yes') }],
+    ['metrics', { metrics: flag('1') }],
+    ['completer.enabled', { completer: { enabled: flag('on') } }],
+    ['purge', { purge: flag('off') as never }],
+  ])('refuses another string for %s and says environment values are strings', (option, options) => {
+    const { message } = configurationError(() => resolveIdempotencyOptions(options));
+    expect(message).toContain(`option "${option}" is invalid`);
+    expect(message).toMatch(/environment values are strings: ".*" is not true or false\)/);
+  });
+
+  it('a forRootAsync factory that reads ConfigService strings boots with numbers', async () => {
+    const env: Record<string, string> = { TTL: '3600', LOCK: '30', PURGE_EVERY: '120' };
+    const moduleRef = await Test.createTestingModule({
+      imports: [
+        IdempotencyModule.forRootAsync({
+          useFactory: () => ({
+            store: 'memory' as const,
+            ttlSeconds: text(env.TTL),
+            lockTimeoutSeconds: text(env.LOCK),
+            purge: { enabled: false, intervalSeconds: text(env.PURGE_EVERY) },
+          }),
+        }),
+      ],
+    }).compile();
+    try {
+      const options = moduleRef.get<ResolvedIdempotencyOptions>(IDEMPOTENCY_OPTIONS);
+      expect([
+        options.ttlSeconds,
+        options.lockTimeoutSeconds,
+        options.purge.intervalSeconds,
+      ]).toEqual([3600, 30, 120]);
+    } finally {
+      await moduleRef.close();
+    }
   });
 });
 
