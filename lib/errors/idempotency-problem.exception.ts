@@ -106,28 +106,37 @@ export class IdempotencyProblemException extends HttpException {
    * @param code - stable error code
    * @param detail - human-readable explanation; never contains the raw key
    * @param retryAfterSeconds - sent as `Retry-After` when set
+   * @param title - the code's title, or one that names the route's key header
    */
   constructor(
     readonly code: IdempotencyErrorCode,
     readonly detail: string,
     readonly retryAfterSeconds?: number,
+    readonly title: string = PROBLEMS[code].title,
   ) {
-    super({ code, title: PROBLEMS[code].title, detail }, PROBLEMS[code].status);
+    super({ code, title, detail }, PROBLEMS[code].status);
   }
 
-  /** No key on a route that requires one. */
+  /**
+   * No key on a route that requires one. The title names the route's header, so a client of an
+   * API that configured `X-Request-Key` is not told to send `Idempotency-Key`.
+   */
   static keyMissing(header: string): IdempotencyProblemException {
     return new IdempotencyProblemException(
       'idempotency_key_missing',
       `This request needs an ${header} header: send a unique value (a UUID is a good choice) and reuse it when you retry.`,
+      undefined,
+      `${header} is missing`,
     );
   }
 
-  /** A key that is not 1–255 printable ASCII characters, bare or quoted. */
+  /** A key that is not 1–255 printable ASCII characters, bare or quoted; titled by its header. */
   static keyInvalid(header: string, reason: string): IdempotencyProblemException {
     return new IdempotencyProblemException(
       'idempotency_key_invalid',
       `The ${header} header is invalid: ${reason}. Send 1 to 255 printable ASCII characters, bare or as a quoted string.`,
+      undefined,
+      `${header} is invalid`,
     );
   }
 
@@ -250,7 +259,7 @@ export class IdempotencyProblemException extends HttpException {
   toProblem(typeBaseUri: string): IdempotencyProblem {
     return {
       type: `${typeBaseUri}${this.code}`,
-      title: PROBLEMS[this.code].title,
+      title: this.title,
       status: this.getStatus(),
       detail: this.detail,
       code: this.code,

@@ -5,7 +5,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { IdempotencyProblemException } from '../../lib';
+import { DEFAULT_IDEMPOTENCY_OPTIONS, IdempotencyProblemException } from '../../lib';
 import type { IdempotencyErrorCode } from '../../lib';
 
 const CODES = {
@@ -49,7 +49,15 @@ describe('README errors table', () => {
   it.each(Object.keys(CODES) as IdempotencyErrorCode[])(
     'gives the status and title %s is sent with',
     (code) => {
-      const problem = new IdempotencyProblemException(code, '').toProblem('');
+      // The key's titles name the route's header: the table shows them with the default one.
+      const { header } = DEFAULT_IDEMPOTENCY_OPTIONS;
+      const exception =
+        code === 'idempotency_key_missing'
+          ? IdempotencyProblemException.keyMissing(header)
+          : code === 'idempotency_key_invalid'
+            ? IdempotencyProblemException.keyInvalid(header, '')
+            : new IdempotencyProblemException(code, '');
+      const problem = exception.toProblem('');
       expect(table.get(code)).toEqual({ status: String(problem.status), title: problem.title });
     },
   );
