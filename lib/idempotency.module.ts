@@ -20,6 +20,7 @@ import {
   IdempotencyConfigurableModule,
 } from './idempotency.module-definition';
 import { IdempotencyRouteOptionsResolver } from './idempotency-route-options.resolver';
+import { IDEMPOTENCY_SCOPE_WARNING, warnAboutSharedScope } from './idempotency-scope.warning';
 import { IDEMPOTENCY_OPTIONS, IDEMPOTENCY_STORE_CAPABILITIES } from './idempotency.tokens';
 import type {
   IdempotencyModuleOptions,
@@ -100,6 +101,12 @@ const providers: Provider[] = [
     // Documents @Idempotent() routes for @nestjs/swagger, when installed (before createDocument).
     provide: IDEMPOTENCY_OPENAPI,
     useFactory: documentIdempotentRoutes,
+    inject: [IDEMPOTENCY_OPTIONS, ModulesContainer],
+  },
+  {
+    // Warns once at bootstrap when unauthenticated callers would share the default scope.
+    provide: IDEMPOTENCY_SCOPE_WARNING,
+    useFactory: warnAboutSharedScope,
     inject: [IDEMPOTENCY_OPTIONS, ModulesContainer],
   },
   IdempotencyRouteOptionsResolver,

@@ -1,5 +1,6 @@
 import { Body, Controller, Post, Query } from '@nestjs/common';
-import { Idempotent, IdempotentOperations } from '../../lib';
+import { Idempotent } from '../../lib';
+import { IdempotentOperations } from '../../lib/phases';
 import { parseBenchEntryInput } from './bench-entry';
 import type { BenchPayment, BenchPaymentInput } from './bench-payment';
 import { BenchPaymentsService } from './bench-payments.service';

@@ -7,8 +7,8 @@ import {
   AddPhasesToIdempotencyRecords1764028800000,
   AddPurgeAfterToIdempotencyRecords1764201600000,
   CreateIdempotencyRecords1732233600000,
-  IdempotencyModule,
-} from '../../lib';
+} from '../../lib/storage/typeorm';
+import { IdempotencyModule } from '../../lib';
 import { DurableKeyEntity } from '../peers/durable-key.entity';
 import { DurableIdempotencyInterceptor } from '../peers/durable-idempotency.interceptor';
 import { DurablePeerController } from '../peers/durable-peer.controller';

@@ -1,5 +1,5 @@
-import { IdempotentOperation, foreignStep, localStep, proceed, respond } from '../../lib';
-import type { IdempotencyOperation } from '../../lib';
+import { IdempotentOperation, foreignStep, localStep, proceed, respond } from '../../lib/phases';
+import type { IdempotencyOperation } from '../../lib/phases';
 import { BenchProvider } from './bench-provider.service';
 import type { BenchPaymentInput } from './bench-payment';
 import { INSERT_PENDING_PAYMENT, MARK_PAYMENT_SUCCEEDED } from './bench-payment';

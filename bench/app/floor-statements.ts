@@ -1,4 +1,4 @@
-import { TypeOrmIdempotencyStore } from '../../lib';
+import { TypeOrmIdempotencyStore } from '../../lib/storage/typeorm';
 import type { DataSource } from 'typeorm';
 
 /** A named statement, as node-postgres takes it. */

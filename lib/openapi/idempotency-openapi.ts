@@ -186,7 +186,7 @@ function routesOf(controller: abstract new (...args: any[]) => unknown): Route[]
  * that is every controller; with several, a module's controllers go to the non-global instance
  * it imports (directly or through a module that re-exports it), else to the global one.
  */
-function controllersOf(
+export function controllersOf(
   options: ResolvedIdempotencyOptions,
   modules: ModulesContainer,
 ): (abstract new (...args: any[]) => unknown)[] {

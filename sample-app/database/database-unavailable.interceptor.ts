@@ -2,7 +2,7 @@ import { HttpException, HttpStatus, Injectable } from '@nestjs/common';
 import type { CallHandler, ExecutionContext, NestInterceptor } from '@nestjs/common';
 import { catchError, throwError } from 'rxjs';
 import type { Observable } from 'rxjs';
-import { isDatabaseUnavailable } from '../../lib';
+import { isDatabaseUnavailable } from '../../lib/storage/typeorm';
 
 /** Seconds a client is asked to wait before retrying while the database is unreachable. */
 const RETRY_AFTER_SECONDS = 1;

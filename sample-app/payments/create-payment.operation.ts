@@ -8,8 +8,8 @@ import {
   proceed,
   respond,
   retryLater,
-} from '../../lib';
-import type { IdempotencyOperation } from '../../lib';
+} from '../../lib/phases';
+import type { IdempotencyOperation } from '../../lib/phases';
 import { CrashHook } from '../crash/crash-hook';
 import { FakePaymentProvider } from '../provider/fake-payment-provider.service';
 import { PROVIDER_CHARGE_TIMEOUT_SECONDS } from '../provider/provider.constants';

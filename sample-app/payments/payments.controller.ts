@@ -1,5 +1,6 @@
 import { Body, Controller, Get, Param, Post, UseGuards } from '@nestjs/common';
-import { Idempotent, IdempotentOperations } from '../../lib';
+import { Idempotent } from '../../lib';
+import { IdempotentOperations } from '../../lib/phases';
 import { AccountId } from '../accounts/account-id.decorator';
 import { AccountGuard } from '../accounts/account.guard';
 import { toReceiptResponse } from '../receipts/receipt.response';

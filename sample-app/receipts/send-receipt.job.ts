@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import type { EntityManager } from 'typeorm';
-import { IdempotencyJobHandler } from '../../lib';
-import type { IdempotencyJobHandlerInstance, StagedJob } from '../../lib';
+import { IdempotencyJobHandler } from '../../lib/phases';
+import type { IdempotencyJobHandlerInstance, StagedJob } from '../../lib/phases';
 import { CrashHook } from '../crash/crash-hook';
 import { PaymentEntity } from '../payments/payment.entity';
 

@@ -6,12 +6,8 @@ import { Body, Controller, Module, Post } from '@nestjs/common';
 import type { INestApplication } from '@nestjs/common';
 import { ScheduleModule, SchedulerRegistry } from '@nestjs/schedule';
 import request from 'supertest';
-import {
-  IDEMPOTENCY_PURGE_INTERVAL,
-  IdempotencyEvents,
-  IdempotencyModule,
-  Idempotent,
-} from '../../lib';
+import { IDEMPOTENCY_PURGE_INTERVAL } from '../../lib/purge/idempotency-purge.service';
+import { IdempotencyEvents, IdempotencyModule, Idempotent } from '../../lib';
 import type { IdempotencyEvent, IdempotencyModuleOptions } from '../../lib';
 import { createTestDatabase } from '../fixtures/database';
 import type { TestDatabase } from '../fixtures/database';

@@ -7,13 +7,11 @@ import { Test } from '@nestjs/testing';
 import { TypeOrmModule } from '@nestjs/typeorm';
 import request from 'supertest';
 import { DataSource } from 'typeorm';
-import {
-  CreateIdempotencyRecords1732233600000,
-  IDEMPOTENCY_OPTIONS,
-  IdempotencyModule,
-  IdempotencyPurgeService,
-} from '../../lib';
-import type { IdempotencyModuleOptions, ResolvedIdempotencyOptions } from '../../lib';
+import { CreateIdempotencyRecords1732233600000 } from '../../lib/storage/typeorm';
+import { IDEMPOTENCY_OPTIONS } from '../../lib/idempotency.tokens';
+import { IdempotencyModule, IdempotencyPurgeService } from '../../lib';
+import type { IdempotencyModuleOptions } from '../../lib';
+import type { ResolvedIdempotencyOptions } from '../../lib/interfaces/idempotency-module-options.interface';
 import { createTestDatabase } from '../fixtures/database';
 import type { TestDatabase } from '../fixtures/database';
 import { ADAPTERS, createTestApp } from '../fixtures/test-app';

@@ -12,12 +12,8 @@ import type { Attributes } from '@opentelemetry/api';
 import { DataPointType, MeterProvider, MetricReader } from '@opentelemetry/sdk-metrics';
 import type { DataPoint, Histogram } from '@opentelemetry/sdk-metrics';
 import request from 'supertest';
-import {
-  Idempotent,
-  IdempotencyContext,
-  IdempotencyPurgeService,
-  resolveIdempotencyOptions,
-} from '../../lib';
+import { Idempotent, IdempotencyContext, IdempotencyPurgeService } from '../../lib';
+import { resolveIdempotencyOptions } from '../../lib/idempotency.defaults';
 import { IDEMPOTENCY_METER_NAME } from '../../lib/metrics/idempotency-metrics';
 import { createTestDatabase } from '../fixtures/database';
 import type { TestDatabase } from '../fixtures/database';

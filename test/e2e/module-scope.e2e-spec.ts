@@ -10,8 +10,8 @@ import { FastifyAdapter } from '@nestjs/platform-fastify';
 import { Test } from '@nestjs/testing';
 import { TypeOrmModule } from '@nestjs/typeorm';
 import request from 'supertest';
+import { CreateIdempotencyRecords1732233600000 } from '../../lib/storage/typeorm';
 import {
-  CreateIdempotencyRecords1732233600000,
   IdempotencyConfigurationError,
   IdempotencyContext,
   IdempotencyEvents,

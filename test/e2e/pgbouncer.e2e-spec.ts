@@ -11,7 +11,8 @@
 import { randomUUID } from 'node:crypto';
 import request from 'supertest';
 import { DataSource } from 'typeorm';
-import { CreateIdempotencyRecords1732233600000, IdempotencyJobs } from '../../lib';
+import { CreateIdempotencyRecords1732233600000 } from '../../lib/storage/typeorm';
+import { IdempotencyJobs } from '../../lib/phases';
 import { IdempotencyConfigurationError } from '../../lib/errors/idempotency-configuration.error';
 import { TypeOrmIdempotencyStore } from '../../lib/storage/typeorm/typeorm-idempotency.store';
 import { createTestDatabase } from '../fixtures/database';

@@ -10,7 +10,8 @@
 import { Body, Controller, Post, Redirect, Res } from '@nestjs/common';
 import type { Type } from '@nestjs/common';
 import { APP_INTERCEPTOR } from '@nestjs/core';
-import { Idempotent, IdempotentOperations } from '../../lib';
+import { Idempotent } from '../../lib';
+import { IdempotentOperations } from '../../lib/phases';
 import { createTestDatabase } from '../fixtures/database';
 import type { TestDatabase } from '../fixtures/database';
 import { CreateTransfer, TRANSFERS, TransferHooks } from '../fixtures/phased-transfers';

@@ -4,7 +4,7 @@
  * recovery point after a retry-later or a failure, and its staged job is delivered.
  */
 import request from 'supertest';
-import { IdempotencyJobs } from '../../lib';
+import { IdempotencyJobs } from '../../lib/phases';
 import { createTestDatabase } from '../fixtures/database';
 import type { TestDatabase } from '../fixtures/database';
 import { TRANSFERS, TransferHooks, conflictOnce } from '../fixtures/phased-transfers';

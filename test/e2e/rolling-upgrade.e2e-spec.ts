@@ -14,9 +14,8 @@ import {
   AddPhasesToIdempotencyRecords1764028800000,
   AddPurgeAfterToIdempotencyRecords1764201600000,
   CreateIdempotencyRecords1732233600000,
-  Idempotent,
-  IdempotencyPurgeService,
-} from '../../lib';
+} from '../../lib/storage/typeorm';
+import { Idempotent, IdempotencyPurgeService } from '../../lib';
 import { createTestDatabase } from '../fixtures/database';
 import type { TestDatabase } from '../fixtures/database';
 import {

@@ -1,5 +1,5 @@
 import request from 'supertest';
-import { IdempotencyJobs } from '../../lib';
+import { IdempotencyJobs } from '../../lib/phases';
 import { createTestDatabase } from '../fixtures/database';
 import type { TestDatabase } from '../fixtures/database';
 import { countRows, startSampleApp } from '../fixtures/sample-app';

@@ -9,12 +9,8 @@ import { Module } from '@nestjs/common';
 import type { Type } from '@nestjs/common';
 import { TypeOrmModule } from '@nestjs/typeorm';
 import request from 'supertest';
-import {
-  IdempotencyJobEntity,
-  IdempotencyModule,
-  IdempotencyRecordEntity,
-  Idempotent,
-} from '../../lib';
+import { IdempotencyJobEntity, IdempotencyRecordEntity } from '../../lib/storage/typeorm';
+import { IdempotencyModule, Idempotent } from '../../lib';
 import { createTestDatabase } from '../fixtures/database';
 import type { TestDatabase } from '../fixtures/database';
 import { ADAPTERS, startApp } from '../fixtures/test-app';

@@ -10,7 +10,8 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Client } from 'pg';
 import request from 'supertest';
-import { IdempotencyCompleter, IdempotencyPurgeService, IdempotentOperations } from '../../lib';
+import { IdempotencyCompleter, IdempotentOperations } from '../../lib/phases';
+import { IdempotencyPurgeService } from '../../lib';
 import { createTestDatabase } from '../fixtures/database';
 import type { TestDatabase } from '../fixtures/database';
 import { OrdersController } from '../fixtures/orders.controller';

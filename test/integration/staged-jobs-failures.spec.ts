@@ -8,8 +8,9 @@
 import { createHash } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Inject } from '@nestjs/common';
-import { IdempotencyJobHandler, IdempotencyJobs } from '../../lib';
-import type { IdempotencyJobHandlerInstance, IdempotencyModuleOptions, StagedJob } from '../../lib';
+import { IdempotencyJobHandler, IdempotencyJobs } from '../../lib/phases';
+import type { IdempotencyJobHandlerInstance, StagedJob } from '../../lib/phases';
+import type { IdempotencyModuleOptions } from '../../lib';
 import { createTestDatabase } from '../fixtures/database';
 import type { TestDatabase } from '../fixtures/database';
 import { TRANSFERS } from '../fixtures/phased-transfers';

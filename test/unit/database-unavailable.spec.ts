@@ -10,7 +10,7 @@ import {
   QueryRunnerAlreadyReleasedError,
   QueryRunnerProviderAlreadyReleasedError,
 } from 'typeorm';
-import { IdempotencyStoreTimeoutError, isDatabaseUnavailable } from '../../lib';
+import { IdempotencyStoreTimeoutError, isDatabaseUnavailable } from '../../lib/storage/typeorm';
 
 describe('isDatabaseUnavailable', () => {
   it('recognises a cut connection, a refused one and a runner released after its connection failed', () => {

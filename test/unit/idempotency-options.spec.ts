@@ -11,14 +11,15 @@ import type { ExecutionContext } from '@nestjs/common';
 import { Test } from '@nestjs/testing';
 import {
   DEFAULT_IDEMPOTENCY_OPTIONS,
-  IDEMPOTENCY_OPTIONS,
   IdempotencyConfigurationError,
   IdempotencyError,
   IdempotencyModule,
   Idempotent,
-  resolveIdempotencyOptions,
 } from '../../lib';
-import type { IdempotencyModuleOptions, ResolvedIdempotencyOptions } from '../../lib';
+import { IDEMPOTENCY_OPTIONS } from '../../lib/idempotency.tokens';
+import { resolveIdempotencyOptions } from '../../lib/idempotency.defaults';
+import type { IdempotencyModuleOptions } from '../../lib';
+import type { ResolvedIdempotencyOptions } from '../../lib/interfaces/idempotency-module-options.interface';
 import {
   OPTION_LIMITS,
   mergeRouteOptions,

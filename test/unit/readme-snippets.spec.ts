@@ -88,6 +88,8 @@ function compilerOptions(): ts.CompilerOptions {
     paths: {
       'nest-idempotency': [join(ROOT, 'lib/index.ts')],
       'nest-idempotency/terminus': [join(ROOT, 'lib/health/index.ts')],
+      'nest-idempotency/typeorm': [join(ROOT, 'lib/storage/typeorm/index.ts')],
+      'nest-idempotency/phases': [join(ROOT, 'lib/phases/index.ts')],
       'nest-idempotency/client': [join(ROOT, 'lib/client/index.ts')],
     },
   };

@@ -1,0 +1,35 @@
+/**
+ * `nest-idempotency/phases`: operations in phases (local and foreign steps with recovery points,
+ * resumed by a retry or the completer) and the jobs their steps stage. They need a store with the
+ * `operations` ability: the TypeORM store.
+ */
+export { IdempotentOperations } from './idempotent-operations.service';
+export type { AbandonedResolution } from './idempotent-operations.service';
+export { IdempotencyCompleter } from './idempotency-completer.service';
+export type { CompleterRunSummary } from './idempotency-completer.service';
+export type { AbandonedOperation } from './operation-record.store';
+export { IdempotentOperation } from './idempotent-operation.decorator';
+export { localStep, foreignStep, proceed, respond, retryLater } from './operation-step';
+export type {
+  ForeignStepContext,
+  ForeignStepOptions,
+  IdempotencyOperation,
+  LocalStepContext,
+  LocalStepOptions,
+  OperationStep,
+  OperationStepContext,
+  StepOutcome,
+} from './operation-step';
+export { IdempotencyJobs } from '../jobs/idempotency-jobs.service';
+export type { DrainSummary } from '../jobs/idempotency-jobs.service';
+export { IdempotencyJobHandler } from '../jobs/idempotency-job-handler.decorator';
+export type {
+  DeadJob,
+  IdempotencyJobHandlerInstance,
+  StagedJob,
+} from '../jobs/staged-job.interface';
+export type {
+  IdempotencyCompleterOptions,
+  IdempotencyJobsOptions,
+  IdempotencyPhasesOptions,
+} from '../interfaces/idempotency-module-options.interface';
