@@ -184,7 +184,8 @@ function routesOf(controller: abstract new (...args: any[]) => unknown): Route[]
 /**
  * The controllers whose routes this module instance serves. With one instance (the usual case)
  * that is every controller; with several, a module's controllers go to the non-global instance
- * it imports (directly or through a module that re-exports it), else to the global one.
+ * it imports (directly or through a module that re-exports it), else to the global one. Also
+ * read by the shared-scope warning, so it warns about the routes this instance's options govern.
  */
 export function controllersOf(
   options: ResolvedIdempotencyOptions,
