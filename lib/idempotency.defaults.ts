@@ -62,11 +62,7 @@ export const DEFAULT_IDEMPOTENCY_OPTIONS: Readonly<ResolvedIdempotencyOptions> =
     backoffSeconds: 1,
     maxBackoffSeconds: 600,
   },
-  storeTimeoutSeconds: 5,
-  preparedStatements: true,
-  tableName: 'idempotency_records',
   store: 'typeorm',
-  dataSource: undefined,
   problemTypeBaseUri: 'urn:nest-idempotency:problem:',
   errorBody: null,
   metrics: true,
@@ -74,7 +70,6 @@ export const DEFAULT_IDEMPOTENCY_OPTIONS: Readonly<ResolvedIdempotencyOptions> =
 });
 
 const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
-const TABLE_NAME = /^([a-z_][a-z0-9_]{0,62}\.)?[a-z_][a-z0-9_]{0,62}$/;
 
 /** The range a numeric option must fall in, and what to say when it does not. */
 export interface IdempotencyOptionLimit {
@@ -92,7 +87,8 @@ export interface IdempotencyOptionLimit {
   readonly note?: string;
 }
 
-function limit(spec: IdempotencyOptionLimit): IdempotencyOptionLimit {
+/** Freezes a range. Internal. */
+export function limit(spec: IdempotencyOptionLimit): IdempotencyOptionLimit {
   return Object.freeze(spec);
 }
 
@@ -133,13 +129,6 @@ export const OPTION_LIMITS = Object.freeze({
     integer: true,
     unit: 'seconds',
     example: DEFAULT_IDEMPOTENCY_OPTIONS.retryAfterSeconds,
-  }),
-  storeTimeoutSeconds: limit({
-    min: 0.05,
-    max: 300,
-    integer: false,
-    unit: 'seconds',
-    example: DEFAULT_IDEMPOTENCY_OPTIONS.storeTimeoutSeconds,
   }),
   'purge.intervalSeconds': limit({
     min: 0.1,
@@ -210,7 +199,12 @@ function phaseLimits() {
 /** A numeric option with a range in `OPTION_LIMITS`. */
 export type IdempotencyLimitedOption = keyof typeof OPTION_LIMITS;
 
-function check(ok: boolean, option: string, value: unknown, fix: string): void {
+/**
+ * Refuses an option's value, naming the option and how to fix it. Internal (the TypeORM store's
+ * options use it too).
+ * @throws IdempotencyConfigurationError when `ok` is false
+ */
+export function check(ok: boolean, option: string, value: unknown, fix: string): void {
   if (!ok) throw IdempotencyConfigurationError.invalidOption(option, value, fix);
 }
 
@@ -240,7 +234,15 @@ function fromEnvironment(
  * @returns the value as a number
  */
 function checkRange(option: IdempotencyLimitedOption, given: unknown): number {
-  const { min, max, integer, unit, example, note } = OPTION_LIMITS[option];
+  return checkNumber(option, given, OPTION_LIMITS[option]);
+}
+
+/**
+ * `checkRange` for a range kept elsewhere (the TypeORM store's options). Internal.
+ * @returns the value as a number
+ */
+export function checkNumber(option: string, given: unknown, range: IdempotencyOptionLimit): number {
+  const { min, max, integer, unit, example, note } = range;
   const { value, hint } =
     typeof given === 'string'
       ? fromEnvironment(given, (t) => (DECIMAL.test(t) ? Number(t) : undefined), 'a number')
@@ -252,8 +254,8 @@ function checkRange(option: IdempotencyLimitedOption, given: unknown): number {
     value <= max &&
     (!integer || Number.isInteger(value));
   const kind = integer ? `a whole number of ${unit}` : `a number of ${unit}`;
-  const range = `Use ${kind} from ${min} to ${max}, e.g. ${example}.${note ? ` ${note}` : ''}`;
-  check(ok, option, given, value === undefined ? `${range}${hint}` : range);
+  const fix = `Use ${kind} from ${min} to ${max}, e.g. ${example}.${note ? ` ${note}` : ''}`;
+  check(ok, option, given, value === undefined ? `${fix}${hint}` : fix);
   return value as number;
 }
 
@@ -262,7 +264,7 @@ function checkRange(option: IdempotencyLimitedOption, given: unknown): number {
  * (from the environment, any case) are taken as the booleans they name.
  * @returns the value as a boolean
  */
-function checkBoolean(option: string, given: unknown, fix = 'Use true or false.'): boolean {
+export function checkBoolean(option: string, given: unknown, fix = 'Use true or false.'): boolean {
   const words: Record<string, boolean> = { true: true, false: false };
   const { value, hint } =
     typeof given === 'string'
@@ -409,25 +411,15 @@ export function resolveIdempotencyOptions(
     ...DEFAULT_IDEMPOTENCY_OPTIONS,
     ...rest,
   } as ResolvedIdempotencyOptions);
-  merged.storeTimeoutSeconds = checkRange('storeTimeoutSeconds', merged.storeTimeoutSeconds);
   check(
-    typeof merged.tableName === 'string' && TABLE_NAME.test(merged.tableName),
-    'tableName',
-    merged.tableName,
-    'Use a lower-case SQL identifier, optionally schema-qualified, e.g. "idempotency_records".',
-  );
-  check(
-    merged.store === 'typeorm' || merged.store === 'memory' || typeof merged.store === 'function',
+    merged.store === 'typeorm' ||
+      merged.store === 'memory' ||
+      typeof merged.store === 'function' ||
+      typeof (merged.store as { create?: unknown } | null)?.create === 'function',
     'store',
     merged.store,
-    'Use "typeorm", "memory" or a class that extends IdempotencyStore.',
-  );
-  check(
-    merged.dataSource === undefined ||
-      (typeof merged.dataSource === 'string' && merged.dataSource !== ''),
-    'dataSource',
-    merged.dataSource,
-    'Use the name given to TypeOrmModule.forRoot({ name }), or leave it out for the default DataSource.',
+    'Use "typeorm", typeOrmStore({ ... }) from nest-idempotency/typeorm, "memory", or a class ' +
+      'that extends IdempotencyStore.',
   );
   check(
     typeof merged.problemTypeBaseUri === 'string' &&
@@ -444,11 +436,6 @@ export function resolveIdempotencyOptions(
   );
   merged.metrics = checkBoolean('metrics', merged.metrics);
   merged.openApi = checkBoolean('openApi', merged.openApi);
-  merged.preparedStatements = checkBoolean(
-    'preparedStatements',
-    merged.preparedStatements,
-    'Use true, or false behind PgBouncer in transaction pooling mode before 1.21.',
-  );
   return {
     ...merged,
     purge: purgeOptions,

@@ -1,8 +1,6 @@
 import { Inject, Module } from '@nestjs/common';
 import type { DynamicModule, OnModuleInit, Provider } from '@nestjs/common';
-import type { DataSource } from 'typeorm';
 import { DiscoveryModule, ModuleRef, ModulesContainer } from '@nestjs/core';
-import { getDataSourceToken } from '@nestjs/typeorm';
 import { IdempotencyContext } from './context/idempotency.context';
 import { markCoveredControllers } from './decorators/handler-start';
 import { IdempotencyConfigurationError } from './errors/idempotency-configuration.error';
@@ -37,7 +35,7 @@ import { IdempotencyPurgeService } from './purge/idempotency-purge.service';
 import { IdempotencyStore } from './storage/idempotency.store';
 import type { IdempotencyStoreCapabilities } from './storage/idempotency-store.capabilities';
 import { MemoryIdempotencyStore } from './storage/memory-idempotency.store';
-import { TypeOrmIdempotencyStore } from './storage/typeorm/typeorm-idempotency.store';
+import { defaultTypeOrmStore } from './storage/default-typeorm-store';
 import { LocalFirstIdempotencyStore } from './storage/local-first-idempotency.store';
 
 async function createStore(
@@ -52,28 +50,15 @@ async function createStore(
 }
 
 /** The store that decides every claim this instance cannot answer itself. */
-function createDecidingStore(
+async function createDecidingStore(
   options: ResolvedIdempotencyOptions,
   moduleRef: ModuleRef,
-): IdempotencyStore | Promise<IdempotencyStore> {
-  if (options.store === 'memory') return new MemoryIdempotencyStore();
-  if (typeof options.store === 'function') return moduleRef.create(options.store);
-  // The DataSource is created by TypeOrmModule, possibly after this provider: look it up lazily.
-  return new TypeOrmIdempotencyStore(() => findDataSource(options, moduleRef), options.tableName, {
-    timeoutMs: options.storeTimeoutSeconds * 1000,
-    preparedStatements: options.preparedStatements,
-  });
-}
-
-function findDataSource(options: ResolvedIdempotencyOptions, moduleRef: ModuleRef): DataSource {
-  let dataSource: DataSource | undefined;
-  try {
-    dataSource = moduleRef.get(getDataSourceToken(options.dataSource), { strict: false });
-  } catch {
-    throw IdempotencyConfigurationError.dataSourceMissing(options.dataSource);
-  }
-  if (!dataSource) throw IdempotencyConfigurationError.dataSourceMissing(options.dataSource);
-  return dataSource;
+): Promise<IdempotencyStore> {
+  const { store } = options;
+  if (store === 'memory') return new MemoryIdempotencyStore();
+  if (typeof store === 'function') return moduleRef.create(store);
+  const factory = store === 'typeorm' ? await defaultTypeOrmStore() : store;
+  return factory.create(moduleRef);
 }
 
 const providers: Provider[] = [

@@ -28,6 +28,7 @@ export type {
   StoredResponse,
 } from './interfaces/idempotency-record.interface';
 export { IdempotencyStore } from './storage/idempotency.store';
+export type { IdempotencyStoreFactory } from './storage/idempotency-store.factory';
 export { MemoryIdempotencyStore } from './storage/memory-idempotency.store';
 export { IdempotencyExceptionFilter } from './errors/idempotency-exception.filter';
 export { IdempotencyProblemException } from './errors/idempotency-problem.exception';

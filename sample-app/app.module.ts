@@ -22,6 +22,7 @@ import { ReceiptEntity } from './receipts/receipt.entity';
 import { RefundEntity } from './refunds/refund.entity';
 import type { SampleAppConfig } from './config/sample-app.config';
 import { CrashModule } from './crash/crash.module';
+import { typeOrmStore } from '../lib/storage/typeorm';
 
 /** What the sample app module needs to know; the databases are already reachable. */
 export interface SampleAppModuleConfig {
@@ -89,7 +90,7 @@ export function createAppModule(config: SampleAppModuleConfig): DynamicModule {
         },
         jobs: { intervalSeconds: config.jobsIntervalSeconds },
         phases: { foreignStepMarginSeconds: charge.marginSeconds },
-        preparedStatements: config.preparedStatements ?? true,
+        store: typeOrmStore({ preparedStatements: config.preparedStatements ?? true }),
       }),
       ProviderModule.register(config.providerLatencyMs, charge.timeoutSeconds),
       CrashModule.register(config.crash),

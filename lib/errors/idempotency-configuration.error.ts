@@ -70,8 +70,21 @@ export class IdempotencyConfigurationError extends IdempotencyError {
     const which = name ? `named "${name}"` : '(the default one)';
     return new IdempotencyConfigurationError(
       `nest-idempotency: no TypeORM DataSource ${which} is registered. Import ` +
-        `TypeOrmModule.forRoot(${name ? `{ name: '${name}', ... }` : '{ ... }'}) in your application ` +
-        'before IdempotencyModule, or set the `dataSource` option to the name you gave it.',
+        `TypeOrmModule.forRoot(${name ? `{ name: '${name}', ... }` : '{ ... }'}) in your application, ` +
+        "or name yours: store: typeOrmStore({ dataSource: '<name>' }) from nest-idempotency/typeorm.",
+    );
+  }
+
+  /**
+   * The default store (`store: 'typeorm'`) needs a package the application has not installed.
+   * @param missing - the package that could not be loaded
+   */
+  static storeNotInstalled(missing: string): IdempotencyConfigurationError {
+    return new IdempotencyConfigurationError(
+      `nest-idempotency: the default store is PostgreSQL through TypeORM, and "${missing}" is not ` +
+        'installed. Install typeorm, @nestjs/typeorm and pg and import TypeOrmModule.forRoot(), ' +
+        "or choose another store: IdempotencyModule.forRoot({ store: 'memory' }) in tests, or " +
+        'your own class that extends IdempotencyStore.',
     );
   }
 
@@ -147,7 +160,8 @@ export class IdempotencyConfigurationError extends IdempotencyError {
       `nest-idempotency: PostgreSQL answered "${answer}" to one of the store's prepared ` +
         'statements: these connections do not keep a server session of their own, as behind ' +
         'PgBouncer in transaction pooling mode before 1.21. Set ' +
-        'IdempotencyModule.forRoot({ preparedStatements: false }), or use PgBouncer 1.21+ with ' +
+        'IdempotencyModule.forRoot({ store: typeOrmStore({ preparedStatements: false }) }), or use ' +
+        'PgBouncer 1.21+ with ' +
         'max_prepared_statements > 0.',
     );
   }

@@ -1,6 +1,7 @@
 import type { Type } from '@nestjs/common';
 import type { IdempotencyErrorBodyRenderer } from '../errors/idempotency-problem.exception';
 import type { IdempotencyStore } from '../storage/idempotency.store';
+import type { IdempotencyStoreFactory } from '../storage/idempotency-store.factory';
 
 /**
  * Works out the caller identity (the scope) of a request. Keys are unique per scope, so one
@@ -269,37 +270,13 @@ export interface ResolvedIdempotencyOptions extends IdempotencyRouteOptions {
    */
   jobs: IdempotencyJobsOptions;
   /**
-   * How long a call to the store on the request path (claim, begin, complete, release, renew) may
-   * wait, including for a pooled connection, before it fails closed (503 + `Retry-After` for a
-   * claim). Module-level only. Accepted: 0.05 to 300.
-   * @defaultValue `DEFAULT_IDEMPOTENCY_OPTIONS.storeTimeoutSeconds` (5)
-   */
-  storeTimeoutSeconds: number;
-  /**
-   * Send the TypeORM store's statements as named prepared statements, parsed and planned once
-   * per connection. Set `false` when connections do not keep their own server session: behind
-   * PgBouncer in transaction pooling mode before 1.21 (the error otherwise is `prepared statement
-   * "nest_idempotency_…" already exists` or `… does not exist`), or an embedded PGlite served to
-   * several connections. Module-level only.
-   * @defaultValue `DEFAULT_IDEMPOTENCY_OPTIONS.preparedStatements` (`true`)
-   */
-  preparedStatements: boolean;
-  /**
-   * Storage table (optionally schema-qualified, e.g. `billing.idempotency_records`).
-   * @defaultValue `DEFAULT_IDEMPOTENCY_OPTIONS.tableName` (`idempotency_records`)
-   */
-  tableName: string;
-  /**
-   * Which store backs the module: `'typeorm'` (PostgreSQL through the app's DataSource),
-   * `'memory'` (unit tests only; refused when `NODE_ENV=production`) or your own class.
+   * Which store backs the module: `'typeorm'` (PostgreSQL through the app's default DataSource,
+   * with the defaults of `typeOrmStore()`), `typeOrmStore({ ... })` from `nest-idempotency/typeorm`
+   * (another DataSource, table, timeout, or no prepared statements), `'memory'` (unit tests only;
+   * refused when `NODE_ENV=production`), your own class, or any `IdempotencyStoreFactory`.
    * @defaultValue `DEFAULT_IDEMPOTENCY_OPTIONS.store` (`'typeorm'`)
    */
-  store: 'typeorm' | 'memory' | Type<IdempotencyStore>;
-  /**
-   * Name of the TypeORM DataSource to use, as given to `TypeOrmModule.forRoot({ name })`.
-   * @defaultValue `DEFAULT_IDEMPOTENCY_OPTIONS.dataSource` (the default DataSource)
-   */
-  dataSource: string | undefined;
+  store: 'typeorm' | 'memory' | Type<IdempotencyStore> | IdempotencyStoreFactory;
   /**
    * Base URI of the `type` member of problem+json errors; the error code is appended.
    * @defaultValue `DEFAULT_IDEMPOTENCY_OPTIONS.problemTypeBaseUri`

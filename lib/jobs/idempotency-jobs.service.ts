@@ -147,7 +147,7 @@ export class IdempotencyJobs implements OnApplicationBootstrap, OnApplicationShu
     const { batchSize, maxAttempts } = this.options.jobs;
     // Time for the claimed job's transaction to begin and lock it: until then, other drainers
     // leave it alone; after that its row lock keeps them off until the delivery ends.
-    const leaseSeconds = 2 * this.options.storeTimeoutSeconds + 1;
+    const leaseSeconds = store.claimHoldSeconds;
     let cutoff: string | null = null;
     for (;;) {
       const due = await store.findDue(batchSize, cutoff);

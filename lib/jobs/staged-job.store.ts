@@ -74,6 +74,12 @@ export type JobFailureOutcome = 'pending' | 'dead' | 'gone';
  */
 export interface StagedJobStore {
   /**
+   * How long a claim keeps other drainers off a job before its delivery's transaction locks it:
+   * long enough for that transaction to begin, bounded by the store's timeout.
+   */
+  readonly claimHoldSeconds: number;
+
+  /**
    * Pending jobs by due time, up to `limit`.
    * @param cutoff - the drain's cutoff from an earlier look-up; null: now, in the database's clock
    */

@@ -13,6 +13,7 @@ import { createTestDatabase } from '../fixtures/database';
 import type { TestDatabase } from '../fixtures/database';
 import { ADAPTERS, startApp, testTypeOrmModule } from '../fixtures/test-app';
 import type { AdapterName } from '../fixtures/test-app';
+import { typeOrmStore } from '../../lib/storage/typeorm';
 
 let runs = 0;
 
@@ -57,7 +58,7 @@ describe.each(ADAPTERS)('integration points on %s', (adapter) => {
   });
 
   it('uses a named DataSource', async () => {
-    const app = await start(adapter, db, { dataSource: 'billing' }, { named: true });
+    const app = await start(adapter, db, { store: typeOrmStore({ dataSource: 'billing' }) }, { named: true });
     try {
       const key = newKey();
       const first = await request(app.getHttpServer())
@@ -79,7 +80,7 @@ describe.each(ADAPTERS)('integration points on %s', (adapter) => {
   });
 
   it('fails at bootstrap, naming the fix, when the DataSource name is wrong', async () => {
-    await expect(start(adapter, db, { dataSource: 'nope' })).rejects.toThrow(
+    await expect(start(adapter, db, { store: typeOrmStore({ dataSource: 'nope' }) })).rejects.toThrow(
       /no TypeORM DataSource named "nope"/,
     );
   });

@@ -1,8 +1,9 @@
 /**
- * `@nestjs/terminus`, `@nestjs/swagger` and `@opentelemetry/api` are optional peers: an
- * application without them starts and serves idempotent requests with no warning, and the package
- * root never loads them. Run in a child process that makes them unresolvable
- * (test/fixtures/without-optional-peers.ts).
+ * `@nestjs/terminus`, `@nestjs/swagger` and `@opentelemetry/api` are optional peers, and the
+ * database packages (`typeorm`, `@nestjs/typeorm`, `pg`) belong to `nest-idempotency/typeorm`
+ * alone: an application on the core with the memory store starts and serves idempotent requests
+ * with no warning, and the package root never loads any of them. Run in a child process that
+ * makes them unresolvable (test/fixtures/without-optional-peers.ts).
  */
 import { execFile } from 'node:child_process';
 import { join } from 'node:path';
@@ -11,7 +12,7 @@ import { promisify } from 'node:util';
 const run = promisify(execFile);
 
 describe('without the optional peers', () => {
-  it('starts, serves and replays with no warning, loading none of them', async () => {
+  it('the core starts, serves and replays with no warning, loading none of them', async () => {
     const root = join(__dirname, '../..');
     const { stdout, stderr } = await run(
       process.execPath,

@@ -24,6 +24,7 @@ import { orderCount } from '../fixtures/record-queries';
 import { ADAPTERS, createTestApp } from '../fixtures/test-app';
 import type { TestApp } from '../fixtures/test-app';
 import { describeStoreConformance } from '../shared/store-conformance';
+import { typeOrmStore } from '../../lib/storage/typeorm';
 
 const TABLE = 'idempotency_records';
 const found = findPgBouncer();
@@ -127,7 +128,7 @@ if (!('bin' in found)) {
       beforeAll(async () => {
         t = await createTestApp(adapter, db, {
           databaseUrl: bouncer.through(db.url),
-          module: { preparedStatements: false },
+          module: { store: typeOrmStore({ preparedStatements: false }) },
         });
       });
 
@@ -189,7 +190,11 @@ if (!('bin' in found)) {
         t = await createTestApp(adapter, db, {
           ...TRANSFERS,
           databaseUrl: bouncer.through(db.url),
-          module: { preparedStatements: false, completer: false, jobs: false },
+          module: {
+            store: typeOrmStore({ preparedStatements: false }),
+            completer: false,
+            jobs: false,
+          },
         });
         hooks = t.app.get(TransferHooks);
       });

@@ -14,6 +14,7 @@ import type { Probe } from '../fixtures/orders.controller';
 import { ADAPTERS, createTestApp } from '../fixtures/test-app';
 import { waitFor } from '../fixtures/wait-for';
 import type { TestApp } from '../fixtures/test-app';
+import { typeOrmStore } from '../../lib/storage/typeorm';
 
 const STORE_TIMEOUT_SECONDS = 0.3;
 const PROBLEM = /^application\/problem\+json/;
@@ -33,7 +34,7 @@ describe.each(ADAPTERS)('store timeouts on %s', (adapter) => {
     db = await createTestDatabase();
     proxy = await FrozenProxy.start();
     app = await createTestApp(adapter, db, {
-      module: { storeTimeoutSeconds: STORE_TIMEOUT_SECONDS },
+      module: { store: typeOrmStore({ timeoutSeconds: STORE_TIMEOUT_SECONDS }) },
       databaseUrl: proxy.urlFor(db.url),
     });
     probe = app.probe;

@@ -60,7 +60,7 @@ describe('defaults (SPEC §2)', () => {
       ],
       retryAfterSeconds: 1,
       purge: { enabled: true, intervalSeconds: 60, batchSize: 1000 },
-      tableName: 'idempotency_records',
+      store: 'typeorm',
     });
     expect(resolveIdempotencyOptions({})).toEqual(resolved);
   });
@@ -89,7 +89,6 @@ describe('defaults (SPEC §2)', () => {
 
   it('are the exported DEFAULT_IDEMPOTENCY_OPTIONS', () => {
     expect(DEFAULT_IDEMPOTENCY_OPTIONS.ttlSeconds).toBe(86400);
-    expect(DEFAULT_IDEMPOTENCY_OPTIONS.tableName).toBe('idempotency_records');
     expect(Object.isFrozen(DEFAULT_IDEMPOTENCY_OPTIONS)).toBe(true);
   });
 
@@ -160,12 +159,7 @@ describe('bad options fail with a message that names the option and the fix', ()
       /true or false/,
     ],
     ['scope not a function', { scope: 'user' as never }, 'scope', /function/],
-    ['tableName with a dash', { tableName: 'idempotency-records' }, 'tableName', /SQL identifier/],
-    ['tableName upper case', { tableName: 'Records' }, 'tableName', /lower-case/],
-    ['tableName with SQL', { tableName: 'x; DROP TABLE y' }, 'tableName', /SQL identifier/],
-    ['tableName three parts', { tableName: 'a.b.c' }, 'tableName', /schema-qualified/],
-    ['unknown store', { store: 'redis' as never }, 'store', /"typeorm", "memory" or a class/],
-    ['empty dataSource', { dataSource: '' }, 'dataSource', /TypeOrmModule\.forRoot/],
+    ['unknown store', { store: 'redis' as never }, 'store', /typeOrmStore\(\{ \.\.\. \}\)/],
     ['purge.batchSize 0', { purge: { batchSize: 0 } }, 'purge.batchSize', /from 1 to 100000/],
     [
       'replayCache.maxEntries 0',
@@ -262,7 +256,6 @@ describe('numeric options have a range the library can honour (OPTION_LIMITS)', 
     expect([...limited].sort()).toEqual(
       [
         ...routeLevel,
-        'storeTimeoutSeconds',
         'purge.intervalSeconds',
         'purge.batchSize',
         'replayCache.maxEntries',
@@ -300,7 +293,6 @@ describe('numeric options have a range the library can honour (OPTION_LIMITS)', 
       maxLockHoldSeconds: { min: 0.1, max: 31_536_000, integer: false },
       ttlSeconds: { min: 0.1, max: 315_360_000, integer: false },
       retryAfterSeconds: { min: 0, max: 86_400, integer: true },
-      storeTimeoutSeconds: { min: 0.05, max: 300, integer: false },
       'purge.intervalSeconds': { min: 0.1, max: 2_147_483, integer: false },
       'purge.batchSize': { min: 1, max: 100_000, integer: true },
       'replayCache.maxEntries': { min: 1, max: 10_000_000, integer: true },
@@ -440,12 +432,12 @@ describe('options read from the environment arrive as strings (ConfigService)', 
     const resolved = resolveIdempotencyOptions({
       lockTimeoutSeconds: text('0.5'),
       ttlSeconds: text('+1e3'),
-      storeTimeoutSeconds: text('.25'),
+      retryAfterSeconds: text('.0e1'),
     });
     expect(resolved).toMatchObject({
       lockTimeoutSeconds: 0.5,
       ttlSeconds: 1000,
-      storeTimeoutSeconds: 0.25,
+      retryAfterSeconds: 0,
     });
   });
 
@@ -486,7 +478,6 @@ describe('options read from the environment arrive as strings (ConfigService)', 
       required: flag('false'),
       metrics: flag('FALSE'),
       openApi: flag(' true '),
-      preparedStatements: flag('False'),
       purge: flag('false') as never,
       jobs: { enabled: flag('false') },
       replayCache: flag('true') as never,
@@ -495,7 +486,6 @@ describe('options read from the environment arrive as strings (ConfigService)', 
       required: false,
       metrics: false,
       openApi: true,
-      preparedStatements: false,
       purge: { enabled: false, intervalSeconds: 60, batchSize: 1000 },
       jobs: { enabled: false },
       replayCache: { enabled: true, maxEntries: 10_000 },
@@ -537,24 +527,6 @@ describe('options read from the environment arrive as strings (ConfigService)', 
       ]).toEqual([3600, 30, 120]);
     } finally {
       await moduleRef.close();
-    }
-  });
-});
-
-describe('storeTimeoutSeconds', () => {
-  it('defaults to 5 seconds and is a module option', () => {
-    expect(DEFAULT_IDEMPOTENCY_OPTIONS.storeTimeoutSeconds).toBe(5);
-    expect(resolveIdempotencyOptions().storeTimeoutSeconds).toBe(5);
-    expect(resolveIdempotencyOptions({ storeTimeoutSeconds: 0.5 }).storeTimeoutSeconds).toBe(0.5);
-  });
-
-  it('is refused at 0 and past 300 with the range', () => {
-    for (const value of [0, 0.04, 301, -1]) {
-      const { message } = configurationError(() =>
-        resolveIdempotencyOptions({ storeTimeoutSeconds: value }),
-      );
-      expect(message).toContain('option "storeTimeoutSeconds"');
-      expect(message).toContain('from 0.05 to 300, e.g. 5.');
     }
   });
 });

@@ -63,6 +63,7 @@ const ROOT_TYPES = [
   'IdempotencyReplayCacheOptions',
   'IdempotencyRequestIdentity',
   'IdempotencyScopeResolver',
+  'IdempotencyStoreFactory',
   'IdempotencyStoreTransaction',
   'IdempotentOptions',
   'StoredResponse',
@@ -81,6 +82,7 @@ describe('public API', () => {
       'AddPhasesToIdempotencyRecords1764028800000',
       'AddPurgeAfterToIdempotencyRecords1764201600000',
       'CreateIdempotencyRecords1732233600000',
+      'DEFAULT_TYPEORM_STORE_OPTIONS',
       'IdempotencyJobEntity',
       'IdempotencyRecordEntity',
       'IdempotencyStoreTimeoutError',
@@ -90,6 +92,7 @@ describe('public API', () => {
       'createIdempotencyPurgeAfterMigration',
       'createIdempotencyRecordsMigration',
       'isDatabaseUnavailable',
+      'typeOrmStore',
     ]);
   });
 
@@ -100,8 +103,7 @@ describe('public API', () => {
       'IdempotencyJobs',
       'IdempotentOperation',
       'IdempotentOperations',
-      'foreignStep',
-      'localStep',
+      'defineSteps',
       'proceed',
       'respond',
       'retryLater',

@@ -6,10 +6,12 @@ import { normaliseScope } from '../../lib/utils/request-scope';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { DEFAULT_IDEMPOTENCY_OPTIONS } from '../../lib';
+import { DEFAULT_TYPEORM_STORE_OPTIONS } from '../../lib/storage/typeorm';
 
-function optionsTable(): Map<string, string> {
+/** The rows of the first table under `heading` in the README: option name → default cell. */
+function optionsTable(heading = /^## Options$/m, end = /^##+ /m): Map<string, string> {
   const readme = readFileSync(join(__dirname, '../../README.md'), 'utf8');
-  const section = readme.split(/^## Options$/m)[1].split(/^## /m)[0];
+  const section = readme.split(heading)[1].split(end)[0];
   const rows = new Map<string, string>();
   for (const line of section.split('\n')) {
     // Prettier pads table cells, so split on the pipes rather than matching spaces.
@@ -55,13 +57,28 @@ describe('README options table', () => {
       expect(cell).toBe("`req.user?.id` when present, else `''`");
       expect(scope({ user: { id: 7 } })).toBe('7');
       expect(scope({})).toBe('');
-    } else if (name === 'dataSource') {
-      expect(value).toBeUndefined();
-      expect(cell).toBe('the default DataSource');
     } else if (Array.isArray(value)) {
       expect(cell).toBe(value.length ? value.map((v) => `\`${v}\``).join(', ') : '`[]`');
     } else {
       expect(cell).toBe(`\`${String(value)}\``);
     }
   });
+});
+
+describe("README table of the TypeORM store's options", () => {
+  const table = optionsTable(/^### The TypeORM store's options$/m, /^## /m);
+
+  it('has one row per option and no row for anything else', () => {
+    expect([...table.keys()].sort()).toEqual(
+      [...Object.keys(DEFAULT_TYPEORM_STORE_OPTIONS), 'dataSource'].sort(),
+    );
+    expect(table.get('dataSource')).toBe('the default DataSource');
+  });
+
+  it.each(Object.entries(DEFAULT_TYPEORM_STORE_OPTIONS))(
+    'documents the default of %s',
+    (name, value) => {
+      expect(table.get(name)).toBe(`\`${String(value)}\``);
+    },
+  );
 });

@@ -1,6 +1,5 @@
 import type { MigrationInterface, QueryRunner } from 'typeorm';
 import { IdempotencyConfigurationError } from '../../errors/idempotency-configuration.error';
-import { DEFAULT_IDEMPOTENCY_OPTIONS } from '../../idempotency.defaults';
 import {
   addIdempotencyOperationSettingsSql,
   addIdempotencyPhasesSql,
@@ -10,6 +9,9 @@ import {
   quoteTableName,
   schemaOf,
 } from './idempotency-table.sql';
+import { DEFAULT_TYPEORM_STORE_OPTIONS } from './typeorm-store.defaults';
+
+const DEFAULT_TABLE_NAME = DEFAULT_TYPEORM_STORE_OPTIONS.tableName;
 
 /**
  * Refuses to run on anything but PostgreSQL, before any statement: the DDL is PostgreSQL's, and
@@ -69,7 +71,7 @@ async function runAll(queryRunner: QueryRunner, statements: string[]): Promise<v
  * existing one alone, so a role without `CREATE` on the database can use a schema made for it).
  * `down()` drops the table, never the schema.
  *
- * @param tableName - the same value as the module's `tableName` option
+ * @param tableName - the same value as `typeOrmStore({ tableName })`
  * @returns a migration class to list in your DataSource's `migrations`
  * @throws IdempotencyConfigurationError from `up()` and `down()` when the DataSource is not
  *   PostgreSQL (type `"postgres"`), before any statement runs
@@ -106,9 +108,8 @@ export function createIdempotencyRecordsMigration(tableName: string): new () => 
  * @example
  * TypeOrmModule.forRoot({ type: 'postgres', migrations: [CreateIdempotencyRecords1732233600000], migrationsRun: true })
  */
-export const CreateIdempotencyRecords1732233600000 = createIdempotencyRecordsMigration(
-  DEFAULT_IDEMPOTENCY_OPTIONS.tableName,
-);
+export const CreateIdempotencyRecords1732233600000 =
+  createIdempotencyRecordsMigration(DEFAULT_TABLE_NAME);
 
 /**
  * Builds the migration that upgrades a record table created before operations in phases
@@ -117,7 +118,7 @@ export const CreateIdempotencyRecords1732233600000 = createIdempotencyRecordsMig
  * nothing, so listing both is safe. `down()` drops the jobs table only (the added columns stay:
  * dropping them would strand operations in flight).
  *
- * @param tableName - the same value as the module's `tableName` option
+ * @param tableName - the same value as `typeOrmStore({ tableName })`
  * @returns a migration class to list after the create migration
  * @throws IdempotencyConfigurationError from `up()` and `down()` when the DataSource is not
  *   PostgreSQL, before any statement runs
@@ -138,9 +139,8 @@ export function createIdempotencyPhasesMigration(tableName: string): new () => M
  * @example
  * migrations: [CreateIdempotencyRecords1732233600000, AddPhasesToIdempotencyRecords1764028800000]
  */
-export const AddPhasesToIdempotencyRecords1764028800000 = createIdempotencyPhasesMigration(
-  DEFAULT_IDEMPOTENCY_OPTIONS.tableName,
-);
+export const AddPhasesToIdempotencyRecords1764028800000 =
+  createIdempotencyPhasesMigration(DEFAULT_TABLE_NAME);
 
 /**
  * Builds the migration that lets a plain route's completion be a HOT update on a record table
@@ -153,7 +153,7 @@ export const AddPhasesToIdempotencyRecords1764028800000 = createIdempotencyPhase
  * their rows once expired. Idempotent, so listing it is always safe. Its backfill rewrites every
  * row once. `down()` does nothing: the library of this version needs the column.
  *
- * @param tableName - the same value as the module's `tableName` option
+ * @param tableName - the same value as `typeOrmStore({ tableName })`
  * @returns a migration class to list after the create (and phases) migrations
  * @throws IdempotencyConfigurationError from `up()` when the DataSource is not PostgreSQL,
  *   before any statement runs
@@ -178,9 +178,8 @@ export function createIdempotencyPurgeAfterMigration(
  *   AddPurgeAfterToIdempotencyRecords1764201600000,
  * ]
  */
-export const AddPurgeAfterToIdempotencyRecords1764201600000 = createIdempotencyPurgeAfterMigration(
-  DEFAULT_IDEMPOTENCY_OPTIONS.tableName,
-);
+export const AddPurgeAfterToIdempotencyRecords1764201600000 =
+  createIdempotencyPurgeAfterMigration(DEFAULT_TABLE_NAME);
 
 /**
  * Builds the migration that adds `operation_settings` (the settings of the route that started
@@ -188,7 +187,7 @@ export const AddPurgeAfterToIdempotencyRecords1764201600000 = createIdempotencyP
  * before it. An expand step: a nullable column the previous release never names. Idempotent,
  * so listing it is always safe. `down()` drops the column.
  *
- * @param tableName - the same value as the module's `tableName` option
+ * @param tableName - the same value as `typeOrmStore({ tableName })`
  * @returns a migration class to list after the create, phases and purge_after migrations
  * @throws IdempotencyConfigurationError from `up()` and `down()` when the DataSource is not
  *   PostgreSQL, before any statement runs
@@ -219,4 +218,4 @@ export function createIdempotencyOperationSettingsMigration(
  * ]
  */
 export const AddOperationSettingsToIdempotencyRecords1764288000000 =
-  createIdempotencyOperationSettingsMigration(DEFAULT_IDEMPOTENCY_OPTIONS.tableName);
+  createIdempotencyOperationSettingsMigration(DEFAULT_TABLE_NAME);

@@ -3,6 +3,9 @@
  * its entities and migrations. A subpath of its own because it loads `typeorm` (and, through the
  * DataSource, `pg`): an application on another store never installs them.
  */
+export { typeOrmStore } from './typeorm-store.factory';
+export type { IdempotencyTypeOrmStoreOptions } from './typeorm-store.factory';
+export { DEFAULT_TYPEORM_STORE_OPTIONS } from './typeorm-store.defaults';
 export { TypeOrmIdempotencyStore } from './typeorm-idempotency.store';
 export type { TypeOrmIdempotencyStoreSettings } from './typeorm-idempotency.store';
 export { IdempotencyStoreTimeoutError } from './with-deadline';

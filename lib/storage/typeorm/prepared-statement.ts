@@ -153,7 +153,7 @@ function isServerError(error: unknown): boolean {
 /**
  * The error a named statement met, or, when PostgreSQL says the statement already exists
  * (42P05) or does not exist (26000) on a connection, the configuration error that says why and
- * names the fix (`preparedStatements: false`).
+ * names the fix (`typeOrmStore({ preparedStatements: false })`).
  */
 export function explainStatementError(error: unknown, statement: PreparedStatement): unknown {
   const { code, message } = (error ?? {}) as { code?: unknown; message?: unknown };

@@ -7,6 +7,8 @@ import type { TypeOrmStoreTransaction } from './typeorm-store-transaction';
  * `TypeOrmIdempotencyStore`. Internal.
  */
 export interface TypeOrmStoreConnection {
+  /** How long one call may take, in milliseconds. */
+  readonly timeoutMs: number;
   /** Runs one statement outside any transaction, bounded like every store call. */
   runStatement(
     operation: string,

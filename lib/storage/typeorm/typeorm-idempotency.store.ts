@@ -34,7 +34,7 @@ export interface TypeOrmIdempotencyStoreSettings {
    * How long one store call (claim, complete, release, renew, purgeExpired, beginTransaction,
    * and a transaction's complete, commit and rollback) may take, counting the wait for a pooled
    * connection, before it rejects with `IdempotencyStoreTimeoutError`. The module passes
-   * `storeTimeoutSeconds * 1000`.
+   * `timeoutSeconds * 1000`.
    * @defaultValue 5000
    */
   timeoutMs: number;
@@ -93,7 +93,8 @@ export class TypeOrmIdempotencyStore extends IdempotencyStore implements TypeOrm
     PreparedStatement
   >;
 
-  private readonly timeoutMs: number;
+  /** How long one call may take, in milliseconds. */
+  readonly timeoutMs: number;
   private readonly preparedStatements: boolean;
   private resolved?: DataSource;
   /**

@@ -36,6 +36,11 @@ export class TypeOrmJobStore implements StagedJobStore {
    * @param store - the TypeORM store whose DataSource, timeout and connections are used
    * @param tableName - the record table; jobs live in `<tableName>_jobs`
    */
+  /** Two store timeouts (to begin the delivery's transaction and lock the job) and a second. */
+  get claimHoldSeconds(): number {
+    return (2 * this.store.timeoutMs) / 1000 + 1;
+  }
+
   constructor(
     private readonly store: TypeOrmStoreConnection,
     tableName: string,

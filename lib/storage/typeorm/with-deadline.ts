@@ -4,7 +4,7 @@ import { IdempotencyError } from '../../errors/idempotency-configuration.error';
 export type DeadlineWait = 'a pooled connection' | 'PostgreSQL to answer';
 
 /**
- * A store call that did not settle within the store's timeout (`storeTimeoutSeconds`). The
+ * A store call that did not settle within the store's timeout (`typeOrmStore({ timeoutSeconds })`). The
  * database, the network or the connection pool did not answer in time; the connection involved,
  * if any, has been closed rather than given back to the pool.
  */
