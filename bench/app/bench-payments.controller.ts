@@ -34,7 +34,10 @@ export class BenchPaymentsController {
   /** `POST /payments-phased`: three steps, no transaction open during the provider call. */
   @Post('payments-phased')
   @Idempotent()
-  phased(@Body() body: unknown, @Query('providerLatencyMs') latency?: string): Promise<unknown> {
+  phased(
+    @Body() body: unknown,
+    @Query('providerLatencyMs') latency?: string,
+  ): Promise<BenchPayment> {
     return this.operations.run(CreateBenchPayment, this.input(body, latency));
   }
 

@@ -1,7 +1,6 @@
-import { IdempotentOperation, foreignStep, localStep, proceed, respond } from '../../lib/phases';
-import type { IdempotencyOperation } from '../../lib/phases';
+import { IdempotentOperation, defineSteps, proceed, respond } from '../../lib/phases';
 import { BenchProvider } from './bench-provider.service';
-import type { BenchPaymentInput } from './bench-payment';
+import type { BenchPayment, BenchPaymentInput } from './bench-payment';
 import { INSERT_PENDING_PAYMENT, MARK_PAYMENT_SUCCEEDED } from './bench-payment';
 
 /** State carried between the steps. */
@@ -17,42 +16,32 @@ export interface BenchPaymentState {
  * (3) local `succeeded`: the payment succeeded, 201 with the row.
  */
 @IdempotentOperation('bench.payments.create')
-export class CreateBenchPayment implements IdempotencyOperation<
-  BenchPaymentInput,
-  BenchPaymentState
-> {
+export class CreateBenchPayment {
   constructor(private readonly provider: BenchProvider) {}
 
-  readonly steps = [
-    localStep<BenchPaymentInput, BenchPaymentState>(
-      'payment_created',
-      async ({ manager, input }) => {
-        const [pending] = await manager.query(INSERT_PENDING_PAYMENT, [
-          input.amount,
-          input.note ?? null,
-        ]);
-        return proceed({ paymentId: pending.id });
-      },
-    ),
-    foreignStep<BenchPaymentInput, BenchPaymentState>(
-      'charged',
-      { timeoutSeconds: 10 },
-      async ({ input, derivedKey, signal }) => {
-        const charge = await this.provider.charge({
-          idempotencyKey: derivedKey('charge'),
-          amount: input.amount,
-          latencyMs: input.providerLatencyMs,
-          signal,
-        });
-        return proceed({ chargeId: charge.chargeId });
-      },
-    ),
-    localStep<BenchPaymentInput, BenchPaymentState>('succeeded', async ({ manager, state }) => {
+  readonly steps = defineSteps<BenchPaymentInput, BenchPaymentState, BenchPayment>((step) => [
+    step.local('payment_created', async ({ manager, input }) => {
+      const [pending] = await manager.query(INSERT_PENDING_PAYMENT, [
+        input.amount,
+        input.note ?? null,
+      ]);
+      return proceed({ paymentId: pending.id });
+    }),
+    step.foreign('charged', { timeoutSeconds: 10 }, async ({ input, derivedKey, signal }) => {
+      const charge = await this.provider.charge({
+        idempotencyKey: derivedKey('charge'),
+        amount: input.amount,
+        latencyMs: input.providerLatencyMs,
+        signal,
+      });
+      return proceed({ chargeId: charge.chargeId });
+    }),
+    step.local('succeeded', async ({ manager, state }) => {
       const [[payment]] = await manager.query(MARK_PAYMENT_SUCCEEDED, [
         state.paymentId,
         state.chargeId,
       ]);
       return respond(201, payment);
     }),
-  ];
+  ]);
 }

@@ -10,7 +10,7 @@ import { responseBytes } from '../utils/response-bytes';
 import { IdempotencyPhaseEngine } from './idempotency-phase-engine';
 import type { PhaseEngineParts } from './idempotency-phase-engine';
 import { IdempotencyOperationRegistry } from './operation-registry';
-import type { IdempotencyOperation } from './operation-step';
+import type { IdempotencyOperation, OperationInput, OperationOutput } from './operation-step';
 
 /** How an operator settles an abandoned operation. */
 export interface AbandonedResolution {
@@ -44,7 +44,10 @@ export class IdempotentOperations {
    * `finished` and is exactly what the client gets, whatever the handler returns; the handler
    * should return this method's result.
    *
-   * @param operation - the `@IdempotentOperation()` class or its name
+   * Typed by the operation's `defineSteps<Input, State, Output>()`: `input` must be an `Input`
+   * and the result is an `Output`, so a handler can declare what its route answers.
+   *
+   * @param operation - the `@IdempotentOperation()` class
    * @param input - JSON-serialisable input; stored on the record on the first run, and a resumed
    *   run uses the stored one
    * @returns the body of the final response
@@ -55,10 +58,20 @@ export class IdempotentOperations {
    *   character in a string), 500 `idempotency_operation_unavailable` when it cannot run here
    * @throws IdempotencyError outside an `@Idempotent()` handler
    */
-  async run<Input>(
-    operation: Type<IdempotencyOperation<Input>> | string,
-    input: Input,
-  ): Promise<unknown> {
+  run<Operation extends IdempotencyOperation>(
+    operation: Type<Operation>,
+    input: OperationInput<Operation>,
+  ): Promise<OperationOutput<Operation>>;
+  /**
+   * Runs, or resumes, the operation registered under `operation` (its `@IdempotentOperation()`
+   * name), as the class overload does. A name carries no types: the input is not checked and
+   * the result is `unknown`; pass the class where you can.
+   * @param operation - the operation's name
+   * @param input - JSON-serialisable input
+   * @returns the body of the final response
+   */
+  run(operation: string, input: unknown): Promise<unknown>;
+  async run(operation: Type<IdempotencyOperation> | string, input: unknown): Promise<unknown> {
     const run = idempotencyRunStorage.getStore()?.run;
     if (!run) {
       throw new IdempotencyError(

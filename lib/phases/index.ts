@@ -9,15 +9,18 @@ export { IdempotencyCompleter } from './idempotency-completer.service';
 export type { CompleterRunSummary } from './idempotency-completer.service';
 export type { AbandonedOperation } from './operation-record.store';
 export { IdempotentOperation } from './idempotent-operation.decorator';
-export { localStep, foreignStep, proceed, respond, retryLater } from './operation-step';
+export { defineSteps, proceed, respond, retryLater } from './operation-step';
 export type {
   ForeignStepContext,
   ForeignStepOptions,
   IdempotencyOperation,
   LocalStepContext,
   LocalStepOptions,
+  OperationInput,
+  OperationOutput,
   OperationStep,
   OperationStepContext,
+  OperationStepFactory,
   StepOutcome,
 } from './operation-step';
 export { IdempotencyJobs } from '../jobs/idempotency-jobs.service';

@@ -44,22 +44,29 @@ export interface ForeignStepContext<Input, State> extends OperationStepContext<I
   readonly signal: AbortSignal;
 }
 
-/** A step's verdict: go on, answer for good, or give the key back for a later retry. */
-export type StepOutcome =
-  | { readonly kind: 'proceed'; readonly state: Record<string, unknown> }
+/**
+ * A step's verdict: go on, answer for good, or give the key back for a later retry. `Output` is
+ * the body a `respond()` gives and `State` what a `proceed()` carries, so a step's outcome is
+ * checked against its operation's types where the step returns it.
+ */
+export type StepOutcome<Output = unknown, State = Record<string, unknown>> =
+  | { readonly kind: 'proceed'; readonly state: State }
   | {
       readonly kind: 'respond';
       readonly status: number;
-      readonly body: unknown;
+      readonly body: Output;
       readonly headers: Readonly<Record<string, string>>;
     }
   | { readonly kind: 'retry_later'; readonly reason: string };
 
 /**
  * Go on to the next step.
- * @param state - JSON-serialisable values merged into the carried state (shallow)
+ * @param state - JSON-serialisable values merged into the carried state (shallow); in a step of
+ *   `defineSteps<Input, State>()` they must be some of `State`'s
  */
-export function proceed(state: Record<string, unknown> = {}): StepOutcome {
+export function proceed<State extends object = Record<never, never>>(
+  state: State = {} as State,
+): StepOutcome<never, State> {
   return { kind: 'proceed', state };
 }
 
@@ -68,14 +75,15 @@ export function proceed(state: Record<string, unknown> = {}): StepOutcome {
  * the same commit, and replayed to every retry. The body is sent as JSON (a string or Buffer
  * body as it is).
  * @param status - a final status (2xx, 3xx, deterministic 4xx such as 402)
- * @param body - the response body
+ * @param body - the response body; in a step of `defineSteps<Input, State, Output>()` it must be
+ *   an `Output`, which is what `IdempotentOperations.run()` returns
  * @param headers - response headers; those in `replayHeaders` are stored and replayed
  */
-export function respond(
+export function respond<Body>(
   status: number,
-  body: unknown,
+  body: Body,
   headers: Record<string, string> = {},
-): StepOutcome {
+): StepOutcome<Body, never> {
   return { kind: 'respond', status, body, headers };
 }
 
@@ -84,7 +92,7 @@ export function respond(
  * gets 503 with `Retry-After`. A retry (or the completer) resumes from that point.
  * @param reason - logged and put in the problem's detail
  */
-export function retryLater(reason = 'a step asked to be retried later'): StepOutcome {
+export function retryLater(reason = 'a step asked to be retried later'): StepOutcome<never, never> {
   return { kind: 'retry_later', reason };
 }
 
@@ -107,70 +115,116 @@ export interface ForeignStepOptions {
   timeoutSeconds: number;
 }
 
-/** One step of an operation; build it with `localStep()` or `foreignStep()`. */
-export type OperationStep<Input = any, State = any> =
+/**
+ * One step of an operation, as the runner reads it; build it with `defineSteps()`'s `step`.
+ * `Input` and `State` are what it reads, `Output` the body it may respond with.
+ */
+export type OperationStep<Input = any, State = any, Output = unknown> =
   | {
       readonly kind: 'local';
       /** The recovery point the record moves to when the step proceeds. */
       readonly name: string;
       readonly options: LocalStepOptions;
-      readonly run: (context: LocalStepContext<Input, State>) => Promise<StepOutcome>;
+      readonly run: (
+        context: LocalStepContext<Input, State>,
+      ) => Promise<StepOutcome<Output, Partial<State>>>;
     }
   | {
       readonly kind: 'foreign';
       readonly name: string;
       readonly options: ForeignStepOptions;
-      readonly run: (context: ForeignStepContext<Input, State>) => Promise<StepOutcome>;
+      readonly run: (
+        context: ForeignStepContext<Input, State>,
+      ) => Promise<StepOutcome<Output, Partial<State>>>;
     };
 
 /**
- * A local step: one short transaction that re-checks ownership and the recovery point, runs
- * `run`'s writes through `context.manager`, and moves the record on in the same commit.
- * Serialization failures and deadlocks retry the step alone.
- * @param name - the recovery point reached when it proceeds
- * @param run - the step's work
- * @param options - isolation level
+ * The `step` that `defineSteps()` hands its callback: it builds steps whose context is already
+ * typed with the operation's `Input` and `State`, and whose `respond()` bodies must be `Output`s,
+ * so no step repeats the operation's types.
  */
-export function localStep<Input = any, State = any>(
-  name: string,
-  run: (context: LocalStepContext<Input, State>) => Promise<StepOutcome>,
-  options: LocalStepOptions = {},
-): OperationStep<Input, State> {
-  return { kind: 'local', name, options, run };
+export interface OperationStepFactory<Input, State, Output> {
+  /**
+   * A local step: one short transaction that re-checks ownership and the recovery point, runs
+   * `run`'s writes through `context.manager`, and moves the record on in the same commit.
+   * Serialization failures and deadlocks retry the step alone.
+   * @param name - the recovery point reached when it proceeds
+   * @param run - the step's work
+   * @param options - isolation level
+   */
+  local(
+    name: string,
+    run: (context: LocalStepContext<Input, State>) => Promise<StepOutcome<Output, Partial<State>>>,
+    options?: LocalStepOptions,
+  ): OperationStep<Input, State, Output>;
+  /**
+   * A foreign step: a call outside any transaction (a payment provider), with a derived key and
+   * a signal. Its outcome is recorded by a short transaction right after it returns; a crash
+   * before that runs the call again with the same derived key.
+   * @param name - the recovery point reached when it proceeds
+   * @param options - its timeout
+   * @param run - the call
+   */
+  foreign(
+    name: string,
+    options: ForeignStepOptions,
+    run: (
+      context: ForeignStepContext<Input, State>,
+    ) => Promise<StepOutcome<Output, Partial<State>>>,
+  ): OperationStep<Input, State, Output>;
+}
+
+const STEP_FACTORY: OperationStepFactory<any, any, unknown> = {
+  local: (name, run, options = {}) => ({ kind: 'local', name, options, run }),
+  foreign: (name, options, run) => ({ kind: 'foreign', name, options, run }),
+};
+
+/**
+ * Declares an operation's steps with its types given once: `Input` (what `run()` takes and
+ * every step reads), `State` (what steps carry with `proceed()`) and `Output` (the body of the
+ * final `respond()`, which `IdempotentOperations.run()` returns). Every step built with `step`
+ * is checked against them, so a step neither repeats them nor can drift from them.
+ * @param build - returns the steps, in order, built with `step.local()` and `step.foreign()`
+ * @returns the steps, for the operation's `steps` property
+ *
+ * @example
+ * readonly steps = defineSteps<CreatePaymentDto, { paymentId: string; chargeId?: string }, Payment>((step) => [
+ *   step.local('payment_created', async ({ manager, input }) => proceed({ paymentId: await insertPending(manager, input) })),
+ *   step.foreign('charged', { timeoutSeconds: 10 }, async ({ derivedKey, signal }) => proceed({ chargeId: (await charge(derivedKey('charge'), signal)).id })),
+ *   step.local('succeeded', async ({ manager, state }) => respond(201, await markSucceeded(manager, state))),
+ * ]);
+ */
+export function defineSteps<Input, State extends object, Output = unknown>(
+  build: (
+    step: OperationStepFactory<Input, State, Output>,
+  ) => ReadonlyArray<OperationStep<Input, State, Output>>,
+): ReadonlyArray<OperationStep<Input, State, Output>> {
+  return build(STEP_FACTORY as OperationStepFactory<Input, State, Output>);
 }
 
 /**
- * A foreign step: a call outside any transaction (a payment provider), with a derived key and a
- * signal. Its outcome is recorded by a short transaction right after it returns; a crash
- * before that runs the call again with the same derived key.
- * @param name - the recovery point reached when it proceeds
- * @param options - its timeout
- * @param run - the call
- */
-export function foreignStep<Input = any, State = any>(
-  name: string,
-  options: ForeignStepOptions,
-  run: (context: ForeignStepContext<Input, State>) => Promise<StepOutcome>,
-): OperationStep<Input, State> {
-  return { kind: 'foreign', name, options, run };
-}
-
-/**
- * An operation in phases, declared as a provider class with `@IdempotentOperation(name)`.
- * Recovery points: `started` → one per step (its name) → `finished`. The last step must
- * respond.
+ * An operation in phases, declared as a provider class with `@IdempotentOperation(name)` whose
+ * `steps` come from `defineSteps()`. Recovery points: `started` → one per step (its name) →
+ * `finished`. The last step must respond.
  *
  * @example
  * \@IdempotentOperation('payments.create')
- * export class CreatePayment implements IdempotencyOperation<CreatePaymentDto> {
- *   readonly steps = [
- *     localStep('payment_created', async ({ manager, input }) => proceed({ paymentId: await insertPending(manager, input) })),
- *     foreignStep('charged', { timeoutSeconds: 10 }, async ({ derivedKey, signal }) => proceed({ chargeId: (await charge(derivedKey('charge'), signal)).id })),
- *     localStep('succeeded', async ({ manager, state, stage }) => { await markSucceeded(manager, state); await stage('send_receipt', state); return respond(201, state); }),
- *   ];
+ * export class CreatePayment {
+ *   readonly steps = defineSteps<CreatePaymentDto, PaymentState, Payment>((step) => [
+ *     step.local('payment_created', async ({ manager, input }) => proceed({ paymentId: await insertPending(manager, input) })),
+ *     step.local('succeeded', async ({ manager, state, stage }) => { await stage('send_receipt', state); return respond(201, await markSucceeded(manager, state)); }),
+ *   ]);
  * }
  */
-export interface IdempotencyOperation<Input = any, State = any> {
+export interface IdempotencyOperation<Input = any, State = any, Output = unknown> {
   /** The steps, in order. Step names are recovery points: unique, not `started`/`finished`. */
-  readonly steps: ReadonlyArray<OperationStep<Input, State>>;
+  readonly steps: ReadonlyArray<OperationStep<Input, State, Output>>;
 }
+
+/** What an operation takes: the `Input` of its `defineSteps()`, given to `run()`. */
+export type OperationInput<Operation extends IdempotencyOperation> =
+  Operation extends IdempotencyOperation<infer Input, any, any> ? Input : never;
+
+/** What an operation answers with: the `Output` of its `defineSteps()`, returned by `run()`. */
+export type OperationOutput<Operation extends IdempotencyOperation> =
+  Operation extends IdempotencyOperation<any, any, infer Output> ? Output : never;

@@ -1,15 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { Inject } from '@nestjs/common';
 import type { EntityManager } from 'typeorm';
-import {
-  IdempotentOperation,
-  foreignStep,
-  localStep,
-  proceed,
-  respond,
-  retryLater,
-} from '../../lib/phases';
-import type { IdempotencyOperation } from '../../lib/phases';
+import { IdempotentOperation, defineSteps, proceed, respond, retryLater } from '../../lib/phases';
 import { CrashHook } from '../crash/crash-hook';
 import { FakePaymentProvider } from '../provider/fake-payment-provider.service';
 import { PROVIDER_CHARGE_TIMEOUT_SECONDS } from '../provider/provider.constants';
@@ -21,6 +13,7 @@ import {
 import type { CreatePaymentDto } from './create-payment.dto';
 import { PaymentEntity } from './payment.entity';
 import { toPaymentResponse } from './payment.response';
+import type { PaymentResponse } from './payment.response';
 import { toHttpError } from './provider-error.mapper';
 
 /** What `POST /payments` stores as its input: the body, and the account it charges for. */
@@ -35,6 +28,14 @@ export interface CreatePaymentState {
   /** The provider declined the card (its message). */
   declined?: string;
 }
+
+/** The 402 body of a declined card, with the provider's message. */
+export interface CardDeclinedResponse {
+  error: { type: 'card_error'; code: 'card_declined'; message: string };
+}
+
+/** What `POST /payments` answers: the payment (201), or the decline (402). */
+export type CreatePaymentOutput = PaymentResponse | CardDeclinedResponse;
 
 /**
  * `POST /payments` in atomic phases, the Rocket Rides lifecycle (README "Phases"):
@@ -51,10 +52,7 @@ export interface CreatePaymentState {
  * made.
  */
 @IdempotentOperation('payments.create')
-export class CreatePaymentOperation implements IdempotencyOperation<
-  CreatePaymentInput,
-  CreatePaymentState
-> {
+export class CreatePaymentOperation {
   readonly steps;
 
   /**
@@ -66,10 +64,9 @@ export class CreatePaymentOperation implements IdempotencyOperation<
     crash: CrashHook,
     @Inject(PROVIDER_CHARGE_TIMEOUT_SECONDS) chargeTimeoutSeconds: number,
   ) {
-    this.steps = [
-      localStep<CreatePaymentInput, CreatePaymentState>(
-        'payment_created',
-        async ({ manager, input }) => {
+    this.steps = defineSteps<CreatePaymentInput, CreatePaymentState, CreatePaymentOutput>(
+      (step) => [
+        step.local('payment_created', async ({ manager, input }) => {
           const paymentId = `pay_${randomBytes(12).toString('hex')}`;
           await manager.insert(PaymentEntity, {
             id: paymentId,
@@ -83,36 +80,33 @@ export class CreatePaymentOperation implements IdempotencyOperation<
           });
           await audit(manager, paymentId, 'created');
           return proceed({ paymentId });
-        },
-      ),
-      foreignStep<CreatePaymentInput, CreatePaymentState>(
-        'charged',
-        { timeoutSeconds: chargeTimeoutSeconds },
-        async ({ input, identity, derivedKey }) => {
-          crash.at('after_payment_created', identity.key);
-          try {
-            const charge = await provider.charge({
-              idempotencyKey: derivedKey('charge'),
-              customerId: input.customerId,
-              amount: input.amount,
-              currency: input.currency,
-            });
-            crash.at('after_charge_before_record', identity.key);
-            return proceed({ chargeId: charge.id });
-          } catch (error) {
-            // A decline is an answer: recorded, then answered 402 by the next step.
-            if (error instanceof CardDeclinedError) return proceed({ declined: error.message });
-            // Nothing charged: give the key back; a retry charges with the same key.
-            if (error instanceof ProviderUnavailableError) return retryLater(error.message);
-            // It may have charged: fail with 504 (not stored); a retry finds that charge.
-            if (error instanceof ProviderTimeoutError) throw toHttpError(error);
-            throw error;
-          }
-        },
-      ),
-      localStep<CreatePaymentInput, CreatePaymentState>(
-        'succeeded',
-        async ({ manager, state, identity, stage }) => {
+        }),
+        step.foreign(
+          'charged',
+          { timeoutSeconds: chargeTimeoutSeconds },
+          async ({ input, identity, derivedKey }) => {
+            crash.at('after_payment_created', identity.key);
+            try {
+              const charge = await provider.charge({
+                idempotencyKey: derivedKey('charge'),
+                customerId: input.customerId,
+                amount: input.amount,
+                currency: input.currency,
+              });
+              crash.at('after_charge_before_record', identity.key);
+              return proceed({ chargeId: charge.id });
+            } catch (error) {
+              // A decline is an answer: recorded, then answered 402 by the next step.
+              if (error instanceof CardDeclinedError) return proceed({ declined: error.message });
+              // Nothing charged: give the key back; a retry charges with the same key.
+              if (error instanceof ProviderUnavailableError) return retryLater(error.message);
+              // It may have charged: fail with 504 (not stored); a retry finds that charge.
+              if (error instanceof ProviderTimeoutError) throw toHttpError(error);
+              throw error;
+            }
+          },
+        ),
+        step.local('succeeded', async ({ manager, state, identity, stage }) => {
           crash.at('after_charged', identity.key);
           const { paymentId, chargeId, declined } = state;
           if (declined !== undefined) {
@@ -127,9 +121,9 @@ export class CreatePaymentOperation implements IdempotencyOperation<
           await stage('send_receipt', { paymentId });
           const payment = await manager.findOneByOrFail(PaymentEntity, { id: paymentId });
           return respond(201, toPaymentResponse(payment), { Location: `/payments/${paymentId}` });
-        },
-      ),
-    ];
+        }),
+      ],
+    );
   }
 }
 

@@ -7,6 +7,7 @@ import { toReceiptResponse } from '../receipts/receipt.response';
 import type { ReceiptResponse } from '../receipts/receipt.response';
 import { CreatePaymentDto } from './create-payment.dto';
 import { CreatePaymentOperation } from './create-payment.operation';
+import type { CreatePaymentOutput } from './create-payment.operation';
 import { toPaymentResponse } from './payment.response';
 import type { PaymentResponse } from './payment.response';
 import { PaymentsService } from './payments.service';
@@ -27,7 +28,10 @@ export class PaymentsController {
    */
   @Post()
   @Idempotent()
-  create(@AccountId() accountId: string, @Body() dto: CreatePaymentDto): Promise<unknown> {
+  create(
+    @AccountId() accountId: string,
+    @Body() dto: CreatePaymentDto,
+  ): Promise<CreatePaymentOutput> {
     return this.operations.run(CreatePaymentOperation, { ...dto, accountId });
   }
 
