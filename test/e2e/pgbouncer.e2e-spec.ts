@@ -23,7 +23,7 @@ import type { PgBouncer } from '../fixtures/pgbouncer';
 import { orderCount } from '../fixtures/record-queries';
 import { ADAPTERS, createTestApp } from '../fixtures/test-app';
 import type { TestApp } from '../fixtures/test-app';
-import { describeStoreConformance } from '../shared/store-conformance';
+import { describeIdempotencyStoreConformance } from '../../lib/testing';
 import { typeOrmStore } from '../../lib/storage/typeorm';
 
 const TABLE = 'idempotency_records';
@@ -108,17 +108,21 @@ if (!('bin' in found)) {
       }
     });
 
-    describeStoreConformance('the store, preparedStatements: false', async () => {
-      await dataSource.query(`TRUNCATE ${TABLE}`);
-      return {
-        store: new TypeOrmIdempotencyStore(dataSource, TABLE, {
-          timeoutMs: 5000,
-          preparedStatements: false,
-        }),
-        advance: (seconds: number) => sleep(seconds * 1000),
-        teardown: async () => undefined,
-      };
-    });
+    describeIdempotencyStoreConformance(
+      'the store, preparedStatements: false',
+      async () => {
+        await dataSource.query(`TRUNCATE ${TABLE}`);
+        return {
+          store: new TypeOrmIdempotencyStore(dataSource, TABLE, {
+            timeoutMs: 5000,
+            preparedStatements: false,
+          }),
+          advance: (seconds: number) => sleep(seconds * 1000),
+          teardown: async () => undefined,
+        };
+      },
+      { describe, it, expect },
+    );
 
     describe.each(ADAPTERS)('an app (%s), preparedStatements: false', (adapter) => {
       let t: TestApp;

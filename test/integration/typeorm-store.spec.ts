@@ -29,7 +29,7 @@ import { createTestDatabase } from '../fixtures/database';
 import type { TestDatabase } from '../fixtures/database';
 import { FrozenProxy } from '../fixtures/frozen-proxy';
 import { LocalFirstIdempotencyStore } from '../../lib/storage/local-first-idempotency.store';
-import { describeStoreConformance } from '../shared/store-conformance';
+import { describeIdempotencyStoreConformance } from '../../lib/testing';
 
 const TABLE = 'idempotency_records';
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
@@ -56,16 +56,20 @@ afterAll(async () => {
   await db?.drop();
 });
 
-describeStoreConformance('TypeOrmIdempotencyStore (PostgreSQL)', async () => {
-  await db.query(`TRUNCATE ${TABLE}`);
-  return {
-    store: new TypeOrmIdempotencyStore(dataSource, TABLE),
-    advance: (seconds: number) => sleep(seconds * 1000),
-    teardown: async () => undefined,
-  };
-});
+describeIdempotencyStoreConformance(
+  'TypeOrmIdempotencyStore (PostgreSQL)',
+  async () => {
+    await db.query(`TRUNCATE ${TABLE}`);
+    return {
+      store: new TypeOrmIdempotencyStore(dataSource, TABLE),
+      advance: (seconds: number) => sleep(seconds * 1000),
+      teardown: async () => undefined,
+    };
+  },
+  { describe, it, expect },
+);
 
-describeStoreConformance(
+describeIdempotencyStoreConformance(
   'TypeOrmIdempotencyStore (PostgreSQL, through query runners: no obtainMasterConnection)',
   async () => {
     await db.query(`TRUNCATE ${TABLE}`);
@@ -75,9 +79,10 @@ describeStoreConformance(
       teardown: async () => undefined,
     };
   },
+  { describe, it, expect },
 );
 
-describeStoreConformance(
+describeIdempotencyStoreConformance(
   'TypeOrmIdempotencyStore (PostgreSQL, preparedStatements: false: unnamed statements)',
   async () => {
     await db.query(`TRUNCATE ${TABLE}`);
@@ -90,6 +95,7 @@ describeStoreConformance(
       teardown: async () => undefined,
     };
   },
+  { describe, it, expect },
 );
 
 describe.each([
@@ -124,17 +130,21 @@ describe.each([
   });
 });
 
-describeStoreConformance('LocalFirstIdempotencyStore over PostgreSQL', async () => {
-  await db.query(`TRUNCATE ${TABLE}`);
-  return {
-    store: new LocalFirstIdempotencyStore(new TypeOrmIdempotencyStore(dataSource, TABLE), {
-      maxEntries: 100,
-      maxBytes: 1 << 20,
-    }),
-    advance: (seconds: number) => sleep(seconds * 1000),
-    teardown: async () => undefined,
-  };
-});
+describeIdempotencyStoreConformance(
+  'LocalFirstIdempotencyStore over PostgreSQL',
+  async () => {
+    await db.query(`TRUNCATE ${TABLE}`);
+    return {
+      store: new LocalFirstIdempotencyStore(new TypeOrmIdempotencyStore(dataSource, TABLE), {
+        maxEntries: 100,
+        maxBytes: 1 << 20,
+      }),
+      advance: (seconds: number) => sleep(seconds * 1000),
+      teardown: async () => undefined,
+    };
+  },
+  { describe, it, expect },
+);
 
 /**
  * The DataSource as the store sees it on a TypeORM whose driver has no `obtainMasterConnection`.

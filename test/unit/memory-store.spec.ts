@@ -4,34 +4,42 @@
  */
 import { IdempotencyConfigurationError, MemoryIdempotencyStore } from '../../lib';
 import { LocalFirstIdempotencyStore } from '../../lib/storage/local-first-idempotency.store';
-import { describeStoreConformance } from '../shared/store-conformance';
+import { describeIdempotencyStoreConformance } from '../../lib/testing';
 
-describeStoreConformance('MemoryIdempotencyStore', async () => {
-  let now = Date.parse('2026-01-01T00:00:00Z');
-  return {
-    store: new MemoryIdempotencyStore(() => now),
-    advance: (seconds: number) => {
-      now += seconds * 1000;
-    },
-    teardown: async () => undefined,
-  };
-});
+describeIdempotencyStoreConformance(
+  'MemoryIdempotencyStore',
+  async () => {
+    let now = Date.parse('2026-01-01T00:00:00Z');
+    return {
+      store: new MemoryIdempotencyStore(() => now),
+      advance: (seconds: number) => {
+        now += seconds * 1000;
+      },
+      teardown: async () => undefined,
+    };
+  },
+  { describe, it, expect },
+);
 
-describeStoreConformance('LocalFirstIdempotencyStore over MemoryIdempotencyStore', async () => {
-  let now = Date.parse('2026-01-01T00:00:00Z');
-  const clock = () => now;
-  return {
-    store: new LocalFirstIdempotencyStore(
-      new MemoryIdempotencyStore(clock),
-      { maxEntries: 100, maxBytes: 1 << 20 },
-      clock,
-    ),
-    advance: (seconds: number) => {
-      now += seconds * 1000;
-    },
-    teardown: async () => undefined,
-  };
-});
+describeIdempotencyStoreConformance(
+  'LocalFirstIdempotencyStore over MemoryIdempotencyStore',
+  async () => {
+    let now = Date.parse('2026-01-01T00:00:00Z');
+    const clock = () => now;
+    return {
+      store: new LocalFirstIdempotencyStore(
+        new MemoryIdempotencyStore(clock),
+        { maxEntries: 100, maxBytes: 1 << 20 },
+        clock,
+      ),
+      advance: (seconds: number) => {
+        now += seconds * 1000;
+      },
+      teardown: async () => undefined,
+    };
+  },
+  { describe, it, expect },
+);
 
 describe('MemoryIdempotencyStore outside the suite', () => {
   const original = process.env.NODE_ENV;

@@ -8,6 +8,7 @@ import { join } from 'node:path';
 import * as root from '../../lib';
 import * as phases from '../../lib/phases';
 import * as typeorm from '../../lib/storage/typeorm';
+import * as testing from '../../lib/testing';
 
 /** Every name an entry file exports, values and types, read from its source. */
 function exportedNames(file: string): string[] {
@@ -107,6 +108,16 @@ describe('public API', () => {
       'proceed',
       'respond',
       'retryLater',
+    ]);
+  });
+
+  it('nest-idempotency/testing exports the store conformance suite and its types', () => {
+    expect(Object.keys(testing)).toEqual(['describeIdempotencyStoreConformance']);
+    expect(typeof testing.describeIdempotencyStoreConformance).toBe('function');
+    expect(exportedNames('testing/index.ts')).toEqual([
+      'IdempotencyStoreTestFunctions',
+      'IdempotencyStoreUnderTest',
+      'describeIdempotencyStoreConformance',
     ]);
   });
 

@@ -1,9 +1,11 @@
 /**
  * Every `ts` block of the README compiles as written: each block is a file of one application
- * (its first line names it, `// src/app.module.ts`), with its own imports, type-checked together
- * with the repository's compiler options (strict) and `nest-idempotency` mapped to `lib/`. The
- * only file added is what the README leaves to the reader: `src/payments.support.ts` (the
- * request body, the entity and its migration, a payment provider client).
+ * (its first line names it: `// src/app.module.ts`, or `// test/…` for a test), with its own
+ * imports, type-checked together with the repository's compiler options (strict) and
+ * `nest-idempotency` mapped to `lib/`. The
+ * only files added are what the README leaves to the reader: `src/payments.support.ts` (the
+ * request body, the entity and its migration, a payment provider client) and the custom store
+ * of "Testing your own store" (`src/redis-idempotency.store.ts`).
  */
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
@@ -61,6 +63,19 @@ export class PaymentProvider {
 }
 `;
 
+/** The reader's own store that "Testing your own store" runs the conformance suite against. */
+const REDIS_STORE = `
+import { MemoryIdempotencyStore } from 'nest-idempotency';
+
+export class RedisIdempotencyStore extends MemoryIdempotencyStore {
+  constructor(readonly url: string) {
+    super();
+  }
+  async flush(): Promise<void> {}
+  async close(): Promise<void> {}
+}
+`;
+
 interface Snippet {
   path: string;
   code: string;
@@ -70,7 +85,7 @@ interface Snippet {
 function readmeSnippets(): Snippet[] {
   const readme = readFileSync(join(ROOT, 'README.md'), 'utf8');
   return [...readme.matchAll(/^```ts\n([\s\S]*?)^```$/gm)].map((match) => ({
-    path: /^\/\/ (src\/[\w./-]+\.ts)\n/.exec(match[1])?.[1] ?? '',
+    path: /^\/\/ ((?:src|test)\/[\w./-]+\.ts)\n/.exec(match[1])?.[1] ?? '',
     code: match[1],
     line: readme.slice(0, match.index).split('\n').length,
   }));
@@ -91,6 +106,7 @@ function compilerOptions(): ts.CompilerOptions {
       'nest-idempotency/typeorm': [join(ROOT, 'lib/storage/typeorm/index.ts')],
       'nest-idempotency/phases': [join(ROOT, 'lib/phases/index.ts')],
       'nest-idempotency/client': [join(ROOT, 'lib/client/index.ts')],
+      'nest-idempotency/testing': [join(ROOT, 'lib/testing/index.ts')],
     },
   };
 }
@@ -128,6 +144,7 @@ describe('README code', () => {
       // An unnamed block (the test above fails on it) is still checked, as a file of its own.
       ...snippets.map(({ path, code, line }) => ({ path: path || `src/readme-${line}.ts`, code })),
       { path: 'src/payments.support.ts', code: PAYMENTS_SUPPORT },
+      { path: 'src/redis-idempotency.store.ts', code: REDIS_STORE },
     ];
     for (const { path, code } of files) {
       mkdirSync(dirname(join(dir, path)), { recursive: true });

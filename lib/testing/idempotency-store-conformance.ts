@@ -2,23 +2,52 @@
  * The storage contract every IdempotencyStore must honour (lib/storage/idempotency.store.ts):
  * atomic claim outcomes, mismatch before in_flight, byte-exact replays, owner-token guards
  * (including a stale owner after a takeover), release modes, lease renewal, TTL expiry, purge
- * and transactional completion. Run it from a spec file with `describeStoreConformance()`.
+ * and transactional completion, as one suite that runs against any store.
+ *
+ * It takes the test runner's functions as a parameter instead of using Jest's globals, so the
+ * library compiles without a test runner's types and Jest and Vitest users pass their own. The
+ * assertions it makes are the ones both runners have: `toBe`, `not.toBe` and `toEqual`.
  */
 import { randomUUID } from 'node:crypto';
 import type {
   ClaimRequest,
   ClaimResult,
   IdempotencyRecordRef,
-  IdempotencyStore,
   StoredResponse,
-} from '../../lib';
+} from '../interfaces/idempotency-record.interface';
+import type { IdempotencyStore } from '../storage/idempotency.store';
 
-/** What a store under test provides to the shared suite. */
-export interface StoreUnderTest {
+/**
+ * A fresh store for one test of the conformance suite, with control of the clock it reads: the
+ * suite checks leases and expiry, so it must let time pass.
+ */
+export interface IdempotencyStoreUnderTest {
+  /** The store, empty: no record from an earlier test. */
   store: IdempotencyStore;
-  /** Lets `seconds` pass on the store's clock (injected clock, or a real wait). */
+  /**
+   * Lets `seconds` pass on the store's clock: move an injected clock, or wait in real time (a
+   * store that reads the database's clock). The suite never asks for more than a second.
+   */
   advance(seconds: number): Promise<void> | void;
-  teardown(): Promise<void>;
+  /** Called after the test, passed or failed: close what the store opened. */
+  teardown?(): Promise<void> | void;
+}
+
+/**
+ * The test runner's functions the suite calls, typed as small as the suite needs so that Jest's
+ * (globals or `@jest/globals`) and Vitest's (`vitest`) fit without a cast.
+ */
+export interface IdempotencyStoreTestFunctions {
+  /** Groups tests: Jest's or Vitest's `describe`. */
+  describe(name: string, body: () => void): void;
+  /** Declares one test: Jest's or Vitest's `it` (or `test`). */
+  it(name: string, body: () => Promise<void>): void;
+  /** Jest's or Vitest's `expect`; the suite uses `toBe`, `not.toBe` and `toEqual` only. */
+  expect(actual: unknown): {
+    toBe(expected: unknown): void;
+    toEqual(expected: unknown): void;
+    not: { toBe(expected: unknown): void };
+  };
 }
 
 /** Lease / TTL short enough to lapse within one `advance(LAPSE)`. */
@@ -73,34 +102,67 @@ function claimedOf(result: ClaimResult): { recordId: string; attempt: number } {
 }
 
 /**
- * Defines the conformance suite for one store.
+ * Declares the conformance suite for one store: about thirty tests of the contract the module
+ * relies on (lib/storage/idempotency.store.ts), so a store of your own is checked against the same
+ * cases as the memory and PostgreSQL stores before it guards a payment. Each test gets a fresh
+ * store from `makeStore` and tears it down after, so no hooks are needed.
  *
- * @param name - shown in the test names
- * @param setup - called before every test; returns a fresh (empty) store
+ * @param name - shown in the test names: `IdempotencyStore conformance: <name>`
+ * @param makeStore - called at the start of every test; returns an empty store and its clock
+ * @param testFunctions - the runner's `describe`, `it` and `expect` (Jest or Vitest)
+ *
+ * @example
+ * ```ts
+ * import { describe, expect, it } from '@jest/globals'; // or from 'vitest'
+ * import { describeIdempotencyStoreConformance } from 'nest-idempotency/testing';
+ *
+ * describeIdempotencyStoreConformance(
+ *   'RedisIdempotencyStore',
+ *   async () => ({
+ *     store: new RedisIdempotencyStore(await connect()),
+ *     advance: (seconds) => new Promise((resolve) => setTimeout(resolve, seconds * 1000)),
+ *     teardown: () => disconnect(),
+ *   }),
+ *   { describe, it, expect },
+ * );
+ * ```
  */
-export function describeStoreConformance(name: string, setup: () => Promise<StoreUnderTest>): void {
-  describe(`IdempotencyStore conformance: ${name}`, () => {
-    let store: IdempotencyStore;
-    let advance: (seconds: number) => Promise<void>;
-    let teardown: () => Promise<void>;
+export function describeIdempotencyStoreConformance(
+  name: string,
+  makeStore: () => Promise<IdempotencyStoreUnderTest> | IdempotencyStoreUnderTest,
+  testFunctions: IdempotencyStoreTestFunctions,
+): void {
+  const { describe, expect } = testFunctions;
+  // Set by `it` below for the test that runs; the runner runs one test of a file at a time.
+  let store: IdempotencyStore;
+  let advance: (seconds: number) => Promise<void>;
 
-    beforeEach(async () => {
-      const s = await setup();
-      store = s.store;
+  /** A test with a fresh store, torn down afterwards; a failing test's error wins over teardown's. */
+  const it = (title: string, body: () => Promise<void>): void =>
+    testFunctions.it(title, async () => {
+      const subject = await makeStore();
+      store = subject.store;
       advance = async (seconds) => {
-        await s.advance(seconds);
+        await subject.advance(seconds);
       };
-      teardown = s.teardown;
+      let passed = false;
+      try {
+        await body();
+        passed = true;
+      } finally {
+        if (passed) await subject.teardown?.();
+        else await Promise.resolve(subject.teardown?.()).catch(() => undefined);
+      }
     });
 
-    afterEach(async () => {
-      await teardown();
-    });
-
+  describe(`IdempotencyStore conformance: ${name}`, () => {
     describe('claim', () => {
       it('claims a fresh key as attempt 1', async () => {
         const result = await store.claim(request());
-        expect(result).toEqual({ outcome: 'claimed', recordId: expect.any(String), attempt: 1 });
+        expect(result.outcome).toBe('claimed');
+        const { recordId } = claimedOf(result);
+        expect(typeof recordId).toBe('string');
+        expect(result).toEqual({ outcome: 'claimed', recordId, attempt: 1 });
       });
 
       it('reports in_flight to the same request while the lease is live', async () => {
