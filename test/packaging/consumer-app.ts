@@ -6,6 +6,7 @@ import { spawn } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
 import {
   copyFileSync,
+  existsSync,
   mkdtempSync,
   readFileSync,
   readdirSync,
@@ -103,11 +104,13 @@ export class ConsumerApp {
   readonly dir: string;
   readonly esm: boolean;
 
+  /** @param folder - the app's folder under `parent` (the kind, unless two apps share one) */
   constructor(
     readonly kind: AppKind,
     parent: string,
+    folder: string = kind,
   ) {
-    this.dir = join(parent, kind);
+    this.dir = join(parent, folder);
     this.esm = kind.endsWith('-esm');
   }
 
@@ -130,6 +133,25 @@ export class ConsumerApp {
     });
   }
 
+  /**
+   * The core alone: `npm install <tarball>`, no database package named, so npm installs only
+   * the peers that are not optional.
+   */
+  installCore(tarball: string): Promise<CommandResult> {
+    return run('npm', [...NPM_INSTALL, tarball], { cwd: this.dir, timeoutMs: 600_000 });
+  }
+
+  /** The names in the app's package.json `dependencies`. */
+  dependencies(): string[] {
+    const pkg = JSON.parse(readFileSync(join(this.dir, 'package.json'), 'utf8'));
+    return Object.keys(pkg.dependencies ?? {}).sort();
+  }
+
+  /** Whether `node_modules/<name>` exists in the app (installed directly or as a peer). */
+  installed(name: string): boolean {
+    return existsSync(join(this.dir, 'node_modules', name));
+  }
+
   /** The installed version of a package in the app. */
   version(name: string): string {
     return JSON.parse(readFileSync(join(this.dir, 'node_modules', name, 'package.json'), 'utf8'))
@@ -150,6 +172,20 @@ export class ConsumerApp {
       join(__dirname, 'payments-client.support.ts'),
       join(this.dir, 'src/payments.client.ts'),
     );
+    return this.buildStrict();
+  }
+
+  /**
+   * Replaces the template's src/app.module.ts with the test's core app
+   * (`templates/core-app.module.ts.template`: the memory store, one idempotent POST) and runs
+   * the app's build script, `strict` on.
+   */
+  buildCore(): Promise<CommandResult> {
+    writeFileSync(join(this.dir, 'src/app.module.ts'), renderOwnTemplate('core-app.module.ts', {}));
+    return this.buildStrict();
+  }
+
+  private buildStrict(): Promise<CommandResult> {
     const tsconfigPath = join(this.dir, 'tsconfig.json');
     const tsconfig = JSON.parse(readFileSync(tsconfigPath, 'utf8'));
     tsconfig.compilerOptions.strict = true;
@@ -184,12 +220,15 @@ export class ConsumerApp {
     });
   }
 
-  /** `node dist/main` (the template's start:prod) on a free port, once it answers HTTP. */
-  async start(databaseUrl: string): Promise<RunningApp> {
+  /**
+   * `node dist/main` (the template's start:prod) on a free port, once it answers HTTP.
+   * @param env - added to the environment, e.g. `DATABASE_URL`
+   */
+  async start(env: Record<string, string>): Promise<RunningApp> {
     const port = await freePort();
     const child = spawn(process.execPath, ['dist/main'], {
       cwd: this.dir,
-      env: childEnv({ PORT: String(port), DATABASE_URL: databaseUrl }),
+      env: childEnv({ ...env, PORT: String(port) }),
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     const app = new RunningApp(child, `http://127.0.0.1:${port}`);

@@ -4,7 +4,9 @@
  * each generated from the schematic's own template files (templates/). For each: `npm install`,
  * the README's install command with the tarball (no --legacy-peer-deps), the README's Usage code
  * built by the app's `nest build` with `strict: true`, then the app started on a fresh
- * PostgreSQL database and asked for a first request, its replay, a 422 and a 409.
+ * PostgreSQL database and asked for a first request, its replay, a 422 and a 409. Then the core
+ * alone: a Nest 12 ESM app that installs only the tarball (npm adds no TypeORM, no pg: they are
+ * optional peers) and serves a replay on the memory store.
  *
  * Needs the npm registry (or a warm npm cache) and a PostgreSQL server (DATABASE_URL, as
  * `npm test`). Run with `npm run test:packaging`; KEEP_PACKAGING_APPS=1 keeps the apps.
@@ -62,14 +64,13 @@ describe('the packed tarball', () => {
   });
 });
 
-describe.each(APP_KINDS)('a new %s application', (kind) => {
-  let app: ConsumerApp;
-  let db: TestDatabase;
-  let running: RunningApp | undefined;
+/**
+ * The steps of one scenario, each a test: after a failed step, the later ones fail saying so.
+ * Call it once per describe block.
+ */
+function scenario() {
   let failed: string | undefined;
-
-  /** A step of the scenario: after a failed step, the later ones fail saying so. */
-  const step = (name: string, body: () => Promise<void>, timeoutMs = 120_000) =>
+  return (name: string, body: () => Promise<void>, timeoutMs = 120_000) =>
     it(
       name,
       async () => {
@@ -83,6 +84,13 @@ describe.each(APP_KINDS)('a new %s application', (kind) => {
       },
       timeoutMs,
     );
+}
+
+describe.each(APP_KINDS)('a new %s application', (kind) => {
+  let app: ConsumerApp;
+  let db: TestDatabase;
+  let running: RunningApp | undefined;
+  const step = scenario();
 
   // Jest's CommonJS runtime loads ESM-only packages (Nest 12) only from Node 24.9: the Nest 12
   // `--type cjs` template's own Jest tests fail before that, with or without this library.
@@ -133,7 +141,7 @@ describe.each(APP_KINDS)('a new %s application', (kind) => {
   });
 
   step('starts on a fresh PostgreSQL database and runs the migrations', async () => {
-    running = await app.start(db.url);
+    running = await app.start({ DATABASE_URL: db.url });
     const tables = await db.query<{ table_name: string }>(
       "SELECT table_name FROM information_schema.tables WHERE table_schema = 'public' ORDER BY 1",
     );
@@ -205,4 +213,73 @@ describe.each(APP_KINDS)('a new %s application', (kind) => {
       expectSuccess(await app.testE2e(db.url), 'npm run test:e2e');
     },
   );
+});
+
+describe('a new nest12-esm application on the core alone: no TypeORM, no pg', () => {
+  let core: ConsumerApp;
+  let running: RunningApp | undefined;
+  const step = scenario();
+
+  const post = (body: object) =>
+    fetch(`${running!.url}/orders`, {
+      method: 'POST',
+      headers: { 'Content-Type': 'application/json', 'Idempotency-Key': 'o-1', 'X-Api-Key': 'k' },
+      body: JSON.stringify(body),
+    });
+
+  beforeAll(() => {
+    core = new ConsumerApp('nest12-esm', work, 'nest12-esm-core');
+  });
+
+  afterAll(async () => {
+    await running?.stop();
+  });
+
+  step(
+    'installs its template dependencies (npm install)',
+    async () => {
+      expectSuccess(await core.generate(), 'npm install');
+    },
+    600_000,
+  );
+
+  step(
+    'installs the tarball alone: none of typeorm, @nestjs/typeorm, pg comes with it',
+    async () => {
+      const before = core.dependencies();
+      const result = expectSuccess(await core.installCore(tarball), 'npm install <tarball>');
+      expect(result.output).not.toMatch(/ERESOLVE|overriding peer dependency/);
+      expect(core.dependencies()).toEqual([...before, 'nest-idempotency'].sort());
+      expect(['typeorm', '@nestjs/typeorm', 'pg'].filter((name) => core.installed(name))).toEqual(
+        [],
+      );
+    },
+    600_000,
+  );
+
+  step('builds an app module on the memory store with strict: true (nest build)', async () => {
+    expectSuccess(await core.buildCore(), 'nest build');
+  });
+
+  const order = { item: 'book' };
+  let first: { status: number; body: Buffer };
+
+  step('starts with no warning and answers a first request with 201', async () => {
+    running = await core.start({ NODE_ENV: 'development' });
+    const response = await post(order);
+    first = { status: response.status, body: Buffer.from(await response.arrayBuffer()) };
+    expect(first.status).toBe(201);
+    expect(response.headers.get('idempotent-replayed')).toBeNull();
+    expect(JSON.parse(first.body.toString())).toEqual({ item: 'book', run: 1 });
+    expect(running.output()).not.toMatch(/\b(WARN|ERROR)\b/);
+  });
+
+  step('replays it (same status, same bytes, Idempotent-Replayed: true), ran once', async () => {
+    const response = await post(order);
+    expect(response.status).toBe(first.status);
+    expect(response.headers.get('idempotent-replayed')).toBe('true');
+    expect(Buffer.from(await response.arrayBuffer()).equals(first.body)).toBe(true);
+    const runs = await fetch(`${running!.url}/orders/runs`);
+    expect(await runs.json()).toEqual({ runs: 1 });
+  });
 });
