@@ -43,25 +43,13 @@ export const DEFAULT_IDEMPOTENCY_OPTIONS: Readonly<ResolvedIdempotencyOptions> =
   ],
   retryAfterSeconds: 1,
   transactional: false,
-  purge: { enabled: true, intervalSeconds: 60, batchSize: 1_000 },
-  replayCache: { enabled: true, maxEntries: 10_000, maxBytes: 16 * 1024 * 1024 },
-  phases: {
-    maxAgeSeconds: 43_200,
-    abandonedRetentionSeconds: 2_592_000,
-    localStepAttempts: 5,
-    foreignStepMarginSeconds: 2,
-  },
-  completer: { enabled: true, intervalSeconds: 30, afterSeconds: 60, batchSize: 10 },
-  jobs: {
+  purge: {
     enabled: true,
-    intervalSeconds: 1,
-    maxIdleIntervalSeconds: 30,
-    batchSize: 20,
-    timeoutSeconds: 60,
-    maxAttempts: 10,
-    backoffSeconds: 1,
-    maxBackoffSeconds: 600,
+    intervalSeconds: 60,
+    batchSize: 1_000,
+    abandonedRetentionSeconds: 2_592_000,
   },
+  replayCache: { enabled: true, maxEntries: 10_000, maxBytes: 16 * 1024 * 1024 },
   store: 'typeorm',
   problemTypeBaseUri: 'urn:nest-idempotency:problem:',
   errorBody: null,
@@ -147,6 +135,13 @@ export const OPTION_LIMITS = Object.freeze({
     unit: 'rows',
     example: DEFAULT_IDEMPOTENCY_OPTIONS.purge.batchSize,
   }),
+  'purge.abandonedRetentionSeconds': limit({
+    min: 1,
+    max: 315_360_000,
+    integer: false,
+    unit: 'seconds',
+    example: DEFAULT_IDEMPOTENCY_OPTIONS.purge.abandonedRetentionSeconds,
+  }),
   'replayCache.maxEntries': limit({
     min: 1,
     max: 10_000_000,
@@ -163,38 +158,7 @@ export const OPTION_LIMITS = Object.freeze({
     example: DEFAULT_IDEMPOTENCY_OPTIONS.replayCache.maxBytes,
     note: 'At most 4 GiB; replayCache: false turns the cache off.',
   }),
-  ...phaseLimits(),
 });
-
-function seconds(min: number, max: number, example: number, note?: string): IdempotencyOptionLimit {
-  return limit({ min, max, integer: false, unit: 'seconds', example, note });
-}
-
-function count(min: number, max: number, unit: string, example: number): IdempotencyOptionLimit {
-  return limit({ min, max, integer: true, unit, example });
-}
-
-/** Ranges of the options of operations in phases, the completer and the drainer. */
-function phaseLimits() {
-  const { phases, completer, jobs } = DEFAULT_IDEMPOTENCY_OPTIONS;
-  const interval = 'Longer periods overflow setInterval (2^31-1 ms).';
-  return {
-    'phases.maxAgeSeconds': seconds(1, 31_536_000, phases.maxAgeSeconds),
-    'phases.abandonedRetentionSeconds': seconds(1, 315_360_000, phases.abandonedRetentionSeconds),
-    'phases.localStepAttempts': count(1, 100, 'attempts', phases.localStepAttempts),
-    'phases.foreignStepMarginSeconds': seconds(0, 3_600, phases.foreignStepMarginSeconds),
-    'completer.intervalSeconds': seconds(0.1, 2_147_483, completer.intervalSeconds, interval),
-    'completer.afterSeconds': seconds(0, 31_536_000, completer.afterSeconds),
-    'completer.batchSize': count(1, 10_000, 'records', completer.batchSize),
-    'jobs.intervalSeconds': seconds(0.1, 2_147_483, jobs.intervalSeconds, interval),
-    'jobs.maxIdleIntervalSeconds': seconds(0.1, 2_147_483, jobs.maxIdleIntervalSeconds),
-    'jobs.batchSize': count(1, 10_000, 'jobs', jobs.batchSize),
-    'jobs.timeoutSeconds': seconds(0.05, 86_400, jobs.timeoutSeconds),
-    'jobs.maxAttempts': count(1, 1_000, 'attempts', jobs.maxAttempts),
-    'jobs.backoffSeconds': seconds(0, 86_400, jobs.backoffSeconds),
-    'jobs.maxBackoffSeconds': seconds(0, 86_400, jobs.maxBackoffSeconds),
-  } as const;
-}
 
 /** A numeric option with a range in `OPTION_LIMITS`. */
 export type IdempotencyLimitedOption = keyof typeof OPTION_LIMITS;
@@ -233,7 +197,7 @@ function fromEnvironment(
  * decimal number (from the environment) is taken as that number.
  * @returns the value as a number
  */
-function checkRange(option: IdempotencyLimitedOption, given: unknown): number {
+export function checkRange(option: IdempotencyLimitedOption, given: unknown): number {
   return checkNumber(option, given, OPTION_LIMITS[option]);
 }
 
@@ -344,8 +308,8 @@ export function validateRouteOptions<T extends IdempotentOptions>(options: T): T
   return o as T;
 }
 
-/** The fields that are set: an option given as `undefined` keeps its default. */
-function withoutUndefined<T extends object>(given: T | undefined): Partial<T> {
+/** The fields that are set: an option given as `undefined` keeps its default. Internal. */
+export function withoutUndefined<T extends object>(given: T | undefined): Partial<T> {
   return Object.fromEntries(
     Object.entries(given ?? {}).filter(([, value]) => value !== undefined),
   ) as Partial<T>;
@@ -356,16 +320,16 @@ function withoutUndefined<T extends object>(given: T | undefined): Partial<T> {
  * (or the string `"false"` from the environment), or with the given fields merged over them.
  * @throws IdempotencyConfigurationError when `enabled` is not a boolean
  */
-function switchableSection<K extends 'purge' | 'replayCache' | 'completer' | 'jobs'>(
-  name: K,
-  given: Partial<ResolvedIdempotencyOptions[K]> | false | undefined,
-): ResolvedIdempotencyOptions[K] {
-  const defaults = DEFAULT_IDEMPOTENCY_OPTIONS[name];
+export function switchableSection<T extends { enabled: boolean }>(
+  name: string,
+  given: Partial<T> | false | undefined,
+  defaults: Readonly<T>,
+): T {
   if (typeof given === 'string') {
     const on = checkBoolean(name, given, 'Use false, or an object of its options.');
     return { ...defaults, enabled: on };
   }
-  const section =
+  const section: T =
     given === false ? { ...defaults, enabled: false } : { ...defaults, ...withoutUndefined(given) };
   section.enabled = checkBoolean(`${name}.enabled`, section.enabled);
   return section;
@@ -382,29 +346,19 @@ export function resolveIdempotencyOptions(
   options: IdempotencyModuleOptions = {},
 ): ResolvedIdempotencyOptions {
   const defined = withoutUndefined(options) as IdempotencyModuleOptions;
-  const { purge, replayCache, phases, completer, jobs, ...rest } = defined;
-  const phaseOptions = { ...DEFAULT_IDEMPOTENCY_OPTIONS.phases, ...withoutUndefined(phases) };
-  const completerOptions = switchableSection('completer', completer);
-  const jobsOptions = switchableSection('jobs', jobs);
-  for (const [section, values] of [
-    ['phases', phaseOptions],
-    ['completer', completerOptions],
-    ['jobs', jobsOptions],
-  ] as const) {
-    for (const [name, value] of Object.entries(values)) {
-      if (name === 'enabled') continue;
-      const option = `${section}.${name}`;
-      check(option in OPTION_LIMITS, option, value, `Remove it: ${section} has no such option.`);
-      (values as Record<string, unknown>)[name] = checkRange(
-        option as IdempotencyLimitedOption,
-        value,
-      );
-    }
-  }
-  const purgeOptions = switchableSection('purge', purge);
+  const { purge, replayCache, ...rest } = defined;
+  const purgeOptions = switchableSection('purge', purge, DEFAULT_IDEMPOTENCY_OPTIONS.purge);
   purgeOptions.intervalSeconds = checkRange('purge.intervalSeconds', purgeOptions.intervalSeconds);
   purgeOptions.batchSize = checkRange('purge.batchSize', purgeOptions.batchSize);
-  const cacheOptions = switchableSection('replayCache', replayCache);
+  purgeOptions.abandonedRetentionSeconds = checkRange(
+    'purge.abandonedRetentionSeconds',
+    purgeOptions.abandonedRetentionSeconds,
+  );
+  const cacheOptions = switchableSection(
+    'replayCache',
+    replayCache,
+    DEFAULT_IDEMPOTENCY_OPTIONS.replayCache,
+  );
   cacheOptions.maxEntries = checkRange('replayCache.maxEntries', cacheOptions.maxEntries);
   cacheOptions.maxBytes = checkRange('replayCache.maxBytes', cacheOptions.maxBytes);
   const merged = validateRouteOptions({
@@ -440,9 +394,6 @@ export function resolveIdempotencyOptions(
     ...merged,
     purge: purgeOptions,
     replayCache: cacheOptions,
-    phases: phaseOptions,
-    completer: completerOptions,
-    jobs: jobsOptions,
   };
 }
 

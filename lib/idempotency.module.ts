@@ -24,11 +24,6 @@ import type {
   IdempotencyModuleOptions,
   ResolvedIdempotencyOptions,
 } from './interfaces/idempotency-module-options.interface';
-import { IdempotencyJobs } from './jobs/idempotency-jobs.service';
-import { IdempotencyCompleter } from './phases/idempotency-completer.service';
-import { IdempotencyPhaseEngine } from './phases/idempotency-phase-engine';
-import { IdempotentOperations } from './phases/idempotent-operations.service';
-import { IdempotencyOperationRegistry } from './phases/operation-registry';
 import { IdempotencyMetrics } from './metrics/idempotency-metrics';
 import { IDEMPOTENCY_OPENAPI, documentIdempotentRoutes } from './openapi/idempotency-openapi';
 import { IdempotencyPurgeService } from './purge/idempotency-purge.service';
@@ -104,11 +99,6 @@ const providers: Provider[] = [
   IdempotencyExceptionFilter,
   IdempotencyContext,
   IdempotencyPurgeService,
-  IdempotencyOperationRegistry,
-  IdempotencyPhaseEngine,
-  IdempotentOperations,
-  IdempotencyCompleter,
-  IdempotencyJobs,
 ];
 
 /**
@@ -134,9 +124,6 @@ const providers: Provider[] = [
   imports: [DiscoveryModule],
   providers,
   exports: [
-    IdempotentOperations,
-    IdempotencyCompleter,
-    IdempotencyJobs,
     IDEMPOTENCY_OPTIONS,
     IdempotencyStore,
     IDEMPOTENCY_STORE_CAPABILITIES,
@@ -156,8 +143,6 @@ export class IdempotencyModule extends IdempotencyConfigurableModule implements 
   constructor(
     @Inject(IDEMPOTENCY_STORE_CAPABILITIES)
     private readonly capabilities: IdempotencyStoreCapabilities,
-    @Inject(IDEMPOTENCY_OPTIONS) private readonly options: ResolvedIdempotencyOptions,
-    private readonly registry: IdempotencyOperationRegistry,
     modules: ModulesContainer,
   ) {
     super();
@@ -169,14 +154,8 @@ export class IdempotencyModule extends IdempotencyConfigurableModule implements 
     );
   }
 
-  /**
-   * Checks the store at bootstrap (DataSource found, PostgreSQL, tables in place) and the
-   * operations and job handlers of the application (each foreign step fits in a lease).
-   */
+  /** Checks the store at bootstrap (DataSource found, PostgreSQL, tables in place). */
   async onModuleInit(): Promise<void> {
-    this.registry.discover();
-    const { lockTimeoutSeconds, phases } = this.options;
-    this.registry.checkForeignSteps(lockTimeoutSeconds, phases.foreignStepMarginSeconds);
     await this.capabilities.verify?.();
   }
 

@@ -3,8 +3,9 @@ import type { DynamicModule } from '@nestjs/common';
 import { APP_INTERCEPTOR, APP_PIPE } from '@nestjs/core';
 import { TerminusModule } from '@nestjs/terminus';
 import { TypeOrmModule } from '@nestjs/typeorm';
-import { CreateIdempotencyRecords1732233600000 } from '../lib/storage/typeorm';
+import { CreateIdempotencyRecords1732233600000, typeOrmStore } from '../lib/storage/typeorm';
 import { IdempotencyModule } from '../lib';
+import { IdempotencyPhasesModule } from '../lib/phases';
 import { IdempotencyHealthIndicator } from '../lib/health';
 import { readAccountId } from './accounts/account-id';
 import { CreatePayments1763769600000 } from './database/create-payments.migration';
@@ -22,7 +23,6 @@ import { ReceiptEntity } from './receipts/receipt.entity';
 import { RefundEntity } from './refunds/refund.entity';
 import type { SampleAppConfig } from './config/sample-app.config';
 import { CrashModule } from './crash/crash.module';
-import { typeOrmStore } from '../lib/storage/typeorm';
 
 /** What the sample app module needs to know; the databases are already reachable. */
 export interface SampleAppModuleConfig {
@@ -84,13 +84,15 @@ export function createAppModule(config: SampleAppModuleConfig): DynamicModule {
         ttlSeconds: config.ttlSeconds,
         lockTimeoutSeconds: config.lockTimeoutSeconds,
         purge: { intervalSeconds: config.purgeIntervalSeconds },
+        store: typeOrmStore({ preparedStatements: config.preparedStatements ?? true }),
+      }),
+      IdempotencyPhasesModule.forRoot({
+        foreignStepMarginSeconds: charge.marginSeconds,
         completer: {
           intervalSeconds: config.completerIntervalSeconds,
           afterSeconds: config.completerAfterSeconds,
         },
         jobs: { intervalSeconds: config.jobsIntervalSeconds },
-        phases: { foreignStepMarginSeconds: charge.marginSeconds },
-        store: typeOrmStore({ preparedStatements: config.preparedStatements ?? true }),
       }),
       ProviderModule.register(config.providerLatencyMs, charge.timeoutSeconds),
       CrashModule.register(config.crash),

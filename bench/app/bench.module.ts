@@ -9,6 +9,7 @@ import {
   CreateIdempotencyRecords1732233600000,
 } from '../../lib/storage/typeorm';
 import { IdempotencyModule } from '../../lib';
+import { IdempotencyPhasesModule } from '../../lib/phases';
 import { DurableKeyEntity } from '../peers/durable-key.entity';
 import { DurableIdempotencyInterceptor } from '../peers/durable-idempotency.interceptor';
 import { DurablePeerController } from '../peers/durable-peer.controller';
@@ -73,8 +74,8 @@ export function createBenchModule(config: BenchAppConfig): DynamicModule {
           enabled: false,
           ...(config.purgeBatchSize ? { batchSize: config.purgeBatchSize } : {}),
         },
-        completer: false,
       }),
+      IdempotencyPhasesModule.forRoot({ completer: false }),
       ...(peer
         ? [
             NodeIdempotencyModule.forRootAsync({

@@ -51,7 +51,7 @@ export type IdempotencyEvent =
   /** An operation in phases stored its final response. */
   | { type: 'operation_finished'; scope: string; key: string; operation: string; status: number }
   /**
-   * An unfinished operation was handed to a human: older than `phases.maxAgeSeconds`
+   * An unfinished operation was handed to a human: older than `maxAgeSeconds`
    * (`max_age`), or past its TTL when the purge ran (`expired`). See `listAbandoned()`.
    */
   | {

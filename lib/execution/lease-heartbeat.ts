@@ -79,7 +79,7 @@ export class LeaseHeartbeat {
     await this.renew();
     // A lease just renewed is a whole lease less the renewal's round trip: a step that needs
     // exactly a whole lease (checked at bootstrap) may start with up to RENEWAL_TOLERANCE_MS
-    // less, which its margin (phases.foreignStepMarginSeconds) covers.
+    // less, which its margin (foreignStepMarginSeconds) covers.
     return !this.lostWith && this.remainingMs() >= ms - RENEWAL_TOLERANCE_MS;
   }
 

@@ -3,8 +3,9 @@ import type { OnApplicationBootstrap, OnApplicationShutdown } from '@nestjs/comm
 import { ModuleRef } from '@nestjs/core';
 import { IdempotencyError } from '../errors/idempotency-configuration.error';
 import { IdempotencyEvents } from '../events/idempotency.events';
-import { IDEMPOTENCY_OPTIONS, IDEMPOTENCY_STORE_CAPABILITIES } from '../idempotency.tokens';
-import type { ResolvedIdempotencyOptions } from '../interfaces/idempotency-module-options.interface';
+import { IDEMPOTENCY_STORE_CAPABILITIES } from '../idempotency.tokens';
+import type { ResolvedIdempotencyPhasesOptions } from '../phases/idempotency-phases.options';
+import { IDEMPOTENCY_PHASES_OPTIONS } from '../phases/idempotency-phases.tokens';
 import { IdempotencyOperationRegistry } from '../phases/operation-registry';
 import { IdleBackoff } from '../scheduling/idle-backoff';
 import { PeriodicTask } from '../scheduling/periodic-task';
@@ -53,9 +54,9 @@ export class IdempotencyJobs implements OnApplicationBootstrap, OnApplicationShu
     private readonly registry: IdempotencyOperationRegistry,
     private readonly events: IdempotencyEvents,
     private readonly moduleRef: ModuleRef,
-    @Inject(IDEMPOTENCY_OPTIONS) private readonly options: ResolvedIdempotencyOptions,
+    @Inject(IDEMPOTENCY_PHASES_OPTIONS) private readonly phases: ResolvedIdempotencyPhasesOptions,
   ) {
-    const { intervalSeconds, maxIdleIntervalSeconds } = options.jobs;
+    const { intervalSeconds, maxIdleIntervalSeconds } = phases.jobs;
     this.backoff = new IdleBackoff(intervalSeconds, maxIdleIntervalSeconds);
   }
 
@@ -93,7 +94,7 @@ export class IdempotencyJobs implements OnApplicationBootstrap, OnApplicationShu
 
   /** @inheritDoc */
   async onApplicationBootstrap(): Promise<void> {
-    const { enabled, intervalSeconds } = this.options.jobs;
+    const { enabled, intervalSeconds } = this.phases.jobs;
     const store = this.jobStore();
     if (!enabled || !store || !this.registry.hasJobHandlers()) return;
     this.stopListening = store.onStaged(() => {
@@ -144,7 +145,7 @@ export class IdempotencyJobs implements OnApplicationBootstrap, OnApplicationShu
     const run: DrainRun = { delivered: 0, failed: 0, dead: 0, nextDueInSeconds: undefined };
     const store = this.jobStore();
     if (!store) return run;
-    const { batchSize, maxAttempts } = this.options.jobs;
+    const { batchSize, maxAttempts } = this.phases.jobs;
     // Time for the claimed job's transaction to begin and lock it: until then, other drainers
     // leave it alone; after that its row lock keeps them off until the delivery ends.
     const leaseSeconds = store.claimHoldSeconds;
@@ -214,7 +215,7 @@ export class IdempotencyJobs implements OnApplicationBootstrap, OnApplicationShu
       timer = setTimeout(() => {
         controller.abort(this.timedOut(job));
         resolve('timed out');
-      }, this.options.jobs.timeoutSeconds * 1000);
+      }, this.phases.jobs.timeoutSeconds * 1000);
     });
     const handled = Promise.resolve()
       .then(() => handler.handle(job, manager, controller.signal))
@@ -232,7 +233,7 @@ export class IdempotencyJobs implements OnApplicationBootstrap, OnApplicationShu
   private timedOut(job: { name: string }): IdempotencyError {
     return new IdempotencyError(
       `nest-idempotency: job handler '${job.name}' did not settle within ` +
-        `jobs.timeoutSeconds (${this.options.jobs.timeoutSeconds} s)`,
+        `jobs.timeoutSeconds (${this.phases.jobs.timeoutSeconds} s)`,
     );
   }
 
@@ -244,7 +245,7 @@ export class IdempotencyJobs implements OnApplicationBootstrap, OnApplicationShu
     error: unknown,
     run: DrainRun,
   ): Promise<void> {
-    const { maxAttempts, backoffSeconds, maxBackoffSeconds } = this.options.jobs;
+    const { maxAttempts, backoffSeconds, maxBackoffSeconds } = this.phases.jobs;
     // Full jitter: anywhere up to the doubled (and capped) backoff.
     const delay =
       Math.random() * Math.min(maxBackoffSeconds, backoffSeconds * 2 ** (job.attempt - 1));

@@ -13,6 +13,8 @@ import { IdempotencyPhaseEngine } from './idempotency-phase-engine';
 import type { PhaseEngineParts } from './idempotency-phase-engine';
 import type { OperationRecordRow } from './operation-record.store';
 import { IdempotencyOperationRegistry } from './operation-registry';
+import type { ResolvedIdempotencyPhasesOptions } from './idempotency-phases.options';
+import { IDEMPOTENCY_PHASES_OPTIONS } from './idempotency-phases.tokens';
 
 /** What one completer run did. */
 export interface CompleterRunSummary {
@@ -20,7 +22,7 @@ export interface CompleterRunSummary {
   taken: number;
   /** Of those, how many finished (their response is now replayed). */
   completed: number;
-  /** Operations marked abandoned for being older than `phases.maxAgeSeconds`. */
+  /** Operations marked abandoned for being older than `maxAgeSeconds`. */
   abandoned: number;
 }
 
@@ -29,7 +31,7 @@ export interface CompleterRunSummary {
  * unfinished records nobody runs — lease lapsed or released, last run at least
  * `completer.afterSeconds` ago — with the same compare-and-set takeover a retry uses, and runs
  * them through their registered operation from their recovery point, with their stored input.
- * Records older than `phases.maxAgeSeconds` are never run: they are marked abandoned (an
+ * Records older than `maxAgeSeconds` are never run: they are marked abandoned (an
  * `operation_abandoned` event, and `IdempotentOperations.listAbandoned()`). Safe on many
  * instances: candidates are taken with `FOR UPDATE SKIP LOCKED`.
  */
@@ -45,6 +47,7 @@ export class IdempotencyCompleter implements OnApplicationBootstrap, OnApplicati
     private readonly events: IdempotencyEvents,
     private readonly moduleRef: ModuleRef,
     @Inject(IDEMPOTENCY_OPTIONS) private readonly options: ResolvedIdempotencyOptions,
+    @Inject(IDEMPOTENCY_PHASES_OPTIONS) private readonly phases: ResolvedIdempotencyPhasesOptions,
   ) {}
 
   /**
@@ -58,7 +61,7 @@ export class IdempotencyCompleter implements OnApplicationBootstrap, OnApplicati
 
   /** @inheritDoc */
   async onApplicationBootstrap(): Promise<void> {
-    const { enabled, intervalSeconds } = this.options.completer;
+    const { enabled, intervalSeconds } = this.phases.completer;
     if (!enabled || !this.engine.parts || !this.registry.hasOperations()) return;
     await this.task.start(intervalSeconds, this.moduleRef, (error) => {
       this.events.emit({ type: 'store_error', operation: 'completer', error });
@@ -74,8 +77,9 @@ export class IdempotencyCompleter implements OnApplicationBootstrap, OnApplicati
   private async runAll(): Promise<CompleterRunSummary> {
     const parts = this.engine.parts;
     if (!parts) return { taken: 0, completed: 0, abandoned: 0 };
-    const { completer, phases, lockTimeoutSeconds } = this.options;
-    const abandoned = await parts.operations.abandonOld(completer.batchSize, phases.maxAgeSeconds);
+    const { lockTimeoutSeconds } = this.options;
+    const { completer, maxAgeSeconds } = this.phases;
+    const abandoned = await parts.operations.abandonOld(completer.batchSize, maxAgeSeconds);
     for (const row of abandoned) {
       this.events.emit({
         type: 'operation_abandoned',
@@ -90,7 +94,7 @@ export class IdempotencyCompleter implements OnApplicationBootstrap, OnApplicati
     const taken = await parts.operations.takeOver(
       completer.batchSize,
       completer.afterSeconds,
-      phases.maxAgeSeconds,
+      maxAgeSeconds,
       lockTimeoutSeconds,
     );
     let completed = 0;
@@ -150,7 +154,7 @@ export class IdempotencyCompleter implements OnApplicationBootstrap, OnApplicati
     } catch (error) {
       this.logger.error(
         `Could not complete operation "${row.operation}"; it is retried after ` +
-          `${this.options.completer.afterSeconds} s`,
+          `${this.phases.completer.afterSeconds} s`,
         error as Error,
       );
       // Released at its recovery point, as a request's failed operation is.

@@ -6,6 +6,8 @@ import { IdempotencyStore } from '../storage/idempotency.store';
 import type { IdempotencyStoreCapabilities } from '../storage/idempotency-store.capabilities';
 import type { OperationRecordStore } from './operation-record.store';
 import { OperationRunner } from './operation-runner';
+import type { ResolvedIdempotencyPhasesOptions } from './idempotency-phases.options';
+import { IDEMPOTENCY_PHASES_OPTIONS } from './idempotency-phases.tokens';
 
 /** The store ability of operations in phases, and their runner. */
 export interface PhaseEngineParts {
@@ -27,12 +29,13 @@ export class IdempotencyPhaseEngine {
     @Inject(IDEMPOTENCY_STORE_CAPABILITIES) capabilities: IdempotencyStoreCapabilities,
     events: IdempotencyEvents,
     @Inject(IDEMPOTENCY_OPTIONS) options: ResolvedIdempotencyOptions,
+    @Inject(IDEMPOTENCY_PHASES_OPTIONS) phases: ResolvedIdempotencyPhasesOptions,
   ) {
     const { operations } = capabilities;
     if (!operations) return;
     this.parts = {
       operations,
-      runner: new OperationRunner(operations, store, events, options),
+      runner: new OperationRunner(operations, store, events, options, phases),
     };
   }
 }

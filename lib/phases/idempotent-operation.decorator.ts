@@ -12,7 +12,7 @@ export const IDEMPOTENT_OPERATION_METADATA = 'nest-idempotency:operation';
  *   in flight under the old name
  * @example
  * \@IdempotentOperation('payments.create')
- * export class CreatePayment implements IdempotencyOperation<CreatePaymentDto> { readonly steps = [...]; }
+ * export class CreatePayment { readonly steps = defineSteps<CreatePaymentDto, PaymentState, PaymentOutput>((step) => [...]); }
  */
 export function IdempotentOperation(name: string): ClassDecorator {
   return applyDecorators(Injectable(), SetMetadata(IDEMPOTENT_OPERATION_METADATA, name));

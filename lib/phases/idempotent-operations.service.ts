@@ -96,7 +96,7 @@ export class IdempotentOperations {
   }
 
   /**
-   * Abandoned operations, longest abandoned first: too old to resume (`phases.maxAgeSeconds`)
+   * Abandoned operations, longest abandoned first: too old to resume (`maxAgeSeconds`)
    * or past their TTL when the purge ran. Each needs a human: check the foreign system (the
    * derived keys are `sha256(recordId + '\0' + label)`), then `resolveAbandoned()`.
    * @param limit - at most this many

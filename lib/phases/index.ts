@@ -31,8 +31,11 @@ export type {
   IdempotencyJobHandlerInstance,
   StagedJob,
 } from '../jobs/staged-job.interface';
+export { IdempotencyPhasesModule } from './idempotency-phases.module';
+export { DEFAULT_IDEMPOTENCY_PHASES_OPTIONS } from './idempotency-phases.defaults';
 export type {
   IdempotencyCompleterOptions,
   IdempotencyJobsOptions,
-  IdempotencyPhasesOptions,
-} from '../interfaces/idempotency-module-options.interface';
+  IdempotencyPhasesModuleOptions,
+  ResolvedIdempotencyPhasesOptions,
+} from './idempotency-phases.options';

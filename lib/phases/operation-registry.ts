@@ -57,7 +57,7 @@ export class IdempotencyOperationRegistry {
         throw IdempotencyConfigurationError.invalidOperation(
           operation.name,
           `foreign step "${step.name}" needs ${needs} s of lease (timeoutSeconds ` +
-            `${step.options.timeoutSeconds} + phases.foreignStepMarginSeconds ${marginSeconds}), ` +
+            `${step.options.timeoutSeconds} + foreignStepMarginSeconds ${marginSeconds}), ` +
             `more than lockTimeoutSeconds (${lockTimeoutSeconds}): raise lockTimeoutSeconds or ` +
             'lower the step timeout',
         );
@@ -141,7 +141,7 @@ function checkOperation(name: string, instance: IdempotencyOperation): Registere
     if (!step || (step.kind !== 'local' && step.kind !== 'foreign')) {
       throw IdempotencyConfigurationError.invalidOperation(
         name,
-        'build each step with localStep() or foreignStep()',
+        'build the steps with defineSteps()',
       );
     }
     if (typeof step.name !== 'string' || step.name === '' || step.name.length > 200) {

@@ -9,6 +9,7 @@ import type { IdempotencyEvents } from '../events/idempotency.events';
 import type { IdempotencyRun, OperationRunResult } from '../execution/idempotency-run';
 import type { StoredResponse } from '../interfaces/idempotency-record.interface';
 import type { ResolvedIdempotencyOptions } from '../interfaces/idempotency-module-options.interface';
+import type { ResolvedIdempotencyPhasesOptions } from './idempotency-phases.options';
 import type { IdempotencyStore } from '../storage/idempotency.store';
 import { responseBytes } from '../utils/response-bytes';
 import type { OperationRecordStore, OperationStepTransaction } from './operation-record.store';
@@ -42,7 +43,11 @@ export class OperationRunner {
     private readonly operations: OperationRecordStore,
     private readonly store: IdempotencyStore,
     private readonly events: IdempotencyEvents,
-    private readonly options: Pick<ResolvedIdempotencyOptions, 'phases' | 'retryAfterSeconds'>,
+    private readonly options: Pick<ResolvedIdempotencyOptions, 'retryAfterSeconds'>,
+    private readonly phases: Pick<
+      ResolvedIdempotencyPhasesOptions,
+      'maxAgeSeconds' | 'localStepAttempts' | 'foreignStepMarginSeconds'
+    >,
   ) {}
 
   /**
@@ -72,7 +77,7 @@ export class OperationRunner {
         `This key already runs operation "${bound.operation}", not "${operation.name}".`,
       );
     }
-    if (bound.resumed && bound.ageSeconds > this.options.phases.maxAgeSeconds) {
+    if (bound.resumed && bound.ageSeconds > this.phases.maxAgeSeconds) {
       return this.abandon(run, operation.name, bound.recoveryPoint, 'max_age');
     }
     const start = this.indexAfter(operation, bound.recoveryPoint);
@@ -135,7 +140,7 @@ export class OperationRunner {
   ): Promise<StepRunResult> {
     // The step reads the carried state under the row lock, as the record holds it.
     const isolation = step.options.isolation ?? 'READ COMMITTED';
-    const attempts = this.options.phases.localStepAttempts;
+    const attempts = this.phases.localStepAttempts;
     for (let attempt = 1; ; attempt++) {
       const tx = await this.operations
         .beginStep(run.ref, expected, isolation)
@@ -191,12 +196,12 @@ export class OperationRunner {
     last: boolean,
   ): Promise<StepRunResult> {
     const { timeoutSeconds } = step.options;
-    const needMs = (timeoutSeconds + this.options.phases.foreignStepMarginSeconds) * 1000;
+    const needMs = (timeoutSeconds + this.phases.foreignStepMarginSeconds) * 1000;
     if (!(await run.lease.ensureRemaining(needMs))) {
       if (run.lease.signal.aborted) return { kind: 'lost' };
       throw IdempotencyProblemException.operationUnavailable(
         `Foreign step "${step.name}" of "${operation.name}" needs ${needMs / 1000} s of lease ` +
-          '(its timeoutSeconds plus phases.foreignStepMarginSeconds), more than lockTimeoutSeconds.',
+          '(its timeoutSeconds plus foreignStepMarginSeconds), more than lockTimeoutSeconds.',
       );
     }
     const timeout = AbortSignal.timeout(timeoutSeconds * 1000);

@@ -109,7 +109,7 @@ export interface LocalStepOptions {
 export interface ForeignStepOptions {
   /**
    * The longest the foreign call may take. The step does not start when the remaining lease is
-   * shorter than this plus `phases.foreignStepMarginSeconds` (the lease is renewed first); when
+   * shorter than this plus `foreignStepMarginSeconds` (the lease is renewed first); when
    * it runs past it, its signal is aborted and the key released (503, retried later).
    */
   timeoutSeconds: number;

@@ -2,11 +2,11 @@ import { Inject, Injectable, Logger } from '@nestjs/common';
 import type { OnApplicationBootstrap, OnApplicationShutdown } from '@nestjs/common';
 import { ModuleRef } from '@nestjs/core';
 import { IdempotencyEvents } from '../events/idempotency.events';
-import { IDEMPOTENCY_OPTIONS } from '../idempotency.tokens';
+import { IDEMPOTENCY_OPTIONS, IDEMPOTENCY_STORE_CAPABILITIES } from '../idempotency.tokens';
 import type { ResolvedIdempotencyOptions } from '../interfaces/idempotency-module-options.interface';
-import { IdempotencyPhaseEngine } from '../phases/idempotency-phase-engine';
 import { PeriodicTask } from '../scheduling/periodic-task';
 import { IdempotencyStore } from '../storage/idempotency.store';
+import type { IdempotencyStoreCapabilities } from '../storage/idempotency-store.capabilities';
 
 /**
  * Name of the interval in `@nestjs/schedule`'s SchedulerRegistry, when the app uses it. A second
@@ -24,7 +24,7 @@ export const IDEMPOTENCY_PURGE_INTERVAL = 'nest-idempotency:purge';
  *
  * It is also the reaper of operations in phases (SPEC §8): it never deletes an unfinished one.
  * One past its TTL is marked `abandoned` (an `operation_abandoned` event) and kept until an
- * operator resolves it or `phases.abandonedRetentionSeconds` pass.
+ * operator resolves it or `purge.abandonedRetentionSeconds` pass.
  */
 @Injectable()
 export class IdempotencyPurgeService implements OnApplicationBootstrap, OnApplicationShutdown {
@@ -35,7 +35,8 @@ export class IdempotencyPurgeService implements OnApplicationBootstrap, OnApplic
     private readonly store: IdempotencyStore,
     private readonly events: IdempotencyEvents,
     private readonly moduleRef: ModuleRef,
-    private readonly engine: IdempotencyPhaseEngine,
+    @Inject(IDEMPOTENCY_STORE_CAPABILITIES)
+    private readonly capabilities: IdempotencyStoreCapabilities,
     @Inject(IDEMPOTENCY_OPTIONS) private readonly options: ResolvedIdempotencyOptions,
   ) {}
 
@@ -92,7 +93,7 @@ export class IdempotencyPurgeService implements OnApplicationBootstrap, OnApplic
 
   /** Marks unfinished operations past their TTL abandoned; deletes those kept long enough. */
   private async reap(batchSize: number): Promise<number> {
-    const phases = this.engine.parts?.operations;
+    const phases = this.capabilities.operations;
     if (!phases) return 0;
     for (;;) {
       const reaped = await phases.reapExpired(batchSize);
@@ -109,7 +110,7 @@ export class IdempotencyPurgeService implements OnApplicationBootstrap, OnApplic
       if (reaped.length < batchSize) break;
     }
     let deleted = 0;
-    const retention = this.options.phases.abandonedRetentionSeconds;
+    const retention = this.options.purge.abandonedRetentionSeconds;
     for (;;) {
       const n = await phases.deleteAbandoned(batchSize, retention);
       deleted += n;

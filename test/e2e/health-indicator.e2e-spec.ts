@@ -45,7 +45,7 @@ async function startHealthApp(url: string): Promise<INestApplication> {
   @Module({
     imports: [
       testTypeOrmModule(url),
-      IdempotencyModule.forRoot({ purge: false, completer: false, jobs: false }),
+      IdempotencyModule.forRoot({ purge: false }),
       TerminusModule.forRoot({ logger: false }),
     ],
     controllers: [HealthController, OrdersController],

@@ -58,7 +58,12 @@ describe.each(ADAPTERS)('integration points on %s', (adapter) => {
   });
 
   it('uses a named DataSource', async () => {
-    const app = await start(adapter, db, { store: typeOrmStore({ dataSource: 'billing' }) }, { named: true });
+    const app = await start(
+      adapter,
+      db,
+      { store: typeOrmStore({ dataSource: 'billing' }) },
+      { named: true },
+    );
     try {
       const key = newKey();
       const first = await request(app.getHttpServer())
@@ -80,9 +85,9 @@ describe.each(ADAPTERS)('integration points on %s', (adapter) => {
   });
 
   it('fails at bootstrap, naming the fix, when the DataSource name is wrong', async () => {
-    await expect(start(adapter, db, { store: typeOrmStore({ dataSource: 'nope' }) })).rejects.toThrow(
-      /no TypeORM DataSource named "nope"/,
-    );
+    await expect(
+      start(adapter, db, { store: typeOrmStore({ dataSource: 'nope' }) }),
+    ).rejects.toThrow(/no TypeORM DataSource named "nope"/);
   });
 
   it('registers the purge interval in @nestjs/schedule and removes it on shutdown', async () => {

@@ -194,11 +194,8 @@ if (!('bin' in found)) {
         t = await createTestApp(adapter, db, {
           ...TRANSFERS,
           databaseUrl: bouncer.through(db.url),
-          module: {
-            store: typeOrmStore({ preparedStatements: false }),
-            completer: false,
-            jobs: false,
-          },
+          module: { store: typeOrmStore({ preparedStatements: false }) },
+          phases: { completer: false, jobs: false },
         });
         hooks = t.app.get(TransferHooks);
       });

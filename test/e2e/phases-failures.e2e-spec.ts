@@ -13,6 +13,9 @@ import request from 'supertest';
 import { Idempotent } from '../../lib';
 import { IdempotentOperations } from '../../lib/phases';
 import { IdempotencyPhaseEngine } from '../../lib/phases/idempotency-phase-engine';
+import type { IdempotencyModuleOptions } from '../../lib';
+import type { IdempotencyPhasesModuleOptions } from '../../lib/phases';
+import { typeOrmStore } from '../../lib/storage/typeorm';
 import { createTestDatabase } from '../fixtures/database';
 import type { TestDatabase } from '../fixtures/database';
 import { CreateTransfer, TRANSFERS, TransferHooks } from '../fixtures/phased-transfers';
@@ -97,13 +100,14 @@ describe.each(ADAPTERS)('operations in phases that fail on %s', (adapter) => {
   });
 
   /** One app on the shared database, listening, with its hooks reset before each test. */
-  function useApp(module: Record<string, unknown>) {
+  function useApp(module: IdempotencyModuleOptions, phases: IdempotencyPhasesModuleOptions = {}) {
     const ctx = {} as { t: TestApp; url: string; hooks: TransferHooks };
     beforeAll(async () => {
       ctx.t = await createTestApp(adapter, db, {
         ...TRANSFERS,
         controllers: [...TRANSFERS.controllers, TransactionalTransfersController],
-        module: { completer: false, jobs: false, ...module },
+        module,
+        phases: { completer: false, jobs: false, ...phases },
       });
       ctx.url = await listen(ctx.t);
       ctx.hooks = ctx.t.app.get(TransferHooks);
@@ -364,12 +368,14 @@ describe.each(ADAPTERS)('operations in phases that fail on %s', (adapter) => {
 
   describe('with a 1 s lease that stops being renewed after 0.2 s', () => {
     // A claim that waits on a row lock gives up after 2 s, not 5 (see the second test).
-    const app = useApp({
-      lockTimeoutSeconds: 1,
-      maxLockHoldSeconds: 0.2,
-      storeTimeoutSeconds: 2,
-      phases: { foreignStepMarginSeconds: 0.1 },
-    });
+    const app = useApp(
+      {
+        lockTimeoutSeconds: 1,
+        maxLockHoldSeconds: 0.2,
+        store: typeOrmStore({ timeoutSeconds: 2 }),
+      },
+      { foreignStepMarginSeconds: 0.1 },
+    );
 
     /** Runs A until it is held (by `hold`), lets its lease lapse, and has B take over. */
     async function takeOver(k: string, body: TransferInput, held: Promise<void>) {
@@ -450,7 +456,7 @@ describe.each(ADAPTERS)('operations in phases that fail on %s', (adapter) => {
   });
 
   describe('with a 0.6 s lease renewed every 0.2 s', () => {
-    const app = useApp({ lockTimeoutSeconds: 0.6, phases: { foreignStepMarginSeconds: 0.1 } });
+    const app = useApp({ lockTimeoutSeconds: 0.6 }, { foreignStepMarginSeconds: 0.1 });
 
     it('aborts the signal of a foreign call whose key was taken over; its client gets 409', async () => {
       const k = newKey();

@@ -100,7 +100,7 @@ describe.each(ADAPTERS)('operations in phases across route styles (%s)', (adapte
     t = await createTestApp(adapter, db, {
       ...TRANSFERS,
       controllers: [...TRANSFERS.controllers, ...CONTROLLERS],
-      module: { completer: false, jobs: false },
+      phases: { completer: false, jobs: false },
     });
     hooks = t.app.get(TransferHooks);
   });
@@ -183,7 +183,7 @@ describe.each(ADAPTERS)('an operation under a global TimeoutInterceptor (%s)', (
     db = await createTestDatabase();
     t = await createTestApp(adapter, db, {
       ...TRANSFERS,
-      module: { completer: false, jobs: false },
+      phases: { completer: false, jobs: false },
       providers: [
         ...TRANSFERS.providers,
         { provide: APP_INTERCEPTOR, useClass: TimeoutInterceptor },

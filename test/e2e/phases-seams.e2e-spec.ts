@@ -38,11 +38,8 @@ describe.each(ADAPTERS)('operations at the seams on %s', (adapter) => {
       ...TRANSFERS,
       // The completer runs when the test asks (completeStale), on records idle for 0 s.
       // Replays come from PostgreSQL, whose rows the tests move (an expiry set back by SQL).
-      module: {
-        jobs: false,
-        replayCache: false,
-        completer: { intervalSeconds: 3600, afterSeconds: 0 },
-      },
+      module: { replayCache: false },
+      phases: { jobs: false, completer: { intervalSeconds: 3600, afterSeconds: 0 } },
     });
     hooks = t.app.get(TransferHooks);
   });

@@ -22,7 +22,7 @@ describe.each(ADAPTERS)('operations in phases on %s', (adapter) => {
     db = await createTestDatabase();
     t = await createTestApp(adapter, db, {
       ...TRANSFERS,
-      module: { completer: false, jobs: false },
+      phases: { completer: false, jobs: false },
     });
     hooks = t.app.get(TransferHooks);
   });
@@ -129,10 +129,11 @@ describe.each(ADAPTERS)('operations in phases on %s', (adapter) => {
     await expect(
       createTestApp(adapter, db, {
         ...TRANSFERS,
-        module: { completer: false, jobs: false, lockTimeoutSeconds: 1 },
+        module: { lockTimeoutSeconds: 1 },
+        phases: { completer: false, jobs: false },
       }),
     ).rejects.toThrow(
-      'foreign step "sent" needs 2.3 s of lease (timeoutSeconds 0.3 + phases.foreignStepMarginSeconds 2), more than lockTimeoutSeconds (1)',
+      'foreign step "sent" needs 2.3 s of lease (timeoutSeconds 0.3 + foreignStepMarginSeconds 2), more than lockTimeoutSeconds (1)',
     );
   });
 
@@ -140,7 +141,8 @@ describe.each(ADAPTERS)('operations in phases on %s', (adapter) => {
     // A renewal leaves a few ms less than a whole lease; that must not refuse the step.
     const exact = await createTestApp(adapter, db, {
       ...TRANSFERS,
-      module: { completer: false, jobs: false, lockTimeoutSeconds: 2.3 },
+      module: { lockTimeoutSeconds: 2.3 },
+      phases: { completer: false, jobs: false },
     });
     try {
       const k = key();

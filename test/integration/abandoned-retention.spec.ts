@@ -1,5 +1,5 @@
 /**
- * The purge deletes abandoned operations once `phases.abandonedRetentionSeconds` passed since they
+ * The purge deletes abandoned operations once `purge.abandonedRetentionSeconds` passed since they
  * were abandoned, and nothing else on that rule: a released, unfinished operation untouched for
  * longer than the retention (but younger than `phases.maxAgeSeconds` and within its TTL) is kept,
  * and its retry resumes where it stopped instead of starting from scratch. Time is moved by SQL.
@@ -29,11 +29,8 @@ describe('purge of abandoned operations', () => {
     db = await createTestDatabase();
     t = await createTestApp('express', db, {
       ...TRANSFERS,
-      module: {
-        completer: { enabled: false },
-        jobs: false,
-        phases: { maxAgeSeconds: MAX_AGE_SECONDS, abandonedRetentionSeconds: RETENTION_SECONDS },
-      },
+      module: { purge: { enabled: false, abandonedRetentionSeconds: RETENTION_SECONDS } },
+      phases: { completer: { enabled: false }, jobs: false, maxAgeSeconds: MAX_AGE_SECONDS },
     });
     hooks = t.app.get(TransferHooks);
     purge = t.app.get(IdempotencyPurgeService);

@@ -41,13 +41,11 @@ describe('completer and reaper of operations in phases', () => {
     t = await createTestApp('express', db, {
       ...TRANSFERS,
       controllers: [...TRANSFERS.controllers, OrdersController],
-      module: {
+      module: { purge: { enabled: false, abandonedRetentionSeconds: RETENTION_SECONDS } },
+      phases: {
         completer: { enabled: false, afterSeconds: 60 },
         jobs: false,
-        phases: {
-          maxAgeSeconds: MAX_AGE_SECONDS,
-          abandonedRetentionSeconds: RETENTION_SECONDS,
-        },
+        maxAgeSeconds: MAX_AGE_SECONDS,
       },
     });
     hooks = t.app.get(TransferHooks);

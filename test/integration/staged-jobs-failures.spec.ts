@@ -10,7 +10,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { Inject } from '@nestjs/common';
 import { IdempotencyJobHandler, IdempotencyJobs } from '../../lib/phases';
 import type { IdempotencyJobHandlerInstance, StagedJob } from '../../lib/phases';
-import type { IdempotencyModuleOptions } from '../../lib';
+import type { IdempotencyPhasesModuleOptions } from '../../lib/phases';
 import { createTestDatabase } from '../fixtures/database';
 import type { TestDatabase } from '../fixtures/database';
 import { TRANSFERS } from '../fixtures/phased-transfers';
@@ -87,7 +87,7 @@ describe('staged jobs whose failure is hard to record', () => {
   let hung: TestApp;
   let other: TestApp;
 
-  const start = (drainer: string, jobs: IdempotencyModuleOptions['jobs']) =>
+  const start = (drainer: string, jobs: IdempotencyPhasesModuleOptions['jobs']) =>
     createTestApp('express', db, {
       ...TRANSFERS,
       providers: [
@@ -98,7 +98,7 @@ describe('staged jobs whose failure is hard to record', () => {
         HangJob,
         { provide: DRAINER, useValue: drainer },
       ],
-      module: { completer: false, jobs },
+      phases: { completer: false, jobs },
     });
 
   beforeAll(async () => {

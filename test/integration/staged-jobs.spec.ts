@@ -12,7 +12,7 @@ import { Client } from 'pg';
 import request from 'supertest';
 import { IdempotencyJobHandler, IdempotencyJobs } from '../../lib/phases';
 import type { IdempotencyJobHandlerInstance, StagedJob } from '../../lib/phases';
-import type { IdempotencyModuleOptions } from '../../lib';
+import type { IdempotencyPhasesModuleOptions } from '../../lib/phases';
 import { createTestDatabase } from '../fixtures/database';
 import type { TestDatabase } from '../fixtures/database';
 import { TRANSFERS, TransferHooks } from '../fixtures/phased-transfers';
@@ -87,7 +87,7 @@ describe('staged jobs on PostgreSQL', () => {
   let n = 0;
   const key = () => `jobs-${++n}`;
 
-  const start = (drainer: string, jobs: IdempotencyModuleOptions['jobs']) =>
+  const start = (drainer: string, jobs: IdempotencyPhasesModuleOptions['jobs']) =>
     createTestApp('express', db, {
       ...TRANSFERS,
       providers: [
@@ -96,7 +96,7 @@ describe('staged jobs on PostgreSQL', () => {
         FlakyJob,
         { provide: DRAINER, useValue: drainer },
       ],
-      module: { completer: false, jobs },
+      phases: { completer: false, jobs },
     });
 
   beforeAll(async () => {

@@ -120,11 +120,13 @@ describe('defaults (SPEC §2)', () => {
       enabled: false,
       intervalSeconds: 60,
       batchSize: 1000,
+      abandonedRetentionSeconds: 2_592_000,
     });
     expect(resolveIdempotencyOptions({ purge: { batchSize: 50 } }).purge).toEqual({
       enabled: true,
       intervalSeconds: 60,
       batchSize: 50,
+      abandonedRetentionSeconds: 2_592_000,
     });
   });
 });
@@ -260,20 +262,7 @@ describe('numeric options have a range the library can honour (OPTION_LIMITS)', 
         'purge.batchSize',
         'replayCache.maxEntries',
         'replayCache.maxBytes',
-        'phases.maxAgeSeconds',
-        'phases.abandonedRetentionSeconds',
-        'phases.localStepAttempts',
-        'phases.foreignStepMarginSeconds',
-        'completer.intervalSeconds',
-        'completer.afterSeconds',
-        'completer.batchSize',
-        'jobs.intervalSeconds',
-        'jobs.maxIdleIntervalSeconds',
-        'jobs.batchSize',
-        'jobs.timeoutSeconds',
-        'jobs.maxAttempts',
-        'jobs.backoffSeconds',
-        'jobs.maxBackoffSeconds',
+        'purge.abandonedRetentionSeconds',
       ].sort(),
     );
     for (const option of limited) {
@@ -479,7 +468,6 @@ describe('options read from the environment arrive as strings (ConfigService)', 
       metrics: flag('FALSE'),
       openApi: flag(' true '),
       purge: flag('false') as never,
-      jobs: { enabled: flag('false') },
       replayCache: flag('true') as never,
     });
     expect(resolved).toMatchObject({
@@ -487,7 +475,6 @@ describe('options read from the environment arrive as strings (ConfigService)', 
       metrics: false,
       openApi: true,
       purge: { enabled: false, intervalSeconds: 60, batchSize: 1000 },
-      jobs: { enabled: false },
       replayCache: { enabled: true, maxEntries: 10_000 },
     });
     expect(validateRouteOptions({ transactional: flag('true') })).toEqual({ transactional: true });
@@ -496,7 +483,7 @@ describe('options read from the environment arrive as strings (ConfigService)', 
   it.each<[string, IdempotencyModuleOptions]>([
     ['required', { required: flag('yes') }],
     ['metrics', { metrics: flag('1') }],
-    ['completer.enabled', { completer: { enabled: flag('on') } }],
+    ['purge.enabled', { purge: { enabled: flag('on') } }],
     ['purge', { purge: flag('off') as never }],
   ])('refuses another string for %s and says environment values are strings', (option, options) => {
     const { message } = configurationError(() => resolveIdempotencyOptions(options));

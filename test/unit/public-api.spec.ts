@@ -99,9 +99,11 @@ describe('public API', () => {
 
   it('nest-idempotency/phases exports operations in phases and staged jobs', () => {
     expect(Object.keys(phases).sort()).toEqual([
+      'DEFAULT_IDEMPOTENCY_PHASES_OPTIONS',
       'IdempotencyCompleter',
       'IdempotencyJobHandler',
       'IdempotencyJobs',
+      'IdempotencyPhasesModule',
       'IdempotentOperation',
       'IdempotentOperations',
       'defineSteps',

@@ -7,6 +7,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { DEFAULT_IDEMPOTENCY_OPTIONS } from '../../lib';
 import { DEFAULT_TYPEORM_STORE_OPTIONS } from '../../lib/storage/typeorm';
+import { DEFAULT_IDEMPOTENCY_PHASES_OPTIONS } from '../../lib/phases';
 
 /** The rows of the first table under `heading` in the README: option name → default cell. */
 function optionsTable(heading = /^## Options$/m, end = /^##+ /m): Map<string, string> {
@@ -81,4 +82,22 @@ describe("README table of the TypeORM store's options", () => {
       expect(table.get(name)).toBe(`\`${String(value)}\``);
     },
   );
+});
+
+describe('README table of the options of operations in phases', () => {
+  const table = optionsTable(/^### The options of operations in phases$/m);
+  const defaults = new Map<string, unknown>();
+  for (const [name, value] of Object.entries(DEFAULT_IDEMPOTENCY_PHASES_OPTIONS)) {
+    if (typeof value === 'object') {
+      for (const [sub, v] of Object.entries(value)) defaults.set(`${name}.${sub}`, v);
+    } else defaults.set(name, value);
+  }
+
+  it('has one row per option and no row for anything else', () => {
+    expect([...table.keys()].sort()).toEqual([...defaults.keys()].sort());
+  });
+
+  it.each([...defaults.entries()])('documents the default of %s', (name, value) => {
+    expect(table.get(name)).toBe(`\`${String(value)}\``);
+  });
 });
