@@ -9,8 +9,8 @@ import {
 import { mergeRouteOptions } from './idempotency.defaults';
 import { isIdempotencySkipped } from './decorators/skip-idempotency.decorator';
 import type {
+  ResolvedIdempotencyRouteOptions,
   IdempotencyRouteOptions,
-  IdempotentOptions,
   ResolvedIdempotencyOptions,
 } from './interfaces/idempotency-module-options.interface';
 
@@ -22,7 +22,7 @@ import type {
  */
 @Injectable()
 export class IdempotencyRouteOptionsResolver {
-  private readonly cache = new WeakMap<object, IdempotencyRouteOptions | null>();
+  private readonly cache = new WeakMap<object, ResolvedIdempotencyRouteOptions | null>();
 
   constructor(@Inject(IDEMPOTENCY_OPTIONS) private readonly options: ResolvedIdempotencyOptions) {}
 
@@ -31,16 +31,16 @@ export class IdempotencyRouteOptionsResolver {
    * @param method - the request method
    * @returns the route's options, or `undefined` when the request is not covered
    */
-  resolve(context: ExecutionContext, method: string): IdempotencyRouteOptions | undefined {
+  resolve(context: ExecutionContext, method: string): ResolvedIdempotencyRouteOptions | undefined {
     if (context.getType() !== 'http' || SAFE_METHODS.has(method.toUpperCase())) return undefined;
     const handler = context.getHandler();
     let resolved = this.cache.get(handler);
     if (resolved === undefined) {
-      const onHandler: IdempotentOptions | undefined = Reflect.getMetadata(
+      const onHandler: IdempotencyRouteOptions | undefined = Reflect.getMetadata(
         IDEMPOTENT_METADATA,
         handler,
       );
-      const onClass: IdempotentOptions | undefined = Reflect.getMetadata(
+      const onClass: IdempotencyRouteOptions | undefined = Reflect.getMetadata(
         IDEMPOTENT_CLASS_METADATA,
         context.getClass(),
       );

@@ -4,7 +4,7 @@ import { isIdempotencySkipped } from './decorators/skip-idempotency.decorator';
 import { IDEMPOTENT_CLASS_METADATA, IDEMPOTENT_METADATA } from './idempotency.constants';
 import { DEFAULT_IDEMPOTENCY_OPTIONS } from './idempotency.defaults';
 import type {
-  IdempotentOptions,
+  IdempotencyRouteOptions,
   ResolvedIdempotencyOptions,
 } from './interfaces/idempotency-module-options.interface';
 import { controllersOf } from './openapi/idempotency-openapi';
@@ -48,7 +48,7 @@ export function warnAboutSharedScope(
 
 /** The idempotent routes of a controller (own and inherited) that set no scope of their own. */
 function routesWithDefaultScope(controller: abstract new (...args: any[]) => unknown): string[] {
-  const onClass: IdempotentOptions | undefined = Reflect.getMetadata(
+  const onClass: IdempotencyRouteOptions | undefined = Reflect.getMetadata(
     IDEMPOTENT_CLASS_METADATA,
     controller,
   );
@@ -62,7 +62,7 @@ function routesWithDefaultScope(controller: abstract new (...args: any[]) => unk
       if (typeof handler !== 'function') continue;
       const method: number | undefined = Reflect.getMetadata(METHOD_METADATA, handler);
       if (method === undefined || SAFE.has(method) || isIdempotencySkipped(handler)) continue;
-      const onHandler: IdempotentOptions | undefined = Reflect.getMetadata(
+      const onHandler: IdempotencyRouteOptions | undefined = Reflect.getMetadata(
         IDEMPOTENT_METADATA,
         handler,
       );

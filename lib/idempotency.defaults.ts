@@ -2,8 +2,8 @@ import { FORBIDDEN_REPLAY_HEADERS } from './idempotency.constants';
 import { IdempotencyConfigurationError } from './errors/idempotency-configuration.error';
 import type {
   IdempotencyModuleOptions,
+  ResolvedIdempotencyRouteOptions,
   IdempotencyRouteOptions,
-  IdempotentOptions,
   ResolvedIdempotencyOptions,
 } from './interfaces/idempotency-module-options.interface';
 
@@ -249,7 +249,7 @@ function headerList(value: unknown): boolean {
  * @returns a copy with header lists lower-cased
  * @throws IdempotencyConfigurationError naming the first wrong option and how to fix it
  */
-export function validateRouteOptions<T extends IdempotentOptions>(options: T): T {
+export function validateRouteOptions<T extends IdempotencyRouteOptions>(options: T): T {
   const o: any = { ...options };
   if ('header' in o) {
     check(
@@ -405,9 +405,9 @@ export function resolveIdempotencyOptions(
  * @returns the options in force for one route
  */
 export function mergeRouteOptions(
-  base: IdempotencyRouteOptions,
-  ...layers: (IdempotentOptions | undefined)[]
-): IdempotencyRouteOptions {
+  base: ResolvedIdempotencyRouteOptions,
+  ...layers: (IdempotencyRouteOptions | undefined)[]
+): ResolvedIdempotencyRouteOptions {
   const merged: any = { ...base };
   for (const layer of layers) {
     if (!layer) continue;

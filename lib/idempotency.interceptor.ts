@@ -11,7 +11,7 @@ import { IdempotencyMetrics } from './metrics/idempotency-metrics';
 import { fingerprintOf } from './execution/request-fingerprint';
 import { ResponseAdapterResolver } from './http/response-adapter.resolver';
 import { IdempotencyRouteOptionsResolver } from './idempotency-route-options.resolver';
-import type { IdempotencyRouteOptions } from './interfaces/idempotency-module-options.interface';
+import type { ResolvedIdempotencyRouteOptions } from './interfaces/idempotency-module-options.interface';
 import type { StoredResponse } from './interfaces/idempotency-record.interface';
 import { IdempotencyStore } from './storage/idempotency.store';
 import { readIdempotencyKey } from './utils/parse-idempotency-key';
@@ -84,7 +84,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
 
   private async claim(
     context: ExecutionContext,
-    route: IdempotencyRouteOptions,
+    route: ResolvedIdempotencyRouteOptions,
     key: string,
   ): Promise<IdempotencyExecution | Replay> {
     const request = context.switchToHttp().getRequest();
@@ -150,7 +150,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
     return of(undefined);
   }
 
-  private scopeOf(request: any, route: IdempotencyRouteOptions): string {
+  private scopeOf(request: any, route: ResolvedIdempotencyRouteOptions): string {
     try {
       return normaliseScope(route.scope(request));
     } catch (error) {
@@ -160,7 +160,11 @@ export class IdempotencyInterceptor implements NestInterceptor {
     }
   }
 
-  private fingerprintOf(request: any, route: IdempotencyRouteOptions, scope: string): string {
+  private fingerprintOf(
+    request: any,
+    route: ResolvedIdempotencyRouteOptions,
+    scope: string,
+  ): string {
     try {
       return fingerprintOf(request, route, scope);
     } catch (error) {
@@ -172,7 +176,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
 
   private storeUnavailable(
     error: unknown,
-    route: IdempotencyRouteOptions,
+    route: ResolvedIdempotencyRouteOptions,
     operation: string,
     label: string,
   ): IdempotencyProblemException {

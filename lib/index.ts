@@ -17,7 +17,7 @@ export type {
   IdempotencyPurgeOptions,
   IdempotencyReplayCacheOptions,
   IdempotencyScopeResolver,
-  IdempotentOptions,
+  IdempotencyRouteOptions,
 } from './interfaces/idempotency-module-options.interface';
 export type {
   ClaimRequest,

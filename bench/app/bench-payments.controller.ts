@@ -1,6 +1,6 @@
 import { Body, Controller, Post, Query } from '@nestjs/common';
 import { Idempotent } from '../../lib';
-import { IdempotentOperations } from '../../lib/phases';
+import { IdempotencyOperations } from '../../lib/phases';
 import { parseBenchEntryInput } from './bench-entry';
 import type { BenchPayment, BenchPaymentInput } from './bench-payment';
 import { BenchPaymentsService } from './bench-payments.service';
@@ -17,7 +17,7 @@ import { CreateBenchPayment } from './create-bench-payment.operation';
 export class BenchPaymentsController {
   constructor(
     private readonly payments: BenchPaymentsService,
-    private readonly operations: IdempotentOperations,
+    private readonly operations: IdempotencyOperations,
     private readonly provider: BenchProvider,
   ) {}
 

@@ -5,7 +5,7 @@ import { IDEMPOTENT_CLASS_METADATA, IDEMPOTENT_METADATA } from '../idempotency.c
 import { validateRouteOptions } from '../idempotency.defaults';
 import { IdempotencyGuard } from '../idempotency.guard';
 import { IdempotencyInterceptor } from '../idempotency.interceptor';
-import type { IdempotentOptions } from '../interfaces/idempotency-module-options.interface';
+import type { IdempotencyRouteOptions } from '../interfaces/idempotency-module-options.interface';
 
 const bindLibrary = () =>
   applyDecorators(
@@ -29,7 +29,9 @@ const bindLibrary = () =>
  * \@Idempotent({ transactional: true })
  * create(@Body() dto: CreatePaymentDto) { ... }
  */
-export function Idempotent(options: IdempotentOptions = {}): ClassDecorator & MethodDecorator {
+export function Idempotent(
+  options: IdempotencyRouteOptions = {},
+): ClassDecorator & MethodDecorator {
   const validated = validateRouteOptions(options);
   return (target: any, propertyKey?: string | symbol, descriptor?: PropertyDescriptor) => {
     if (descriptor) {

@@ -6,7 +6,7 @@ import type { IdempotencyEvent } from '../events/idempotency.events';
 import { ResponseAdapterResolver } from '../http/response-adapter.resolver';
 import { IDEMPOTENCY_OPTIONS } from '../idempotency.tokens';
 import type {
-  IdempotencyRouteOptions,
+  ResolvedIdempotencyRouteOptions,
   ResolvedIdempotencyOptions,
 } from '../interfaces/idempotency-module-options.interface';
 import { IdempotencyStore } from '../storage/idempotency.store';
@@ -51,7 +51,7 @@ export class IdempotencyExecutionFactory {
    */
   async start(
     context: ExecutionContext,
-    route: IdempotencyRouteOptions,
+    route: ResolvedIdempotencyRouteOptions,
     claim: WonClaim,
   ): Promise<IdempotencyExecution> {
     const http = context.switchToHttp();

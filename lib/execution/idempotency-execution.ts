@@ -7,7 +7,7 @@ import type { IdempotencyErrorBodyRenderer } from '../errors/idempotency-problem
 import { renderProblem } from '../errors/render-problem';
 import type { IdempotencyEvents } from '../events/idempotency.events';
 import type { ResponseSink, ResponseSnapshot } from '../http/response-sink.interface';
-import type { IdempotencyRouteOptions } from '../interfaces/idempotency-module-options.interface';
+import type { ResolvedIdempotencyRouteOptions } from '../interfaces/idempotency-module-options.interface';
 import type {
   IdempotencyStoreTransaction,
   StoredResponse,
@@ -94,7 +94,7 @@ export class IdempotencyExecution implements ResponseSink {
    */
   constructor(
     readonly run: IdempotencyRun,
-    private readonly route: IdempotencyRouteOptions,
+    private readonly route: ResolvedIdempotencyRouteOptions,
     private readonly deps: IdempotencyExecutionDeps,
   ) {
     this.runScope = { run, handlerStarted: false };

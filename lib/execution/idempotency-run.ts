@@ -115,7 +115,7 @@ export class IdempotencyRun {
     }
     if (this.operation) {
       throw IdempotencyProblemException.operationUnavailable(
-        'One request runs one operation: IdempotentOperations.run() was called twice.',
+        'One request runs one operation: IdempotencyOperations.run() was called twice.',
       );
     }
     this.completionMode = 'operation';

@@ -1,5 +1,5 @@
 import { IdempotencyProblemException } from '../errors/idempotency-problem.exception';
-import type { IdempotencyRouteOptions } from '../interfaces/idempotency-module-options.interface';
+import type { ResolvedIdempotencyRouteOptions } from '../interfaces/idempotency-module-options.interface';
 import { fingerprintRequest } from '../utils/fingerprint';
 
 /**
@@ -11,7 +11,11 @@ import { fingerprintRequest } from '../utils/fingerprint';
  *
  * @throws IdempotencyProblemException `idempotency_body_unreadable` for an unparsed body
  */
-export function fingerprintOf(request: any, route: IdempotencyRouteOptions, scope: string): string {
+export function fingerprintOf(
+  request: any,
+  route: ResolvedIdempotencyRouteOptions,
+  scope: string,
+): string {
   const url = request.originalUrl ?? request.url;
   return fingerprintRequest({
     scope,

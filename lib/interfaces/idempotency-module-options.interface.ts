@@ -44,7 +44,7 @@ export interface IdempotencyPurgeOptions {
   batchSize: number;
   /**
    * How long the purge keeps an abandoned operation in phases after it was last changed, for an
-   * operator (`IdempotentOperations.listAbandoned()`). Accepted: 1 to 315360000.
+   * operator (`IdempotencyOperations.listAbandoned()`). Accepted: 1 to 315360000.
    * @defaultValue `DEFAULT_IDEMPOTENCY_OPTIONS.purge.abandonedRetentionSeconds` (2592000, 30 days)
    */
   abandonedRetentionSeconds: number;
@@ -75,7 +75,7 @@ export interface IdempotencyReplayCacheOptions {
  * Options that may be set per route with `@Idempotent()` as well as for the whole module.
  * Handler options are merged over class options over module options, field by field.
  */
-export interface IdempotencyRouteOptions {
+export interface ResolvedIdempotencyRouteOptions {
   /**
    * Request header that carries the key.
    * @defaultValue `DEFAULT_IDEMPOTENCY_OPTIONS.header` (`Idempotency-Key`)
@@ -139,7 +139,7 @@ export interface IdempotencyRouteOptions {
 }
 
 /** Every option of the module, after defaults are merged in. */
-export interface ResolvedIdempotencyOptions extends IdempotencyRouteOptions {
+export interface ResolvedIdempotencyOptions extends ResolvedIdempotencyRouteOptions {
   /**
    * TTL purge schedule.
    * @defaultValue `DEFAULT_IDEMPOTENCY_OPTIONS.purge` (every 60 s, batches of 1000)
@@ -224,4 +224,4 @@ export interface IdempotencyOptionsFactory {
 }
 
 /** What `@Idempotent()` accepts. */
-export type IdempotentOptions = Partial<IdempotencyRouteOptions>;
+export type IdempotencyRouteOptions = Partial<ResolvedIdempotencyRouteOptions>;

@@ -30,7 +30,7 @@ export interface StagedJob<Args = unknown> {
 
 /**
  * Handles the staged jobs of one name; declare it as a provider class with
- * `@IdempotencyJobHandler(name)`.
+ * `@IdempotentJobHandler(name)`.
  */
 export interface IdempotencyJobHandlerInstance<Args = unknown> {
   /**

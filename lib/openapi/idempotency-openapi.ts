@@ -15,8 +15,8 @@ import {
 import { mergeRouteOptions } from '../idempotency.defaults';
 import { IDEMPOTENCY_OPTIONS } from '../idempotency.tokens';
 import type {
+  ResolvedIdempotencyRouteOptions,
   IdempotencyRouteOptions,
-  IdempotentOptions,
   ResolvedIdempotencyOptions,
 } from '../interfaces/idempotency-module-options.interface';
 
@@ -141,7 +141,7 @@ interface Route {
   name: string | symbol;
   handler: Handler;
   /** Class then handler options, when `@Idempotent()` covers the route. */
-  options?: [IdempotentOptions | undefined, IdempotentOptions | undefined];
+  options?: [IdempotencyRouteOptions | undefined, IdempotencyRouteOptions | undefined];
 }
 
 /** The route handlers a controller serves, its own and inherited ones, as Swagger sees them. */
@@ -149,7 +149,7 @@ function routesOf(controller: abstract new (...args: any[]) => unknown): Route[]
   const routes: Route[] = [];
   const prototype = controller.prototype;
   const seen = new Set<string | symbol>(['constructor']);
-  const onClass: IdempotentOptions | undefined = Reflect.getMetadata(
+  const onClass: IdempotencyRouteOptions | undefined = Reflect.getMetadata(
     IDEMPOTENT_CLASS_METADATA,
     controller,
   );
@@ -161,7 +161,7 @@ function routesOf(controller: abstract new (...args: any[]) => unknown): Route[]
       if (typeof handler !== 'function') continue;
       if (Reflect.getMetadata(PATH_METADATA, handler) === undefined) continue;
       const method: number | undefined = Reflect.getMetadata(METHOD_METADATA, handler);
-      const onHandler: IdempotentOptions | undefined = Reflect.getMetadata(
+      const onHandler: IdempotencyRouteOptions | undefined = Reflect.getMetadata(
         IDEMPOTENT_METADATA,
         handler,
       );
@@ -260,7 +260,7 @@ function document(
   swagger: SwaggerApi,
   model: abstract new () => unknown,
   target: Route,
-  route: IdempotencyRouteOptions,
+  route: ResolvedIdempotencyRouteOptions,
   module: ResolvedIdempotencyOptions,
 ): void {
   const { handler } = target;
@@ -324,7 +324,7 @@ function mergeResponse(
 }
 
 /** The key header parameter, in the shape `@ApiHeader()` gives it. */
-function keyParameter(route: IdempotencyRouteOptions): Record<string, unknown> {
+function keyParameter(route: ResolvedIdempotencyRouteOptions): Record<string, unknown> {
   const use = route.required
     ? 'Required: a request without it is refused (400 idempotency_key_missing).'
     : 'Optional: a request without it runs without idempotency protection.';
@@ -389,7 +389,7 @@ interface ProblemResponse {
 
 /** The 400 / 409 / 422 / 503 answers of one route. */
 function problemResponses(
-  route: IdempotencyRouteOptions,
+  route: ResolvedIdempotencyRouteOptions,
   module: ResolvedIdempotencyOptions,
 ): Record<string, ProblemResponse> {
   const retry = route.retryAfterSeconds;

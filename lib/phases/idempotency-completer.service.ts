@@ -32,7 +32,7 @@ export interface CompleterRunSummary {
  * `completer.afterSeconds` ago — with the same compare-and-set takeover a retry uses, and runs
  * them through their registered operation from their recovery point, with their stored input.
  * Records older than `maxAgeSeconds` are never run: they are marked abandoned (an
- * `operation_abandoned` event, and `IdempotentOperations.listAbandoned()`). Safe on many
+ * `operation_abandoned` event, and `IdempotencyOperations.listAbandoned()`). Safe on many
  * instances: candidates are taken with `FOR UPDATE SKIP LOCKED`.
  */
 @Injectable()

@@ -12,14 +12,14 @@ import type {
   ResolvedIdempotencyPhasesOptions,
 } from './idempotency-phases.options';
 import { IDEMPOTENCY_PHASES_OPTIONS } from './idempotency-phases.tokens';
-import { IdempotentOperations } from './idempotent-operations.service';
+import { IdempotencyOperations } from './idempotency-operations.service';
 import { IdempotencyOperationRegistry } from './operation-registry';
 
 /**
  * Operations in phases and staged jobs, on top of `IdempotencyModule` (which must be global, its
  * default, or imported beside this one). Discovers the application's `@IdempotentOperation()`
- * and `@IdempotencyJobHandler()` providers at bootstrap, checks that each foreign step fits in a
- * lease, and runs the completer and the drainer. Global: `IdempotentOperations` can be injected
+ * and `@IdempotentJobHandler()` providers at bootstrap, checks that each foreign step fits in a
+ * lease, and runs the completer and the drainer. Global: `IdempotencyOperations` can be injected
  * anywhere. Needs a store with the `operations` ability (the TypeORM store).
  *
  * @example
@@ -54,11 +54,11 @@ export class IdempotencyPhasesModule implements OnModuleInit {
         },
         IdempotencyOperationRegistry,
         IdempotencyPhaseEngine,
-        IdempotentOperations,
+        IdempotencyOperations,
         IdempotencyCompleter,
         IdempotencyJobs,
       ],
-      exports: [IdempotentOperations, IdempotencyCompleter, IdempotencyJobs],
+      exports: [IdempotencyOperations, IdempotencyCompleter, IdempotencyJobs],
     };
   }
 

@@ -63,7 +63,7 @@ export interface IdempotencyCompleterOptions {
 /** Settings of the staged-job drainer. */
 export interface IdempotencyJobsOptions {
   /**
-   * Whether the drainer runs on a schedule (only when an `@IdempotencyJobHandler()` exists).
+   * Whether the drainer runs on a schedule (only when an `@IdempotentJobHandler()` exists).
    * @defaultValue `DEFAULT_IDEMPOTENCY_PHASES_OPTIONS.jobs.enabled` (true)
    */
   enabled: boolean;

@@ -3,8 +3,8 @@
  * resumed by a retry or the completer) and the jobs their steps stage. They need a store with the
  * `operations` ability: the TypeORM store.
  */
-export { IdempotentOperations } from './idempotent-operations.service';
-export type { AbandonedResolution } from './idempotent-operations.service';
+export { IdempotencyOperations } from './idempotency-operations.service';
+export type { AbandonedResolution } from './idempotency-operations.service';
 export { IdempotencyCompleter } from './idempotency-completer.service';
 export type { CompleterRunSummary } from './idempotency-completer.service';
 export type { AbandonedOperation } from './operation-record.store';
@@ -25,7 +25,7 @@ export type {
 } from './operation-step';
 export { IdempotencyJobs } from '../jobs/idempotency-jobs.service';
 export type { DrainSummary } from '../jobs/idempotency-jobs.service';
-export { IdempotencyJobHandler } from '../jobs/idempotency-job-handler.decorator';
+export { IdempotentJobHandler } from '../jobs/idempotent-job-handler.decorator';
 export type {
   DeadJob,
   IdempotencyJobHandlerInstance,

@@ -2,7 +2,7 @@ import { Injectable } from '@nestjs/common';
 import type { Type } from '@nestjs/common';
 import { DiscoveryService, Reflector } from '@nestjs/core';
 import { IdempotencyConfigurationError } from '../errors/idempotency-configuration.error';
-import { IDEMPOTENCY_JOB_HANDLER_METADATA } from '../jobs/idempotency-job-handler.decorator';
+import { IDEMPOTENCY_JOB_HANDLER_METADATA } from '../jobs/idempotent-job-handler.decorator';
 import type { IdempotencyJobHandlerInstance } from '../jobs/staged-job.interface';
 import { IDEMPOTENT_OPERATION_METADATA } from './idempotent-operation.decorator';
 import type { IdempotencyOperation, OperationStep } from './operation-step';
@@ -16,7 +16,7 @@ export interface RegisteredOperation {
 const RESERVED_POINTS = new Set(['started', 'finished']);
 
 /**
- * The `@IdempotentOperation()` and `@IdempotencyJobHandler()` providers of the application,
+ * The `@IdempotentOperation()` and `@IdempotentJobHandler()` providers of the application,
  * found through Nest's discovery the first time they are asked for (every provider exists by
  * then), so the completer and the drainer can run them without an HTTP request.
  */

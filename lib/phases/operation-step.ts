@@ -27,7 +27,7 @@ export interface LocalStepContext<Input, State> extends OperationStepContext<Inp
   readonly manager: EntityManager;
   /**
    * Stages a job in the step's transaction: the job exists exactly when the step committed.
-   * The drainer delivers it, at least once, to the `@IdempotencyJobHandler(name)` provider.
+   * The drainer delivers it, at least once, to the `@IdempotentJobHandler(name)` provider.
    * @param name - the job handler's name
    * @param args - JSON-serialisable arguments
    * @returns the job's stable key (also given to its handler)
@@ -76,7 +76,7 @@ export function proceed<State extends object = Record<never, never>>(
  * body as it is).
  * @param status - a final status (2xx, 3xx, deterministic 4xx such as 402)
  * @param body - the response body; in a step of `defineSteps<Input, State, Output>()` it must be
- *   an `Output`, which is what `IdempotentOperations.run()` returns
+ *   an `Output`, which is what `IdempotencyOperations.run()` returns
  * @param headers - response headers; those in `replayHeaders` are stored and replayed
  */
 export function respond<Body>(
@@ -182,7 +182,7 @@ const STEP_FACTORY: OperationStepFactory<any, any, unknown> = {
 /**
  * Declares an operation's steps with its types given once: `Input` (what `run()` takes and
  * every step reads), `State` (what steps carry with `proceed()`) and `Output` (the body of the
- * final `respond()`, which `IdempotentOperations.run()` returns). Every step built with `step`
+ * final `respond()`, which `IdempotencyOperations.run()` returns). Every step built with `step`
  * is checked against them, so a step neither repeats them nor can drift from them.
  * @param build - returns the steps, in order, built with `step.local()` and `step.foreign()`
  * @returns the steps, for the operation's `steps` property

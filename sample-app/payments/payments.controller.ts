@@ -1,6 +1,6 @@
 import { Body, Controller, Get, Param, Post, UseGuards } from '@nestjs/common';
 import { Idempotent } from '../../lib';
-import { IdempotentOperations } from '../../lib/phases';
+import { IdempotencyOperations } from '../../lib/phases';
 import { AccountId } from '../accounts/account-id.decorator';
 import { AccountGuard } from '../accounts/account.guard';
 import { toReceiptResponse } from '../receipts/receipt.response';
@@ -18,7 +18,7 @@ import { PaymentsService } from './payments.service';
 export class PaymentsController {
   constructor(
     private readonly payments: PaymentsService,
-    private readonly operations: IdempotentOperations,
+    private readonly operations: IdempotencyOperations,
   ) {}
 
   /**

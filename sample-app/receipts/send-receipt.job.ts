@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import type { EntityManager } from 'typeorm';
-import { IdempotencyJobHandler } from '../../lib/phases';
+import { IdempotentJobHandler } from '../../lib/phases';
 import type { IdempotencyJobHandlerInstance, StagedJob } from '../../lib/phases';
 import { CrashHook } from '../crash/crash-hook';
 import { PaymentEntity } from '../payments/payment.entity';
@@ -16,7 +16,7 @@ export interface SendReceiptArgs {
  * is written through the drainer's transaction, so it commits exactly when the job is deleted;
  * delivery is at least once, and the insert ignores a second delivery of the same job key.
  */
-@IdempotencyJobHandler('send_receipt')
+@IdempotentJobHandler('send_receipt')
 export class SendReceiptJob implements IdempotencyJobHandlerInstance<SendReceiptArgs> {
   constructor(private readonly crash: CrashHook) {}
 

@@ -11,7 +11,7 @@ import type { AddressInfo } from 'node:net';
 import { Body, Controller, Post } from '@nestjs/common';
 import request from 'supertest';
 import { Idempotent } from '../../lib';
-import { IdempotentOperations } from '../../lib/phases';
+import { IdempotencyOperations } from '../../lib/phases';
 import { IdempotencyPhaseEngine } from '../../lib/phases/idempotency-phase-engine';
 import type { IdempotencyModuleOptions } from '../../lib';
 import type { IdempotencyPhasesModuleOptions } from '../../lib/phases';
@@ -28,7 +28,7 @@ import { waitFor } from '../fixtures/wait-for';
 /** `POST /transfers-tx`: an operation in phases on a transactional route (a misconfiguration). */
 @Controller('transfers-tx')
 class TransactionalTransfersController {
-  constructor(private readonly operations: IdempotentOperations) {}
+  constructor(private readonly operations: IdempotencyOperations) {}
 
   @Post()
   @Idempotent({ transactional: true })

@@ -11,7 +11,7 @@ import { Body, Controller, Post, Redirect, Res } from '@nestjs/common';
 import type { Type } from '@nestjs/common';
 import { APP_INTERCEPTOR } from '@nestjs/core';
 import { Idempotent } from '../../lib';
-import { IdempotentOperations } from '../../lib/phases';
+import { IdempotencyOperations } from '../../lib/phases';
 import { createTestDatabase } from '../fixtures/database';
 import type { TestDatabase } from '../fixtures/database';
 import { CreateTransfer, TRANSFERS, TransferHooks } from '../fixtures/phased-transfers';
@@ -23,7 +23,7 @@ import { waitFor } from '../fixtures/wait-for';
 
 /** A base class whose route runs the operation; subclasses only name their path. */
 abstract class TransfersBase {
-  constructor(protected readonly operations: IdempotentOperations) {}
+  constructor(protected readonly operations: IdempotencyOperations) {}
 
   @Post()
   @Idempotent()
@@ -34,7 +34,7 @@ abstract class TransfersBase {
 
 @Controller('inherited-transfers')
 class InheritedTransfersController extends TransfersBase {
-  constructor(operations: IdempotentOperations) {
+  constructor(operations: IdempotencyOperations) {
     super(operations);
   }
 }
@@ -42,7 +42,7 @@ class InheritedTransfersController extends TransfersBase {
 /** A mixin adding the route to any class. */
 function WithTransfers<TBase extends abstract new (...args: any[]) => object>(Base: TBase) {
   abstract class Mixed extends Base {
-    protected abstract readonly operations: IdempotentOperations;
+    protected abstract readonly operations: IdempotencyOperations;
 
     @Post()
     @Idempotent()
@@ -55,14 +55,14 @@ function WithTransfers<TBase extends abstract new (...args: any[]) => object>(Ba
 
 @Controller('mixin-transfers')
 class MixinTransfersController extends WithTransfers(class {}) {
-  constructor(protected readonly operations: IdempotentOperations) {
+  constructor(protected readonly operations: IdempotencyOperations) {
     super();
   }
 }
 
 @Controller('styled-transfers')
 class StyledTransfersController {
-  constructor(private readonly operations: IdempotentOperations) {}
+  constructor(private readonly operations: IdempotencyOperations) {}
 
   /** `@Res()`: the handler writes the operation's result itself. */
   @Post('res')

@@ -8,7 +8,7 @@ import { BadRequestException } from '@nestjs/common';
 import { getDataSourceToken } from '@nestjs/typeorm';
 import type { DataSource } from 'typeorm';
 import request from 'supertest';
-import { IdempotencyCompleter, IdempotentOperations } from '../../lib/phases';
+import { IdempotencyCompleter, IdempotencyOperations } from '../../lib/phases';
 import { TypeOrmIdempotencyStore } from '../../lib/storage/typeorm';
 import { createTestDatabase } from '../fixtures/database';
 import type { TestDatabase } from '../fixtures/database';
@@ -225,7 +225,7 @@ describe.each(ADAPTERS)('operations at the seams on %s', (adapter) => {
     hooks.providerIdSuffix = '\u0000';
     await post(k, { amount: 508, to: 'bob' }, '/transfers/short-lived');
     expect((await record(k)).status).toBe('abandoned');
-    const resolved = await t.app.get(IdempotentOperations).resolveAbandoned('', k, {
+    const resolved = await t.app.get(IdempotencyOperations).resolveAbandoned('', k, {
       response: {
         status: 201,
         body: { resolved: true },

@@ -10,7 +10,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Client } from 'pg';
 import request from 'supertest';
-import { IdempotencyCompleter, IdempotentOperations } from '../../lib/phases';
+import { IdempotencyCompleter, IdempotencyOperations } from '../../lib/phases';
 import { IdempotencyPurgeService } from '../../lib';
 import { createTestDatabase } from '../fixtures/database';
 import type { TestDatabase } from '../fixtures/database';
@@ -31,7 +31,7 @@ describe('completer and reaper of operations in phases', () => {
   let t: TestApp;
   let hooks: TransferHooks;
   let completer: IdempotencyCompleter;
-  let operations: IdempotentOperations;
+  let operations: IdempotencyOperations;
   let purge: IdempotencyPurgeService;
   let n = 0;
   const key = () => `cr-${++n}`;
@@ -50,7 +50,7 @@ describe('completer and reaper of operations in phases', () => {
     });
     hooks = t.app.get(TransferHooks);
     completer = t.app.get(IdempotencyCompleter);
-    operations = t.app.get(IdempotentOperations);
+    operations = t.app.get(IdempotencyOperations);
     purge = t.app.get(IdempotencyPurgeService);
     await db.query("SET lock_timeout = '5s'");
   });

@@ -8,7 +8,7 @@
 import { createHash } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Inject } from '@nestjs/common';
-import { IdempotencyJobHandler, IdempotencyJobs } from '../../lib/phases';
+import { IdempotentJobHandler, IdempotencyJobs } from '../../lib/phases';
 import type { IdempotencyJobHandlerInstance, StagedJob } from '../../lib/phases';
 import type { IdempotencyPhasesModuleOptions } from '../../lib/phases';
 import { createTestDatabase } from '../fixtures/database';
@@ -39,7 +39,7 @@ const seen = {
 };
 
 /** Records each delivery. */
-@IdempotencyJobHandler('test.record')
+@IdempotentJobHandler('test.record')
 class RecordJob implements IdempotencyJobHandlerInstance {
   constructor(@Inject(DRAINER) private readonly drainer: string) {}
 
@@ -49,7 +49,7 @@ class RecordJob implements IdempotencyJobHandlerInstance {
 }
 
 /** Fails with an error whose text PostgreSQL cannot store as it is. */
-@IdempotencyJobHandler('test.nul')
+@IdempotentJobHandler('test.nul')
 class NulJob implements IdempotencyJobHandlerInstance {
   async handle(): Promise<void> {
     throw new Error('a\u0000b');
@@ -57,7 +57,7 @@ class NulJob implements IdempotencyJobHandlerInstance {
 }
 
 /** Outlives `idle_in_transaction_session_timeout`: the server closes its connection. */
-@IdempotencyJobHandler('test.idle')
+@IdempotentJobHandler('test.idle')
 class IdleJob implements IdempotencyJobHandlerInstance {
   async handle(_job: StagedJob, manager: any): Promise<void> {
     const [{ pid }] = await manager.query('SELECT pg_backend_pid() AS pid');
@@ -70,7 +70,7 @@ class IdleJob implements IdempotencyJobHandlerInstance {
 }
 
 /** Never settles (until the test lets it go). */
-@IdempotencyJobHandler('test.hang')
+@IdempotentJobHandler('test.hang')
 class HangJob implements IdempotencyJobHandlerInstance {
   handle(_job: StagedJob, _manager: unknown, signal: AbortSignal): Promise<void> {
     seen.signals.push(signal);

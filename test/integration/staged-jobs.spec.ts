@@ -10,7 +10,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { Inject } from '@nestjs/common';
 import { Client } from 'pg';
 import request from 'supertest';
-import { IdempotencyJobHandler, IdempotencyJobs } from '../../lib/phases';
+import { IdempotentJobHandler, IdempotencyJobs } from '../../lib/phases';
 import type { IdempotencyJobHandlerInstance, StagedJob } from '../../lib/phases';
 import type { IdempotencyPhasesModuleOptions } from '../../lib/phases';
 import { createTestDatabase } from '../fixtures/database';
@@ -42,7 +42,7 @@ const seen = {
 };
 
 /** Records each delivery; takes `seen.delayMs`; notes any key delivered twice at once. */
-@IdempotencyJobHandler('test.record')
+@IdempotentJobHandler('test.record')
 class RecordJob implements IdempotencyJobHandlerInstance {
   constructor(@Inject(DRAINER) private readonly drainer: string) {}
 
@@ -65,7 +65,7 @@ class RecordJob implements IdempotencyJobHandlerInstance {
 }
 
 /** Throws while `seen.failing`; records the delivery otherwise. */
-@IdempotencyJobHandler('test.flaky')
+@IdempotentJobHandler('test.flaky')
 class FlakyJob implements IdempotencyJobHandlerInstance {
   constructor(@Inject(DRAINER) private readonly drainer: string) {}
 

@@ -40,7 +40,7 @@ export class CreatePayments1732233600001 implements MigrationInterface {
   async up(queryRunner: QueryRunner): Promise<void> {
     await queryRunner.query(
       'CREATE TABLE payments (id serial PRIMARY KEY, amount integer NOT NULL, ' +
-        'currency text NOT NULL, customer_id text NOT NULL, charge_id text NOT NULL)',
+        'currency text NOT NULL, customer_id text NOT NULL, charge_id text NOT NULL UNIQUE)',
     );
   }
 

@@ -14,7 +14,7 @@ import type { IdempotencyEvent } from '../../lib/events/idempotency.events';
 import { IdempotencyExecution } from '../../lib/execution/idempotency-execution';
 import { IdempotencyRun } from '../../lib/execution/idempotency-run';
 import { DEFAULT_IDEMPOTENCY_OPTIONS, mergeRouteOptions } from '../../lib/idempotency.defaults';
-import type { IdempotentOptions } from '../../lib/interfaces/idempotency-module-options.interface';
+import type { IdempotencyRouteOptions } from '../../lib/interfaces/idempotency-module-options.interface';
 import type { StoredResponse } from '../../lib/interfaces/idempotency-record.interface';
 import { MemoryIdempotencyStore } from '../../lib/storage/memory-idempotency.store';
 import { flush, isPending } from '../fixtures/recording-response-sink';
@@ -62,7 +62,7 @@ function claim(fingerprint: string, ownerToken: string, lockTimeoutSeconds = 60)
 }
 
 /** Claims the key and builds its execution, not begun yet. */
-async function create(route: IdempotentOptions = {}, startMarked = true) {
+async function create(route: IdempotencyRouteOptions = {}, startMarked = true) {
   const options = mergeRouteOptions(DEFAULT_IDEMPOTENCY_OPTIONS, route);
   const ownerToken = randomUUID();
   const won = await claim(FP, ownerToken, options.lockTimeoutSeconds);
@@ -96,7 +96,7 @@ async function create(route: IdempotentOptions = {}, startMarked = true) {
   return execution;
 }
 
-async function start(route?: IdempotentOptions, startMarked?: boolean) {
+async function start(route?: IdempotencyRouteOptions, startMarked?: boolean) {
   const execution = await create(route, startMarked);
   await execution.begin();
   return execution;
@@ -155,7 +155,7 @@ function subscribe(
 }
 
 /** Starts an execution whose handler has already returned `value`. */
-async function returned(value: unknown, route?: IdempotentOptions) {
+async function returned(value: unknown, route?: IdempotencyRouteOptions) {
   const execution = await start(route);
   const handler = manualHandler();
   const outer = subscribe(execution, handler);

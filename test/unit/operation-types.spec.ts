@@ -1,7 +1,7 @@
 /**
  * Operations in phases are typed end to end: `defineSteps<Input, State, Output>()` gives every
  * step a typed `input` and `state`, checks `proceed()` against `State` and `respond()` against
- * `Output`, and `IdempotentOperations.run()` takes an `Input` and returns an `Output`. The type
+ * `Output`, and `IdempotencyOperations.run()` takes an `Input` and returns an `Output`. The type
  * checks below are plain code that the compiler judges (`tsc --noEmit` in CI); the last test
  * compiles this file too, so that a wrong type fails the unit run as well.
  */
@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import * as ts from 'typescript';
 import { IdempotentOperation, defineSteps, proceed, respond, retryLater } from '../../lib/phases';
 import type {
-  IdempotentOperations,
+  IdempotencyOperations,
   OperationInput,
   OperationOutput,
   OperationStep,
@@ -79,7 +79,7 @@ class CreateRefund {
 }
 
 /** Never called: what the compiler accepts and refuses around `run()` and the steps. */
-export function typeChecks(operations: IdempotentOperations): void {
+export function typeChecks(operations: IdempotencyOperations): void {
   const input: RefundInput = { paymentId: 'pay_1', amount: 5 };
 
   // run(): the operation's Input in, its Output out.

@@ -66,7 +66,7 @@ const ROOT_TYPES = [
   'IdempotencyScopeResolver',
   'IdempotencyStoreFactory',
   'IdempotencyStoreTransaction',
-  'IdempotentOptions',
+  'IdempotencyRouteOptions',
   'StoredResponse',
 ];
 
@@ -78,39 +78,43 @@ describe('public API', () => {
   });
 
   it('nest-idempotency/typeorm exports the store, its entities and migrations', () => {
-    expect(Object.keys(typeorm).sort()).toEqual([
-      'AddOperationSettingsToIdempotencyRecords1764288000000',
-      'AddPhasesToIdempotencyRecords1764028800000',
-      'AddPurgeAfterToIdempotencyRecords1764201600000',
-      'CreateIdempotencyRecords1732233600000',
-      'DEFAULT_TYPEORM_STORE_OPTIONS',
-      'IdempotencyJobEntity',
-      'IdempotencyRecordEntity',
-      'IdempotencyStoreTimeoutError',
-      'TypeOrmIdempotencyStore',
-      'createIdempotencyOperationSettingsMigration',
-      'createIdempotencyPhasesMigration',
-      'createIdempotencyPurgeAfterMigration',
-      'createIdempotencyRecordsMigration',
-      'isDatabaseUnavailable',
-      'typeOrmStore',
-    ]);
+    expect(Object.keys(typeorm).sort()).toEqual(
+      [
+        'AddOperationSettingsToIdempotencyRecords1764288000000',
+        'AddPhasesToIdempotencyRecords1764028800000',
+        'AddPurgeAfterToIdempotencyRecords1764201600000',
+        'CreateIdempotencyRecords1732233600000',
+        'DEFAULT_TYPEORM_STORE_OPTIONS',
+        'IdempotencyJobEntity',
+        'IdempotencyRecordEntity',
+        'IdempotencyStoreTimeoutError',
+        'TypeOrmIdempotencyStore',
+        'createIdempotencyOperationSettingsMigration',
+        'createIdempotencyPhasesMigration',
+        'createIdempotencyPurgeAfterMigration',
+        'createIdempotencyRecordsMigration',
+        'isDatabaseUnavailable',
+        'typeOrmStore',
+      ].sort(),
+    );
   });
 
   it('nest-idempotency/phases exports operations in phases and staged jobs', () => {
-    expect(Object.keys(phases).sort()).toEqual([
-      'DEFAULT_IDEMPOTENCY_PHASES_OPTIONS',
-      'IdempotencyCompleter',
-      'IdempotencyJobHandler',
-      'IdempotencyJobs',
-      'IdempotencyPhasesModule',
-      'IdempotentOperation',
-      'IdempotentOperations',
-      'defineSteps',
-      'proceed',
-      'respond',
-      'retryLater',
-    ]);
+    expect(Object.keys(phases).sort()).toEqual(
+      [
+        'DEFAULT_IDEMPOTENCY_PHASES_OPTIONS',
+        'IdempotencyCompleter',
+        'IdempotentJobHandler',
+        'IdempotencyJobs',
+        'IdempotencyPhasesModule',
+        'IdempotentOperation',
+        'IdempotencyOperations',
+        'defineSteps',
+        'proceed',
+        'respond',
+        'retryLater',
+      ].sort(),
+    );
   });
 
   it('nest-idempotency/testing exports the store conformance suite and its types', () => {

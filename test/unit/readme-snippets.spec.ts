@@ -3,7 +3,8 @@
  * (its first line names it: `// src/app.module.ts`, or `// test/…` for a test), with its own
  * imports, type-checked together with the repository's compiler options (strict) and
  * `nest-idempotency` mapped to `lib/`. The
- * only files added are what the README leaves to the reader: `src/payments.support.ts` (the
+ * only files added are what `nest new` makes (`src/app.controller.ts`, `src/app.service.ts`) and
+ * what the README leaves to the reader: `src/payments.support.ts` (the
  * request body, the entity and its migration, a payment provider client) and the custom store
  * of "Testing your own store" (`src/redis-idempotency.store.ts`).
  */
@@ -12,6 +13,33 @@ import { dirname, join } from 'node:path';
 import * as ts from 'typescript';
 
 const ROOT = join(__dirname, '../..');
+
+/** What `nest new` makes and the Usage section keeps: the app's own controller and service. */
+const APP_CONTROLLER = `
+import { Controller, Get } from '@nestjs/common';
+import { AppService } from './app.service';
+
+@Controller()
+export class AppController {
+  constructor(private readonly appService: AppService) {}
+
+  @Get()
+  getHello(): string {
+    return this.appService.getHello();
+  }
+}
+`;
+
+const APP_SERVICE = `
+import { Injectable } from '@nestjs/common';
+
+@Injectable()
+export class AppService {
+  getHello(): string {
+    return 'Hello World!';
+  }
+}
+`;
 
 /** The reader's own code the Usage section imports from `./payments.support`. */
 const PAYMENTS_SUPPORT = `
@@ -135,6 +163,7 @@ describe('README code', () => {
         'src/app.module.ts',
         'src/payments.controller.ts',
         'src/payments.service.ts',
+        'src/payments-admin.controller.ts',
       ]),
     );
   });
@@ -144,6 +173,8 @@ describe('README code', () => {
       // An unnamed block (the test above fails on it) is still checked, as a file of its own.
       ...snippets.map(({ path, code, line }) => ({ path: path || `src/readme-${line}.ts`, code })),
       { path: 'src/payments.support.ts', code: PAYMENTS_SUPPORT },
+      { path: 'src/app.controller.ts', code: APP_CONTROLLER },
+      { path: 'src/app.service.ts', code: APP_SERVICE },
       { path: 'src/redis-idempotency.store.ts', code: REDIS_STORE },
     ];
     for (const { path, code } of files) {

@@ -31,7 +31,7 @@ export interface AbandonedResolution {
  * create(@Body() dto: CreatePaymentDto) { return this.operations.run(CreatePayment, dto); }
  */
 @Injectable()
-export class IdempotentOperations {
+export class IdempotencyOperations {
   constructor(
     private readonly engine: IdempotencyPhaseEngine,
     private readonly registry: IdempotencyOperationRegistry,
@@ -75,7 +75,7 @@ export class IdempotentOperations {
     const run = idempotencyRunStorage.getStore()?.run;
     if (!run) {
       throw new IdempotencyError(
-        'nest-idempotency: IdempotentOperations.run() was called outside an @Idempotent() handler.',
+        'nest-idempotency: IdempotencyOperations.run() was called outside an @Idempotent() handler.',
       );
     }
     const { runner } = this.parts();

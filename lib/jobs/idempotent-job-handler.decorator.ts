@@ -1,6 +1,6 @@
 import { Injectable, SetMetadata, applyDecorators } from '@nestjs/common';
 
-/** Metadata key under which `@IdempotencyJobHandler()` stores the job name. */
+/** Metadata key under which `@IdempotentJobHandler()` stores the job name. */
 export const IDEMPOTENCY_JOB_HANDLER_METADATA = 'nest-idempotency:job-handler';
 
 /**
@@ -9,11 +9,11 @@ export const IDEMPOTENCY_JOB_HANDLER_METADATA = 'nest-idempotency:job-handler';
  *
  * @param name - the name local steps pass to `stage()`
  * @example
- * \@IdempotencyJobHandler('send_receipt')
+ * \@IdempotentJobHandler('send_receipt')
  * export class SendReceipt implements IdempotencyJobHandlerInstance<{ paymentId: string }> {
  *   async handle(job, manager) { await manager.insert(Receipt, { paymentId: job.args.paymentId, jobKey: job.key }); }
  * }
  */
-export function IdempotencyJobHandler(name: string): ClassDecorator {
+export function IdempotentJobHandler(name: string): ClassDecorator {
   return applyDecorators(Injectable(), SetMetadata(IDEMPOTENCY_JOB_HANDLER_METADATA, name));
 }
