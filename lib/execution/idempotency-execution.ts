@@ -49,7 +49,7 @@ const INTERNAL_ERROR: OutgoingResponse = {
   body: Buffer.from(JSON.stringify({ statusCode: 500, message: 'Internal server error' })),
 };
 
-type Phase = 'begun' | 'running' | 'settled' | 'deciding' | 'done';
+type Stage = 'begun' | 'running' | 'settled' | 'deciding' | 'done';
 
 /**
  * One claimed request, from its claim to its end: its run (the record's ref, identity and
@@ -60,7 +60,7 @@ type Phase = 'begun' | 'running' | 'settled' | 'deciding' | 'done';
  * `operation` (an operation in phases took the run over; only its last step completes the
  * record):
  *
- * | phase    | event                                                   | what happens                                                                  |
+ * | stage    | event                                                   | what happens                                                                  |
  * | -------- | ------------------------------------------------------- | ----------------------------------------------------------------------------- |
  * | begun    | `begin()` (the run's lease is already renewed)          | a run completed in a transaction opens it                                     |
  * | running  | the handler's own code writes a response (`@Res()`)     | held until the handler settles, then decided                                  |
@@ -77,7 +77,7 @@ type Phase = 'begun' | 'running' | 'settled' | 'deciding' | 'done';
  * response first, and the handler never runs twice under one claim.
  */
 export class IdempotencyExecution implements ResponseSink {
-  private phase: Phase = 'begun';
+  private stage: Stage = 'begun';
   private outcome?: HandlerOutcome;
   private held?: { outgoing: OutgoingResponse; answer: (decision: Promise<any>) => void };
   private leftEarly = false;
@@ -128,7 +128,7 @@ export class IdempotencyExecution implements ResponseSink {
         return;
       }
       this.subscribed = true;
-      this.phase = 'running';
+      this.stage = 'running';
       let last: unknown;
       idempotencyRunStorage.run(this.runScope, () =>
         next.handle().subscribe({
@@ -148,8 +148,8 @@ export class IdempotencyExecution implements ResponseSink {
 
   /** @inheritDoc */
   onResponse(outgoing: OutgoingResponse | undefined): Promise<OutgoingResponse | undefined> {
-    if (this.phase === 'settled') return this.decide(outgoing);
-    if (this.phase !== 'begun' && this.phase !== 'running') return Promise.resolve(undefined);
+    if (this.stage === 'settled') return this.decide(outgoing);
+    if (this.stage !== 'begun' && this.stage !== 'running') return Promise.resolve(undefined);
     if (outgoing === undefined) {
       this.streamed = true;
     } else if (idempotencyRunStorage.getStore() === this.runScope) {
@@ -163,8 +163,8 @@ export class IdempotencyExecution implements ResponseSink {
 
   /** @inheritDoc */
   onResponseEnded(): void {
-    if (this.phase === 'settled') void this.decide(undefined);
-    else if (this.phase === 'begun' || this.phase === 'running') this.streamed = true;
+    if (this.stage === 'settled') void this.decide(undefined);
+    else if (this.stage === 'begun' || this.stage === 'running') this.streamed = true;
   }
 
   /** @inheritDoc */
@@ -179,8 +179,8 @@ export class IdempotencyExecution implements ResponseSink {
     this.outcome = outcome;
     // A failed handler's writes are rolled back before anything answers its client.
     if (outcome.kind === 'error') await this.rollback();
-    if (this.phase !== 'running') return;
-    this.phase = 'settled';
+    if (this.stage !== 'running') return;
+    this.stage = 'settled';
     const held = this.held;
     this.held = undefined;
     if (held && outcome.kind === 'error') held.answer(this.decideOwnOutcome(outcome));
@@ -209,17 +209,17 @@ export class IdempotencyExecution implements ResponseSink {
     mode: 'retry' | 'forget',
     reason: 'not_final' | 'rejected_before_handler',
   ): Promise<void> {
-    this.phase = 'deciding';
+    this.stage = 'deciding';
     this.run.lease.stop();
     await this.release(mode, reason);
-    this.phase = 'done';
+    this.stage = 'done';
   }
 
   private async decide(
     outgoing: OutgoingResponse | undefined,
   ): Promise<OutgoingResponse | undefined> {
-    if (this.phase === 'deciding' || this.phase === 'done') return undefined;
-    this.phase = 'deciding';
+    if (this.stage === 'deciding' || this.stage === 'done') return undefined;
+    this.stage = 'deciding';
     this.run.lease.stop();
     try {
       if (this.run.completion === 'operation') return await this.concludeOperation(outgoing);
@@ -239,7 +239,7 @@ export class IdempotencyExecution implements ResponseSink {
       }
       return await this.store(outgoing);
     } finally {
-      this.phase = 'done';
+      this.stage = 'done';
     }
   }
 
