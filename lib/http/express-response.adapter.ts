@@ -4,9 +4,11 @@ import type { OutgoingResponse } from '../utils/response-bytes';
 import { IdempotencyResponseAdapter } from './idempotency-response.adapter';
 import { hookMethod, silenceMethods } from './method-hook';
 import { replayBody, replayHeaders } from './replay-headers';
-import { expressTextContentType } from './wire-content-type';
 import { REPLACED_HEADERS, ResponseCaptureState, failClosed } from './response-capture-state';
 import type { ResponseSink, ResponseSnapshot } from './response-sink.interface';
+
+/** Headers Express's `send` adds to a text body by itself. */
+const SEND_ADDED_HEADERS = ['etag', 'content-length'];
 
 /** Methods of an Express response that write, made no-ops once a replay was written. */
 const WRITERS = [
@@ -37,6 +39,8 @@ export class ExpressResponseAdapter extends IdempotencyResponseAdapter {
     const end = res.end;
     const write = res.write;
     const capture = new ResponseCaptureState(sink, () => failClosed(res, end));
+    /** The headers set before Express's own send ran, when it did (a text body). */
+    let setBeforeSend: Set<string> | undefined;
     const replace = (decision: OutgoingResponse) => {
       res.statusCode = decision.status;
       for (const name of REPLACED_HEADERS) res.removeHeader(name);
@@ -58,14 +62,17 @@ export class ExpressResponseAdapter extends IdempotencyResponseAdapter {
         ) {
           return send.call(res, payload);
         }
+        // Express writes a text body's content type its own way (its charset rewriting differs
+        // between its versions), with its Content-Length and ETag: let its send work the answer
+        // out, and take it where send ends it (the end hook), headers as they will be written.
+        if (typeof payload === 'string') {
+          setBeforeSend = new Set(Object.keys(lowerCaseHeaders(res.getHeaders())));
+          return send.call(res, payload);
+        }
         const headers = lowerCaseHeaders(res.getHeaders());
         const current = headers['content-type'] as string | undefined;
         const bytes = responseBytes(payload, current, 'text/html');
         if (bytes?.contentType !== undefined) headers['content-type'] = bytes.contentType;
-        // Express rewrites a text body's content type its own way: store what it will write.
-        if (bytes && typeof payload === 'string') {
-          headers['content-type'] = expressTextContentType(current);
-        }
         const outgoing = bytes && { status: res.statusCode, headers, body: bytes.body };
         capture.handOver(outgoing, () => send.call(res, payload), replace);
         return res;
@@ -91,11 +98,13 @@ export class ExpressResponseAdapter extends IdempotencyResponseAdapter {
                   chunk as string,
                   typeof encoding === 'string' ? (encoding as BufferEncoding) : 'utf8',
                 );
-        const outgoing = {
-          status: res.statusCode,
-          headers: lowerCaseHeaders(res.getHeaders()),
-          body,
-        };
+        const headers = lowerCaseHeaders(res.getHeaders());
+        // What Express's send adds on its own (its ETag, the length) is not the route's answer:
+        // a replay's send adds them again.
+        for (const name of SEND_ADDED_HEADERS) {
+          if (setBeforeSend && !setBeforeSend.has(name)) delete headers[name];
+        }
+        const outgoing = { status: res.statusCode, headers, body };
         capture.handOver(outgoing, () => end.apply(res, args), replace);
         return res;
       }),

@@ -1,20 +1,11 @@
 /**
  * The `Content-Type` each adapter really writes for a body, worked out before it is written so
  * the stored answer (and so every replay) carries the first answer's header byte for byte. The
- * adapters rewrite the header on the way out, each its own way: Express 5 puts
- * `charset=utf-8` on every text body (lower-casing and reordering the header), Fastify 5 only
- * on JSON types and leaves a `text/csv` string alone.
+ * adapters rewrite the header on the way out, each its own way: Fastify 5 puts `charset=utf-8`
+ * only on JSON types and leaves a `text/csv` string alone. (Express's rewriting differs between
+ * its versions: its adapter takes the header where Express's own `send` ends the response.)
  */
 
-/** Characters of an RFC 9110 token. */
-const TOKEN = "[!#$%&'*+.^_`|~0-9A-Za-z-]+";
-const TYPE = new RegExp(`^${TOKEN}/${TOKEN}$`);
-const TOKEN_ONLY = new RegExp(`^${TOKEN}$`);
-/** One `; name=value` parameter, as the `content-type` package (Express's) reads it. */
-const EXPRESS_PARAM = new RegExp(
-  `; *(${TOKEN}) *= *("(?:[\\u000b\\u0020\\u0021\\u0023-\\u005b\\u005d-\\u007e\\u0080-\\u00ff]|\\\\[\\u000b\\u0020-\\u00ff])*"|${TOKEN}) *`,
-  'g',
-);
 /** One parameter as Fastify's `ContentType` reads it. */
 const FASTIFY_PARAM =
   /(?:^|;)\s*([\w!#$%&'*+.^`|~-]+)=("(?:[\t\u0020\u0021\u0023-\u005b\u005d-\u007e\u0080-\u00ff]|\\[\t\u0020-\u00ff])*"|[\w!#$%&'*+.^`|~-]+)/gu;
@@ -23,41 +14,6 @@ const FASTIFY_SUBTYPE_NAME = /^[\w!#$%&'*+.^`|~-]+\s*$/;
 
 function unquote(value: string, escapes: RegExp): string {
   return value.charCodeAt(0) === 0x22 ? value.slice(1, -1).replace(escapes, '$1') : value;
-}
-
-/**
- * What Express 5's `res.send` writes for a string body (`res.json` sends one too): the route's
- * content type, else `text/html`, parsed and written back with `charset=utf-8` (Express's
- * `setCharset`: type lower-cased, parameters sorted, any other charset replaced).
- *
- * @param current - the content type set on the response, if any
- * @returns the header Express will write; `current` as it is when Express cannot parse it
- *   (its `send` then throws, and nothing is written)
- */
-export function expressTextContentType(current: string | undefined): string {
-  const header = current ?? 'text/html; charset=utf-8';
-  const semicolon = header.indexOf(';');
-  const type = (semicolon === -1 ? header : header.slice(0, semicolon)).trim();
-  if (!TYPE.test(type)) return header;
-  const parameters = new Map<string, string>();
-  if (semicolon !== -1) {
-    let at = semicolon;
-    EXPRESS_PARAM.lastIndex = at;
-    for (let match = EXPRESS_PARAM.exec(header); match; match = EXPRESS_PARAM.exec(header)) {
-      if (match.index !== at) return header;
-      at += match[0].length;
-      // eslint-disable-next-line no-control-regex
-      parameters.set(match[1].toLowerCase(), unquote(match[2], /\\([\u000b\u0020-\u00ff])/g));
-    }
-    if (at !== header.length) return header;
-  }
-  parameters.set('charset', 'utf-8');
-  const formatted = [...parameters.keys()].sort().map((name) => {
-    const value = parameters.get(name)!;
-    const quoted = TOKEN_ONLY.test(value) ? value : `"${value.replace(/([\\"])/g, '\\$1')}"`;
-    return `; ${name}=${quoted}`;
-  });
-  return type.toLowerCase() + formatted.join('');
 }
 
 /** A content type as Fastify 5's `ContentType` reads it; undefined when it sees none. */

@@ -77,12 +77,16 @@ export class TypeOrmJobStore implements StagedJobStore {
                       WHERE id = $1::bigint AND status = 'pending' AND run_after <= ${cutoff}
                         FOR UPDATE SKIP LOCKED)
         RETURNING ${columns}, status`,
-      // In the delivery's transaction: the row stays locked (and deleted) until it commits.
+      // In the delivery's transaction: the row stays locked (and deleted) until it commits. It
+      // waits for a lock rather than skipping it: another drainer's claim statement may hold the
+      // row for a moment (it locks, then finds the job no longer due), and skipping would leave
+      // a job this drainer claimed undelivered until its hold ran out. The claimed attempt, checked
+      // once the lock is had, still refuses a job another drainer has claimed since.
       lock: `
         DELETE FROM ${j}
          WHERE id = (SELECT id FROM ${j}
                       WHERE id = $1::bigint AND attempts = $2 AND status = 'pending'
-                        FOR UPDATE SKIP LOCKED)`,
+                        FOR UPDATE)`,
       fail: `
         UPDATE ${j} SET last_error = $3,
                run_after = clock_timestamp() + $4::float8 * interval '1 second',
