@@ -4,7 +4,7 @@ import { createSampleApp } from './sample-app.factory';
 
 /**
  * Starts the sample payments app: `npm run sample`. Configured by environment variables
- * (SPEC §10): PORT, DATABASE_URL (unset → embedded PGlite), HTTP_ADAPTER,
+ * (docs/sample-app.md): PORT, DATABASE_URL (unset → embedded PGlite), HTTP_ADAPTER,
  * IDEMPOTENCY_TTL_SECONDS, IDEMPOTENCY_LOCK_TIMEOUT_SECONDS, IDEMPOTENCY_PURGE_INTERVAL_SECONDS,
  * PROVIDER_LATENCY_MS, IDEMPOTENCY_COMPLETER_INTERVAL_SECONDS, IDEMPOTENCY_COMPLETER_AFTER_SECONDS,
  * IDEMPOTENCY_JOBS_INTERVAL_SECONDS; tests only: SAMPLE_CRASH_AT, SAMPLE_CRASH_KEY_PREFIX.

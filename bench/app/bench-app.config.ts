@@ -1,7 +1,7 @@
 /** HTTP adapters the bench app runs on. */
 export type BenchHttpAdapter = 'express' | 'fastify';
 
-/** Everything the bench app reads from its environment (SPEC §11). */
+/** Everything the bench app reads from its environment (bench/README.md). */
 export interface BenchAppConfig {
   /** `PORT` (default 3100; 0 picks a free port). */
   port: number;

@@ -10,7 +10,7 @@ export interface BenchPaymentState {
 }
 
 /**
- * `POST /payments-phased`'s operation, shaped like the sample's `POST /payments` (SPEC §10)
+ * `POST /payments-phased`'s operation, shaped like the sample's `POST /payments` (docs/sample-app.md)
  * without its staged receipt job: (1) local `payment_created`: the payment, pending;
  * (2) foreign `charged`: the provider call with `derivedKey('charge')`, outside any transaction;
  * (3) local `succeeded`: the payment succeeded, 201 with the row.

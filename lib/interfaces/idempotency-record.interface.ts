@@ -50,7 +50,7 @@ export type ClaimResult =
       expiresInMs?: number;
     }
   | { outcome: 'in_flight'; recordId: string }
-  /** An operation in phases left for a human (SPEC §8): never run again automatically. */
+  /** An operation in phases left for a human (docs/design/contract.md#operations-in-phases): never run again automatically. */
   | { outcome: 'abandoned'; recordId: string }
   | { outcome: 'mismatch'; recordId: string };
 

@@ -29,7 +29,7 @@ interface DrainRun extends DrainSummary {
 }
 
 /**
- * Delivers staged jobs (SPEC §8) to their `@IdempotentJobHandler()`s, one job at a time, each
+ * Delivers staged jobs (docs/design/contract.md#operations-in-phases) to their `@IdempotentJobHandler()`s, one job at a time, each
  * on its own: a plain read finds due jobs; each is claimed by one committed statement that
  * counts the attempt (so a delivery that crashes, hangs or cannot record its failure still
  * counts) and skips jobs other drainers hold; it is delivered in a transaction of its own that

@@ -55,7 +55,7 @@ export interface JobDelivery {
 export type JobFailureOutcome = 'pending' | 'dead' | 'gone';
 
 /**
- * The storage port of the staged-job drainer (SPEC §8). Jobs are written by local steps
+ * The storage port of the staged-job drainer (docs/design/contract.md#operations-in-phases). Jobs are written by local steps
  * (`stage()` of the implementation, in the step's transaction); this is what delivering them
  * needs.
  *

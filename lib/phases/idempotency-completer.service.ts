@@ -27,7 +27,7 @@ export interface CompleterRunSummary {
 }
 
 /**
- * Finishes operations in phases whose clients gave up (SPEC §8). On a schedule it takes over
+ * Finishes operations in phases whose clients gave up (docs/design/contract.md#operations-in-phases). On a schedule it takes over
  * unfinished records nobody runs — lease lapsed or released, last run at least
  * `completer.afterSeconds` ago — with the same compare-and-set takeover a retry uses, and runs
  * them through their registered operation from their recovery point, with their stored input.

@@ -23,7 +23,7 @@ export interface AbandonedResolution {
 }
 
 /**
- * Runs operations in phases (SPEC §8) from `@Idempotent()` handlers, and lets operators see and
+ * Runs operations in phases (docs/design/contract.md#operations-in-phases) from `@Idempotent()` handlers, and lets operators see and
  * settle the ones that were abandoned.
  *
  * @example

@@ -29,7 +29,7 @@ function storableAsJson(value: unknown): boolean {
 }
 
 /**
- * Runs an operation's steps from the record's recovery point to `finished` (SPEC §8), for a
+ * Runs an operation's steps from the record's recovery point to `finished` (docs/design/contract.md#operations-in-phases), for a
  * request, a retry or the completer alike: each gives the `IdempotencyRun` that owns the
  * record. A local step is one transaction that re-checks the owner and the recovery point under
  * the row lock, runs the step's writes and moves the record on; a foreign step runs outside any

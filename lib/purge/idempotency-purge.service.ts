@@ -22,7 +22,7 @@ export const IDEMPOTENCY_PURGE_INTERVAL = 'nest-idempotency:purge';
  * `FOR UPDATE SKIP LOCKED`. A run that deleted anything emits a `purged` event; an idle one
  * emits nothing.
  *
- * It is also the reaper of operations in phases (SPEC §8): it never deletes an unfinished one.
+ * It is also the reaper of operations in phases (docs/design/contract.md#operations-in-phases): it never deletes an unfinished one.
  * One past its TTL is marked `abandoned` (an `operation_abandoned` event) and kept until an
  * operator resolves it or `purge.abandonedRetentionSeconds` pass.
  */

@@ -1,4 +1,4 @@
-/** Where `SAMPLE_CRASH_AT` makes the process kill itself (tests only; SPEC §10). */
+/** Where `SAMPLE_CRASH_AT` makes the process kill itself (tests only; docs/sample-app.md). */
 export const SAMPLE_CRASH_POINTS = [
   'after_payment_created',
   'after_charge_before_record',
@@ -10,7 +10,7 @@ export type SampleCrashPoint = (typeof SAMPLE_CRASH_POINTS)[number];
 /** HTTP adapters the sample app can run on. */
 export type SampleHttpAdapter = 'express' | 'fastify';
 
-/** Everything the sample app reads from its environment (SPEC §10). */
+/** Everything the sample app reads from its environment (docs/sample-app.md). */
 export interface SampleAppConfig {
   /** Listen port (`PORT`, default 3000; 0 picks a free one). */
   port: number;

@@ -1,7 +1,7 @@
 /** Injection token of the provider's simulated latency, in milliseconds. */
 export const PROVIDER_LATENCY_MS = Symbol('sample-app:provider-latency-ms');
 
-/** Customers that misbehave on purpose (SPEC §10). */
+/** Customers that misbehave on purpose (docs/sample-app.md). */
 export const MISBEHAVING_CUSTOMERS = {
   declined: 'cus_declined',
   unavailableOnce: 'cus_unavailable_once',

@@ -30,7 +30,7 @@ export interface KeyPlan {
   noRetry?: boolean;
 }
 
-/** Customers of the fake provider that misbehave on purpose (SPEC §10). */
+/** Customers of the fake provider that misbehave on purpose (docs/sample-app.md). */
 export const MISBEHAVING = {
   declined: 'cus_declined',
   unavailableOnce: 'cus_unavailable_once',

@@ -27,7 +27,7 @@ const JSON_TYPE: RawHeader = ['Content-Type', 'application/json'];
 const BODY_LIMIT = { express: 100 * 1024, fastify: 1024 * 1024 } as const;
 
 // ---------------------------------------------------------------------------------------------
-// The key header, as SPEC §3 states it (an oracle written independently of lib/utils).
+// The key header, as docs/design/contract.md#the-key states it (an oracle written independently of lib/utils).
 
 type ExpectedKey = { kind: 'missing' } | { kind: 'invalid' } | { kind: 'valid'; key: string };
 

@@ -1,5 +1,5 @@
 /**
- * The decision table of SPEC §5 and the outcome policy of SPEC §6, row by row, on Express and
+ * The decision table of docs/design/contract.md#the-decision-table and the outcome policy of docs/design/contract.md#what-is-stored, row by row, on Express and
  * Fastify against real PostgreSQL: status codes, headers, bytes, handler runs and rows.
  */
 import request from 'supertest';
@@ -34,7 +34,7 @@ describe.each(ADAPTERS)('idempotent routes on %s', (adapter) => {
     await db?.drop();
   });
 
-  describe('the key header (SPEC §3)', () => {
+  describe('the key header (docs/design/contract.md#the-key)', () => {
     it('rejects a missing key with 400 problem+json before validation or the handler', async () => {
       const before = t.probe.ran('create');
       const res = await post('/orders', undefined, { amount: -1 });
@@ -102,7 +102,7 @@ describe.each(ADAPTERS)('idempotent routes on %s', (adapter) => {
     });
   });
 
-  describe('first execution and replay (SPEC §5, §6)', () => {
+  describe('first execution and replay (docs/design/contract.md#the-decision-table, docs/design/contract.md#what-is-stored)', () => {
     it('runs the handler once and replays status, allow-listed headers and exact bytes', async () => {
       const key = newKey();
       const rowsBefore = await orders();
@@ -252,7 +252,7 @@ describe.each(ADAPTERS)('idempotent routes on %s', (adapter) => {
     });
   });
 
-  describe('scopes (SPEC §3)', () => {
+  describe('scopes (docs/design/contract.md#the-key)', () => {
     it('keeps the same key of two callers apart', async () => {
       const key = newKey();
       const alice = await post('/orders', key, { amount: 10 }).set('x-user', 'alice');
@@ -269,7 +269,7 @@ describe.each(ADAPTERS)('idempotent routes on %s', (adapter) => {
     });
   });
 
-  describe('concurrency (SPEC §5)', () => {
+  describe('concurrency (docs/design/contract.md#the-decision-table)', () => {
     it('answers 409 with Retry-After while the first request runs, then replays', async () => {
       const key = newKey();
       const gate = `gate-${key}`;
@@ -308,7 +308,7 @@ describe.each(ADAPTERS)('idempotent routes on %s', (adapter) => {
     });
   });
 
-  describe('transactional completion (SPEC §7)', () => {
+  describe('transactional completion (docs/design/contract.md#transactional-completion)', () => {
     it('commits the handler writes with the completion', async () => {
       const key = newKey();
       const rows = await orders();

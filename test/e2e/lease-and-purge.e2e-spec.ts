@@ -1,5 +1,5 @@
 /**
- * Leases, takeovers and stale owners (SPEC §5, §6, §7), the TTL purge, fail-closed behaviour
+ * Leases, takeovers and stale owners (docs/design/contract.md#the-decision-table, docs/design/contract.md#what-is-stored, docs/design/contract.md#transactional-completion), the TTL purge, fail-closed behaviour
  * when PostgreSQL is unreachable, and forRootAsync — on Express and Fastify, real PostgreSQL.
  */
 import { Injectable, Module } from '@nestjs/common';

@@ -4,7 +4,7 @@
  * statements the store's first use fails closed with a configuration error naming
  * `preparedStatements: false`; with it, the store conformance suite passes, plain and
  * transactional routes answer and replay, a same-key storm runs its handler once, and operations
- * in phases (SPEC §8) run their steps once, resume at their recovery point, retry a SERIALIZABLE
+ * in phases (docs/design/contract.md#operations-in-phases) run their steps once, resume at their recovery point, retry a SERIALIZABLE
  * step alone and deliver their staged jobs, on Express and Fastify. Skipped, saying why, where
  * pgbouncer is not installed.
  */

@@ -1,5 +1,5 @@
 /**
- * Operations in phases (SPEC §8) when things go wrong, through HTTP on both adapters: a final
+ * Operations in phases (docs/design/contract.md#operations-in-phases) when things go wrong, through HTTP on both adapters: a final
  * 4xx from a step, a step that throws after an earlier one committed, a step whose own
  * connection is killed, a provider call that runs past its timeout after it charged, a storm of
  * retries at each recovery point, stale owners (stalled between steps, or inside a foreign call
@@ -47,7 +47,7 @@ interface RecordRow {
   response_body: Buffer | null;
 }
 
-/** The provider's derived key of a record (SPEC §7: sha256(recordId + '\0' + label)). */
+/** The provider's derived key of a record (docs/design/contract.md#transactional-completion: sha256(recordId + '\0' + label)). */
 const sendKeyOf = (recordId: string) =>
   createHash('sha256').update(`${recordId}\u0000send`).digest('hex');
 

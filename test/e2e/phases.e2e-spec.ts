@@ -1,5 +1,5 @@
 /**
- * Operations in phases (SPEC §8) through HTTP, on both adapters: the three-step transfer runs
+ * Operations in phases (docs/design/contract.md#operations-in-phases) through HTTP, on both adapters: the three-step transfer runs
  * once per key, stores its final response with the move to `finished`, resumes from its
  * recovery point after a retry-later or a failure, and its staged job is delivered.
  */

@@ -1,6 +1,6 @@
 /**
  * `@Idempotent()` must protect every route its class serves, wherever the handler is declared
- * (SPEC §1, §5, §6, §7): a handler inherited from an undecorated base class, routes a subclass
+ * (docs/design/contract.md#public-surface, docs/design/contract.md#the-decision-table, docs/design/contract.md#what-is-stored, docs/design/contract.md#transactional-completion): a handler inherited from an undecorated base class, routes a subclass
  * adds under a decorated base class, and a handler added by a mixin.
  */
 import { createTestDatabase } from '../fixtures/database';

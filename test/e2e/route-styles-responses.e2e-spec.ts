@@ -1,6 +1,6 @@
 /**
  * Every way a route can answer must be captured, stored and replayed, and a replay must write its
- * answer itself, whatever the route's style (SPEC §5, §6): `@Redirect()` (static and dynamic),
+ * answer itself, whatever the route's style (docs/design/contract.md#the-decision-table, docs/design/contract.md#what-is-stored): `@Redirect()` (static and dynamic),
  * `@Res()` without passthrough (answering after the handler returns, before it returns, through
  * Node's raw `end`, or with `res.redirect`). A stream is the documented exception: not stored,
  * the key released. And no path of the library may leave a rejection unhandled: a replay whose

@@ -1,5 +1,5 @@
 /**
- * A response that leaves early must not free a key whose handler still runs (SPEC §6: the key is
+ * A response that leaves early must not free a key whose handler still runs (docs/design/contract.md#what-is-stored: the key is
  * held until the handler's own work has settled; what is stored is decided then).
  *
  * The NestJS docs' TimeoutInterceptor, registered globally, answers 408 after TIMEOUT_MS while an

@@ -1,6 +1,6 @@
 /**
  * A stored response holds the bytes the application's own serializer wrote, so a replay is the
- * first answer byte for byte (SPEC §5) even when the app does not serialize JSON the default
+ * first answer byte for byte (docs/design/contract.md#the-decision-table) even when the app does not serialize JSON the default
  * way: Express's `json spaces` and `json replacer` settings, Fastify's `setReplySerializer`,
  * and a handler that returns `null` (an empty body on Express, `null` as JSON on Fastify).
  */

@@ -1,5 +1,5 @@
 /**
- * A stale owner (SPEC §6): a request whose lease lapsed while it stalled, and whose key another
+ * A stale owner (docs/design/contract.md#what-is-stored): a request whose lease lapsed while it stalled, and whose key another
  * instance took over, must not renew, complete or release the new owner's record — whatever its
  * handler then does. Two applications share one database, as two instances of a service would:
  * the stale owner runs on A (0.3 s lease, renewed every 0.1 s), the new owner on B (30 s lease,

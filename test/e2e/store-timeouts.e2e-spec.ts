@@ -1,5 +1,5 @@
 /**
- * A database that stops answering (SPEC §5, "store unreachable for the claim"): with TypeORM
+ * A database that stops answering (docs/design/contract.md#the-decision-table, "store unreachable for the claim"): with TypeORM
  * connected through a TCP proxy that freezes, a POST with a new key fails closed within
  * `storeTimeoutSeconds` — 503 problem+json `idempotency_store_unavailable` with `Retry-After`,
  * the handler never runs — instead of hanging; once the database answers again, the same key

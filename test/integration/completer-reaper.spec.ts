@@ -1,5 +1,5 @@
 /**
- * The completer and the reaper of operations in phases (SPEC §8) on real PostgreSQL, after
+ * The completer and the reaper of operations in phases (docs/design/contract.md#operations-in-phases) on real PostgreSQL, after
  * Rocket Rides' cases: the completer takes over only unfinished operations nobody runs (lease
  * lapsed or released) whose last run is old enough, drives them to `finished` with the same
  * derived keys, marks those older than `phases.maxAgeSeconds` abandoned without running them,

@@ -202,7 +202,7 @@ describe('IdempotencyRecordEntity and the shipped migration', () => {
   });
 
   describe('upgrade of a table made before operations in phases', () => {
-    /** The record table as the create migration made it before SPEC §8 (columns and all). */
+    /** The record table as the create migration made it before operations in phases (columns and all). */
     const BEFORE_PHASES = [
       `CREATE TABLE idempotency_records (
         "scope" text NOT NULL, "idempotency_key" varchar(255) NOT NULL, "record_id" uuid NOT NULL,

@@ -1,5 +1,5 @@
 /**
- * Staged jobs (SPEC §8) on real PostgreSQL: the drainer delivers a job whose lower id commits
+ * Staged jobs (docs/design/contract.md#operations-in-phases) on real PostgreSQL: the drainer delivers a job whose lower id commits
  * after a higher one, never lets two drainers hold one job, retries a failing handler with
  * backoff and then keeps it as dead (listed, retried, deleted by a human), counts and redelivers
  * with the same key a delivery whose connection or process died, gives a step's jobs distinct

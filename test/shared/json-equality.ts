@@ -1,5 +1,5 @@
 /**
- * Equality of two parsed JSON values, which is what "the same request body" means (SPEC §4
+ * Equality of two parsed JSON values, which is what "the same request body" means (docs/design/contract.md#the-fingerprint
  * fingerprints the canonical JSON of the parsed body): numbers compare as the doubles they parse
  * to (`1.0` = `1`, `-0` = `0`, `1e400` = `2e400` = Infinity), object key order never matters, and
  * only own keys count, so an own `__proto__` key is an ordinary member. Duplicate keys and

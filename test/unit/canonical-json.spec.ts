@@ -1,5 +1,5 @@
 /**
- * canonicalJson (SPEC §4): key order never changes the text, the text parses back to the same
+ * canonicalJson (docs/design/contract.md#the-fingerprint): key order never changes the text, the text parses back to the same
  * JSON value, two values share a text exactly when they are equal (numbers as the doubles
  * JSON.parse gives, so `1.0` is `1` and `1e400` is not `null`), very deep nesting does not
  * overflow the stack, and own `__proto__` keys are kept as members. Elsewhere it follows

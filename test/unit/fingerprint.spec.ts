@@ -1,5 +1,5 @@
 /**
- * fingerprintRequest (SPEC §4): the fingerprint changes with scope, method, path and query, body
+ * fingerprintRequest (docs/design/contract.md#the-fingerprint): the fingerprint changes with scope, method, path and query, body
  * and every configured header, but not with key order or whitespace of a JSON body; non-JSON
  * bodies are fingerprinted on their raw bytes.
  */

@@ -1,5 +1,5 @@
 /**
- * SPEC §2 options: the defaults are the documented ones; every bad value fails at bootstrap (or
+ * docs/design/contract.md#options-and-defaults options: the defaults are the documented ones; every bad value fails at bootstrap (or
  * at decoration for `@Idempotent`) with an IdempotencyConfigurationError that names the option
  * and says how to fix it; route options merge handler over class over module, field by field.
  */
@@ -39,7 +39,7 @@ function configurationError(fn: () => unknown): IdempotencyConfigurationError {
   throw new Error('expected an IdempotencyConfigurationError, nothing was thrown');
 }
 
-describe('defaults (SPEC §2)', () => {
+describe('defaults (docs/design/contract.md#options-and-defaults)', () => {
   const resolved = resolveIdempotencyOptions();
 
   it('match the documented table', () => {

@@ -1,5 +1,5 @@
 /**
- * SPEC §3 key syntax: bare and RFC 8941 quoted forms name the same key; only `\"` and `\\` are
+ * docs/design/contract.md#the-key key syntax: bare and RFC 8941 quoted forms name the same key; only `\"` and `\\` are
  * escapes; empty, too long, non-ASCII, control characters, bad escapes, unterminated or trailing
  * quotes, a bare comma and repeated header lines are invalid. `headerLines()` keeps repeated
  * lines apart whatever their case. A property checks every valid key round-trips in both forms.

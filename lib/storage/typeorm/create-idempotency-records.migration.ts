@@ -66,7 +66,7 @@ async function runAll(queryRunner: QueryRunner, statements: string[]): Promise<v
 
 /**
  * Builds a TypeORM migration class that creates the record table for a custom `tableName`,
- * with its staged-jobs table `<tableName>_jobs` (SPEC §8).
+ * with its staged-jobs table `<tableName>_jobs` (docs/design/contract.md#operations-in-phases).
  * For a schema-qualified name it creates the schema too when it does not exist (and leaves an
  * existing one alone, so a role without `CREATE` on the database can use a schema made for it).
  * `down()` drops the table, never the schema.
@@ -113,7 +113,7 @@ export const CreateIdempotencyRecords1732233600000 =
 
 /**
  * Builds the migration that upgrades a record table created before operations in phases
- * (SPEC §8): it adds the phase columns, the `abandoned` status, an index and the jobs table
+ * (docs/design/contract.md#operations-in-phases): it adds the phase columns, the `abandoned` status, an index and the jobs table
  * `<tableName>_jobs`. Idempotent: on a table the current create migration made it changes
  * nothing, so listing both is safe. `down()` drops the jobs table only (the added columns stay:
  * dropping them would strand operations in flight).

@@ -9,7 +9,7 @@ import {
 } from 'typeorm';
 
 /**
- * The staged-jobs table of the default record table (`idempotency_records_jobs`, SPEC §8) as a
+ * The staged-jobs table of the default record table (`idempotency_records_jobs`, docs/design/contract.md#operations-in-phases) as a
  * TypeORM entity. The library needs it as much as the record table: list it next to
  * `IdempotencyRecordEntity` when `synchronize` makes the schema (development), or the module
  * refuses to start and says the jobs table is missing. Production schemas should come from the

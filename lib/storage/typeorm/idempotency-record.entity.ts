@@ -100,7 +100,7 @@ export class IdempotencyRecordEntity {
   @UpdateDateColumn({ name: 'updated_at', type: 'timestamptz' })
   updatedAt!: Date;
 
-  /** Name of the operation in phases this record runs (SPEC §8); null for a plain route. */
+  /** Name of the operation in phases this record runs (docs/design/contract.md#operations-in-phases); null for a plain route. */
   @Column({ type: 'varchar', length: 200, nullable: true })
   operation!: string | null;
 

@@ -34,7 +34,7 @@ export function jobsTableNameOf(tableName: string): string {
 
 const STATUS_CHECK = `CHECK ("status" IN ('in_flight', 'completed', 'released', 'abandoned'))`;
 
-/** Columns of the record table used by operations in phases (SPEC §8), as DDL fragments. */
+/** Columns of the record table used by operations in phases (docs/design/contract.md#operations-in-phases), as DDL fragments. */
 const PHASE_COLUMNS = [
   '"operation" varchar(200)',
   '"recovery_point" varchar(200)',

@@ -142,7 +142,7 @@ export class TypeOrmIdempotencyStore extends IdempotencyStore implements TypeOrm
     // expiry written in the same statement or by the completion after it.
     const purgeAfter = `${at} + $6::float8 * interval '1 second'`;
     // Past its TTL and not running. An unfinished operation in phases never expires here: it
-    // is resumed by the same request, or marked abandoned by the reaper (SPEC §8).
+    // is resumed by the same request, or marked abandoned by the reaper (docs/design/contract.md#operations-in-phases).
     const expired =
       `r.expires_at <= ${at} AND (r.status = 'completed' OR (r.operation IS NULL ` +
       `AND (r.status <> 'in_flight' OR r.locked_until <= ${at})))`;

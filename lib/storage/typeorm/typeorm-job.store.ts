@@ -22,7 +22,7 @@ export interface NewJob {
 }
 
 /**
- * The statements of staged jobs (SPEC §8) on `<tableName>_jobs`, and the drainer's port on them
+ * The statements of staged jobs (docs/design/contract.md#operations-in-phases) on `<tableName>_jobs`, and the drainer's port on them
  * (see `StagedJobStore` for the contract). Jobs are staged in a local step's transaction. A
  * drainer looks due jobs up with a plain read, then for each: claims it in one committed
  * statement (`FOR UPDATE SKIP LOCKED`; the attempt is counted there), and delivers it in a

@@ -49,7 +49,7 @@ class TypeOrmStepTransaction implements OperationStepTransaction {
 }
 
 /**
- * The statements of operations in phases (SPEC §8) on the TypeORM store's record table. Every
+ * The statements of operations in phases (docs/design/contract.md#operations-in-phases) on the TypeORM store's record table. Every
  * write is guarded by the owner token and, where a step moves the record on, by the recovery
  * point it expects (compare-and-set): a stale owner, or a second run of a step that already
  * committed, changes nothing.

@@ -19,7 +19,7 @@ const HANG_UP_EVERY = 10;
 const isOwnerHangUpKey = (index: number) => index % 5 === 1;
 const OWNER_HANG_UP_AFTER_MS = 20;
 
-/** Every tenth key is declined, fails once, or times out once (SPEC §10's customers). */
+/** Every tenth key is declined, fails once, or times out once (the sample's misbehaving customers, docs/sample-app.md#the-fake-provider). */
 function customerFor(index: number): string | undefined {
   switch (index % 10) {
     case 7:
