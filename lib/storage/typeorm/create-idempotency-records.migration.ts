@@ -144,7 +144,7 @@ export const AddPhasesToIdempotencyRecords1764028800000 =
 
 /**
  * Builds the migration that lets a plain route's completion be a HOT update on a record table
- * made before it could be (BENCHMARKS.md, issue 14): it adds `purge_after` (the claim's time
+ * made before it could be (BENCHMARKS.md): it adds `purge_after` (the claim's time
  * plus the TTL, filled from `expires_at` for existing rows) with its index in place of the index
  * on `expires_at`, makes the unfinished-operations index without `status` in its predicate, and
  * sets the table's fillfactor. An expand step: instances of the release before it keep serving
