@@ -159,15 +159,15 @@ export class ConsumerApp {
   }
 
   /**
-   * Pastes the README's Usage files (its src/app.module.ts replaces the template's) and the
-   * test's support file, turns on `strict` where the template leaves it off, and runs the app's
-   * build script (`nest build`).
+   * Pastes the README's Usage files as they are (its src/app.module.ts replaces the template's;
+   * src/payments.support.ts is the README's too), adds the test's client script
+   * (src/payments.client.ts), turns on `strict` where the template leaves it off, and runs the
+   * app's build script (`nest build`).
    */
   async build(): Promise<CommandResult> {
     for (const file of usageFiles(this.esm)) {
       writeFileSync(join(this.dir, file.path), file.source);
     }
-    copyFileSync(join(__dirname, 'payments.support.ts'), join(this.dir, 'src/payments.support.ts'));
     copyFileSync(
       join(__dirname, 'payments-client.support.ts'),
       join(this.dir, 'src/payments.client.ts'),

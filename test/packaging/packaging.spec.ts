@@ -2,9 +2,10 @@
  * The packed library in the applications its users start from: a Nest 12 ESM app (the default
  * of `nest new`, with vitest), a Nest 12 `--type cjs` app (with jest) and a Nest 11 app (CommonJS),
  * each generated from the schematic's own template files (templates/). For each: `npm install`,
- * the README's install command with the tarball (no --legacy-peer-deps), the README's Usage code
- * built by the app's `nest build` with `strict: true`, then the app started on a fresh
- * PostgreSQL database and asked for a first request, its replay, a 422 and a 409. Then the core
+ * the README's install command with the tarball (no --legacy-peer-deps), the README's four Usage
+ * files pasted as they are and built by the app's `nest build` with `strict: true`, then the app
+ * started on a fresh PostgreSQL database and asked for a first request, its replay, a 422 and a
+ * 409 (sent while the first request waits on a lock the test holds on its table). Then the core
  * alone: a Nest 12 ESM app that installs only the tarball (npm adds no TypeORM, no pg: they are
  * optional peers) and serves a replay on the memory store.
  *
@@ -12,13 +13,15 @@
  * `npm test`). Run with `npm run test:packaging`; KEEP_PACKAGING_APPS=1 keeps the apps.
  */
 import { execFileSync } from 'node:child_process';
-import { rmSync } from 'node:fs';
+import { readFileSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
+import { Client } from 'pg';
 import { createTestDatabase } from '../fixtures/database';
 import type { TestDatabase } from '../fixtures/database';
 import { ConsumerApp, expectSuccess, packLibrary, workFolder } from './consumer-app';
 import type { RunningApp } from './consumer-app';
 import { APP_KINDS } from './nest-app-template';
-import { SLOW_AMOUNT } from './payments.support';
+import { usageFiles } from './readme-usage';
 
 let work: string;
 let tarball: string;
@@ -86,6 +89,46 @@ function scenario() {
     );
 }
 
+/**
+ * Takes an EXCLUSIVE lock on the app's `payments` table (reads go on, writes wait) on a
+ * connection of its own, so that a request's handler stops at its write until `release()`.
+ */
+async function lockPaymentsTable(url: string): Promise<{ release: () => Promise<void> }> {
+  const client = new Client({ connectionString: url });
+  await client.connect();
+  try {
+    await client.query('BEGIN');
+    await client.query('LOCK TABLE payments IN EXCLUSIVE MODE');
+  } catch (error) {
+    await client.end();
+    throw error;
+  }
+  return {
+    release: async () => {
+      try {
+        await client.query('COMMIT');
+      } finally {
+        await client.end();
+      }
+    },
+  };
+}
+
+/** Resolves once a session of the app waits for a lock on `payments`: a handler at its write. */
+async function writeWaitingOnPayments(db: TestDatabase, timeoutMs = 15_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    const [{ n }] = await db.query<{ n: number }>(
+      'SELECT count(*)::int AS n FROM pg_stat_activity ' +
+        "WHERE datname = current_database() AND wait_event_type = 'Lock' " +
+        "AND query ILIKE '%payments%'",
+    );
+    if (n > 0) return;
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  throw new Error(`no request waited to write to payments within ${timeoutMs} ms`);
+}
+
 describe.each(APP_KINDS)('a new %s application', (kind) => {
   let app: ConsumerApp;
   let db: TestDatabase;
@@ -96,10 +139,15 @@ describe.each(APP_KINDS)('a new %s application', (kind) => {
   // `--type cjs` template's own Jest tests fail before that, with or without this library.
   const skipStep = (name: string) => it.skip(`${name} (needs Node >= 24.9)`, () => undefined);
 
+  // As the README's curl: the caller's account in X-Api-Key (the README's scope), a JSON body.
   const post = (key: string, body: object) =>
     fetch(`${running!.url}/payments`, {
       method: 'POST',
-      headers: { 'Content-Type': 'application/json', 'Idempotency-Key': key },
+      headers: {
+        'Content-Type': 'application/json',
+        'X-Api-Key': 'acct_1',
+        'Idempotency-Key': key,
+      },
       body: JSON.stringify(body),
     });
 
@@ -136,8 +184,18 @@ describe.each(APP_KINDS)('a new %s application', (kind) => {
     600_000,
   );
 
-  step('builds the README Usage code with strict: true (nest build)', async () => {
+  step('builds the README Usage code, as pasted, with strict: true (nest build)', async () => {
     expectSuccess(await app.build(), 'nest build');
+    const pasted = usageFiles(app.esm);
+    expect(pasted.map((file) => file.path)).toEqual([
+      'src/app.module.ts',
+      'src/payments.controller.ts',
+      'src/payments.service.ts',
+      'src/payments.support.ts',
+    ]);
+    for (const file of pasted) {
+      expect(readFileSync(join(app.dir, file.path), 'utf8')).toBe(file.source);
+    }
   });
 
   step('starts on a fresh PostgreSQL database and runs the migrations', async () => {
@@ -150,15 +208,21 @@ describe.each(APP_KINDS)('a new %s application', (kind) => {
     );
   });
 
-  const payment = { amount: 1000, currency: 'eur', customerId: 'cus_1' };
+  // The README's CreatePaymentDto, and the Payment the README's service answers with. Its stand-in
+  // provider numbers charges in order: ch_1 (order-1), ch_2 (order-2), ch_3 (the client's).
+  const payment = { amount: 1000, currency: 'eur' };
   let first: { status: number; body: Buffer };
 
-  step('answers a first request with 201', async () => {
+  step('answers a first request with 201 and the payment', async () => {
     const response = await post('order-1', payment);
     first = { status: response.status, body: Buffer.from(await response.arrayBuffer()) };
     expect(first.status).toBe(201);
     expect(response.headers.get('idempotent-replayed')).toBeNull();
-    expect(JSON.parse(first.body.toString())).toMatchObject({ ...payment, chargeId: 'ch_1' });
+    expect(JSON.parse(first.body.toString())).toEqual({
+      id: expect.any(Number),
+      ...payment,
+      chargeId: 'ch_1',
+    });
   });
 
   step('replays it: same status, same bytes, Idempotent-Replayed: true', async () => {
@@ -175,26 +239,46 @@ describe.each(APP_KINDS)('a new %s application', (kind) => {
     expect(await response.json()).toMatchObject({ code: 'idempotency_key_reused' });
   });
 
+  // The README's code runs as pasted: nothing in the app is slow on purpose. The test holds the
+  // first request in its handler with a lock on the payments table, sends the duplicate, then
+  // lets the first finish.
   step('answers 409 to a duplicate while the first is still running', async () => {
-    const slow = { ...payment, amount: SLOW_AMOUNT };
-    const responses = await Promise.all([post('order-2', slow), post('order-2', slow)]);
-    expect(responses.map((response) => response.status).sort()).toEqual([201, 409]);
-    const conflict = responses.find((response) => response.status === 409)!;
-    expect(await conflict.json()).toMatchObject({ code: 'idempotency_key_in_use' });
+    const order = { amount: 4090, currency: 'eur' };
+    const lock = await lockPaymentsTable(db.url);
+    let firstAnswer: Promise<Response>;
+    try {
+      firstAnswer = post('order-2', order);
+      await writeWaitingOnPayments(db);
+      const duplicate = await post('order-2', order);
+      expect(duplicate.status).toBe(409);
+      expect(await duplicate.json()).toMatchObject({ code: 'idempotency_key_in_use' });
+    } finally {
+      await lock.release();
+    }
+    const response = await firstAnswer;
+    expect(response.status).toBe(201);
+    expect(await response.json()).toEqual({ id: expect.any(Number), ...order, chargeId: 'ch_2' });
   });
 
   step(
     'nest-idempotency/client (built by the app) creates a payment, then gets its replay',
     async () => {
+      const body = { id: expect.any(Number), amount: 1500, currency: 'eur', chargeId: 'ch_3' };
       expect(await app.runClient(running!.url)).toEqual([
-        { status: 201, replayed: false, attempts: 1, sameKey: true, body: expect.any(Object) },
-        { status: 201, replayed: true, attempts: 1, sameKey: true, body: expect.any(Object) },
+        { status: 201, replayed: false, attempts: 1, sameKey: true, body },
+        { status: 201, replayed: true, attempts: 1, sameKey: true, body },
       ]);
     },
   );
 
   step('ran each handler once: three payments, three completed records', async () => {
-    expect(await db.query('SELECT count(*)::int AS n FROM payments')).toEqual([{ n: 3 }]);
+    expect(
+      await db.query('SELECT amount, currency, charge_id FROM payments ORDER BY charge_id'),
+    ).toEqual([
+      { amount: 1000, currency: 'eur', charge_id: 'ch_1' },
+      { amount: 4090, currency: 'eur', charge_id: 'ch_2' },
+      { amount: 1500, currency: 'eur', charge_id: 'ch_3' },
+    ]);
     expect(
       await db.query('SELECT status, count(*)::int AS n FROM idempotency_records GROUP BY 1'),
     ).toEqual([{ status: 'completed', n: 3 }]);

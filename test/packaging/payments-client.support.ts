@@ -4,13 +4,18 @@ import { createIdempotentClient } from 'nest-idempotency/client';
 import type { IdempotentResponse } from 'nest-idempotency/client';
 
 /**
- * Creates one payment twice with one key through `nest-idempotency/client` and prints what came
- * back as JSON: `[{ status, replayed, attempts, sameKey }, …]`.
+ * Creates one payment (the README's body: amount and currency) twice with one key through
+ * `nest-idempotency/client`, as the README's account `acct_1`, and prints what came back as
+ * JSON: `[{ status, replayed, attempts, sameKey, body }, …]`.
  */
 export async function main(url: string): Promise<void> {
-  const client = createIdempotentClient({ baseUrl: url, retries: 2 });
-  const payment = { amount: 1500, currency: 'eur', customerId: 'cus_client' };
-  const answers: IdempotentResponse<{ id?: number }>[] = [];
+  const client = createIdempotentClient({
+    baseUrl: url,
+    retries: 2,
+    headers: { 'X-Api-Key': 'acct_1' },
+  });
+  const payment = { amount: 1500, currency: 'eur' };
+  const answers: IdempotentResponse<unknown>[] = [];
   for (let i = 0; i < 2; i++) {
     answers.push(await client.post('/payments', payment, { idempotencyKey: 'client-1' }));
   }

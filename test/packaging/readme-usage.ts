@@ -2,7 +2,8 @@
  * The README's "## Usage" code as a user pastes it into a new application: every `ts` block
  * whose first line names its file (`// src/app.module.ts`) is written there verbatim. The one
  * change is the README's own instruction for a Nest 12 ESM application: relative imports end in
- * `.js`. `./payments.support`, which the README leaves to the reader, is payments.support.ts.
+ * `.js`. The README shows all four files the app needs, `src/payments.support.ts` among them, so
+ * nothing of the test's replaces them.
  */
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
