@@ -1,12 +1,12 @@
 /**
- * The README's Errors table lists every error code the library answers with, with the status and
- * title the code sends. The list of codes below is checked against `IdempotencyErrorCode` by the
- * compiler, so a new code cannot be left out of it (nor, then, out of the README).
+ * The errors table of docs/errors.md ("## Codes") lists every error code the library answers
+ * with, with the status and title the code sends. The list of codes below is checked against
+ * `IdempotencyErrorCode` by the compiler, so a new code cannot be left out of it (nor, then, out
+ * of the table).
  */
-import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { DEFAULT_IDEMPOTENCY_OPTIONS, IdempotencyProblemException } from '../../lib';
 import type { IdempotencyErrorCode } from '../../lib';
+import { namedRows } from '../shared/markdown';
 
 const CODES = {
   idempotency_key_missing: true,
@@ -23,24 +23,20 @@ const CODES = {
   idempotency_operation_input_invalid: true,
 } satisfies Record<IdempotencyErrorCode, true>;
 
+/** The first table under "## Codes" in docs/errors.md: code → its status and title. */
 function errorsTable(): Map<string, { status: string; title: string }> {
-  const readme = readFileSync(join(__dirname, '../../README.md'), 'utf8');
-  const section = readme.split(/^## Errors$/m)[1].split(/^## /m)[0];
   const rows = new Map<string, { status: string; title: string }>();
-  for (const line of section.split('\n')) {
-    const cells = line
-      .trim()
-      .split(/(?<!\\)\|/)
-      .slice(1, -1)
-      .map((cell) => cell.trim());
-    const code = /^`(\w+)`$/.exec(cells[0] ?? '');
-    if (code && cells.length === 4) rows.set(code[1], { status: cells[1], title: cells[2] });
+  for (const [code, [status, title]] of namedRows('docs/errors.md', '## Codes')) {
+    rows.set(code, { status, title });
   }
   return rows;
 }
 
-describe('README errors table', () => {
-  const table = errorsTable();
+describe('the errors table of docs/errors.md', () => {
+  let table: Map<string, { status: string; title: string }>;
+  beforeAll(() => {
+    table = errorsTable();
+  });
 
   it('has one row per error code and no row for anything else', () => {
     expect([...table.keys()].sort()).toEqual(Object.keys(CODES).sort());

@@ -1,30 +1,20 @@
 /**
- * The README's options table and DEFAULT_IDEMPOTENCY_OPTIONS say the same thing: every option
- * has a row, every row is an option, and every default cell matches the code.
+ * The manual's options tables and the defaults objects say the same thing: every option has a
+ * row, every row is an option, and every default cell matches the code. The tables:
+ * docs/routes-and-options.md (the module's options and the TypeORM store's) and
+ * docs/operations-and-jobs.md (the options of operations in phases).
  */
 import { normaliseScope } from '../../lib/utils/request-scope';
-import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { DEFAULT_IDEMPOTENCY_OPTIONS } from '../../lib';
 import { DEFAULT_TYPEORM_STORE_OPTIONS } from '../../lib/storage/typeorm';
 import { DEFAULT_IDEMPOTENCY_PHASES_OPTIONS } from '../../lib/phases';
+import { namedRows } from '../shared/markdown';
 
-/** The rows of the first table under `heading` in the README: option name → default cell. */
-function optionsTable(heading = /^## Options$/m, end = /^##+ /m): Map<string, string> {
-  const readme = readFileSync(join(__dirname, '../../README.md'), 'utf8');
-  const section = readme.split(heading)[1].split(end)[0];
-  const rows = new Map<string, string>();
-  for (const line of section.split('\n')) {
-    // Prettier pads table cells, so split on the pipes rather than matching spaces.
-    const cells = line
-      .trim()
-      .split(/(?<!\\)\|/)
-      .slice(1, -1)
-      .map((cell) => cell.trim());
-    const name = /^`([\w.]+)`$/.exec(cells[0] ?? '');
-    if (name && cells.length === 3) rows.set(name[1], cells[1]);
-  }
-  return rows;
+/** The first table under `heading` in `file`: option name → its default cell. */
+function optionsTable(file: string, heading: string): Map<string, string> {
+  const defaults = new Map<string, string>();
+  for (const [name, cells] of namedRows(file, heading)) defaults.set(name, cells[0]);
+  return defaults;
 }
 
 function flatDefaults(): Map<string, unknown> {
@@ -37,8 +27,12 @@ function flatDefaults(): Map<string, unknown> {
   return flat;
 }
 
-describe('README options table', () => {
-  const table = optionsTable();
+describe('the options table of docs/routes-and-options.md', () => {
+  let table: Map<string, string>;
+  // In a hook, so that a missing heading fails these tests and not the file.
+  beforeAll(() => {
+    table = optionsTable('docs/routes-and-options.md', '## Options');
+  });
   const defaults = flatDefaults();
 
   it('has one row per option and no row for anything else', () => {
@@ -66,8 +60,11 @@ describe('README options table', () => {
   });
 });
 
-describe("README table of the TypeORM store's options", () => {
-  const table = optionsTable(/^### The TypeORM store's options$/m, /^## /m);
+describe("the TypeORM store's options table of docs/routes-and-options.md", () => {
+  let table: Map<string, string>;
+  beforeAll(() => {
+    table = optionsTable('docs/routes-and-options.md', "## The TypeORM store's options");
+  });
 
   it('has one row per option and no row for anything else', () => {
     expect([...table.keys()].sort()).toEqual(
@@ -84,8 +81,11 @@ describe("README table of the TypeORM store's options", () => {
   );
 });
 
-describe('README table of the options of operations in phases', () => {
-  const table = optionsTable(/^### The options of operations in phases$/m);
+describe('the options table of docs/operations-and-jobs.md (operations in phases)', () => {
+  let table: Map<string, string>;
+  beforeAll(() => {
+    table = optionsTable('docs/operations-and-jobs.md', '## Options');
+  });
   const defaults = new Map<string, unknown>();
   for (const [name, value] of Object.entries(DEFAULT_IDEMPOTENCY_PHASES_OPTIONS)) {
     if (typeof value === 'object') {

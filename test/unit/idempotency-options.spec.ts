@@ -4,8 +4,6 @@
  * and says how to fix it; route options merge handler over class over module, field by field.
  */
 import { normaliseScope } from '../../lib/utils/request-scope';
-import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { Controller, Get, Post } from '@nestjs/common';
 import type { ExecutionContext } from '@nestjs/common';
 import { Test } from '@nestjs/testing';
@@ -18,6 +16,7 @@ import {
 } from '../../lib';
 import { IDEMPOTENCY_OPTIONS } from '../../lib/idempotency.tokens';
 import { resolveIdempotencyOptions } from '../../lib/idempotency.defaults';
+import { namedRows } from '../shared/markdown';
 import type { IdempotencyModuleOptions } from '../../lib';
 import type { ResolvedIdempotencyOptions } from '../../lib/interfaces/idempotency-module-options.interface';
 import {
@@ -518,13 +517,15 @@ describe('options read from the environment arrive as strings (ConfigService)', 
   });
 });
 
-describe('the README options table gives each numeric range', () => {
-  const readme = readFileSync(join(__dirname, '../../README.md'), 'utf8');
-  const section = readme.split(/^## Options$/m)[1].split(/^## /m)[0];
+describe('the options table (docs/routes-and-options.md) gives each numeric range', () => {
+  let table: Map<string, string[]>;
+  beforeAll(() => {
+    table = namedRows('docs/routes-and-options.md', '## Options');
+  });
 
   it.each(Object.keys(OPTION_LIMITS) as IdempotencyLimitedOption[])('%s', (option) => {
     const { min, max } = OPTION_LIMITS[option];
-    const row = section.split('\n').find((line) => line.startsWith(`| \`${option}\` `));
+    const row = table.get(option)?.join(' | ');
     expect(row).toBeDefined();
     expect(row).toContain(`${min} to ${max}`);
   });

@@ -2,8 +2,6 @@
  * `IdempotencyPhasesModule`'s options: one defaults object, ranges checked at bootstrap with the
  * fix in the message, strings from the environment taken where unambiguous, `false` sections.
  */
-import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { IdempotencyConfigurationError } from '../../lib';
 import { DEFAULT_IDEMPOTENCY_PHASES_OPTIONS } from '../../lib/phases';
 import {
@@ -11,6 +9,7 @@ import {
   resolveIdempotencyPhasesOptions,
 } from '../../lib/phases/idempotency-phases.defaults';
 import type { IdempotencyPhasesModuleOptions } from '../../lib/phases';
+import { namedRows } from '../shared/markdown';
 
 function refusal(options: IdempotencyPhasesModuleOptions): string {
   try {
@@ -62,13 +61,12 @@ describe('IdempotencyPhasesModule options', () => {
     expect(message).toMatch(fix);
   });
 
-  it('have a range for every numeric option, the default inside it, each in the README', () => {
-    const readme = readFileSync(join(__dirname, '../../README.md'), 'utf8');
-    const section = readme.split(/^### The options of operations in phases$/m)[1];
+  it('have a range for every numeric option, the default inside it, each in the docs', () => {
+    const table = namedRows('docs/operations-and-jobs.md', '## Options');
     for (const [option, { min, max, example }] of Object.entries(PHASES_OPTION_LIMITS)) {
       expect(example).toBeGreaterThanOrEqual(min);
       expect(example).toBeLessThanOrEqual(max);
-      const row = section.split('\n').find((line) => line.startsWith(`| \`${option}\` `));
+      const row = table.get(option)?.join(' | ');
       expect([option, row?.includes(`${min} to ${max}`)]).toEqual([option, true]);
     }
   });
