@@ -13,6 +13,18 @@ export const SAFE_METHODS: ReadonlySet<string> = new Set(['GET', 'HEAD', 'OPTION
 /** Media type of every error the library produces (RFC 9457). */
 export const PROBLEM_CONTENT_TYPE = 'application/problem+json';
 
+/**
+ * Prefix of the header names the library keeps on a stored record for itself (why a body was
+ * not kept, how it was sealed); never sent to a client, refused in `replayHeaders`.
+ */
+export const RESERVED_HEADER_PREFIX = 'x-nest-idempotency-';
+
+/**
+ * The stored-header entry of a record completed without its body, and why: `too_large` (over
+ * `maxResponseBytes`) or `not_kept` (a route with `storeBody: false`).
+ */
+export const BODY_OMITTED_HEADER = `${RESERVED_HEADER_PREFIX}body-omitted`;
+
 /** Headers that can never be stored and replayed, whatever `replayHeaders` says. */
 export const FORBIDDEN_REPLAY_HEADERS: ReadonlySet<string> = new Set([
   'set-cookie',

@@ -1,4 +1,4 @@
-import { FORBIDDEN_REPLAY_HEADERS } from './idempotency.constants';
+import { FORBIDDEN_REPLAY_HEADERS, RESERVED_HEADER_PREFIX } from './idempotency.constants';
 import { IdempotencyConfigurationError } from './errors/idempotency-configuration.error';
 import type {
   IdempotencyModuleOptions,
@@ -43,6 +43,9 @@ export const DEFAULT_IDEMPOTENCY_OPTIONS: Readonly<ResolvedIdempotencyOptions> =
   ],
   retryAfterSeconds: 1,
   transactional: false,
+  maxRequestBytes: 1_048_576,
+  maxResponseBytes: 1_048_576,
+  storeBody: true,
   purge: {
     enabled: true,
     intervalSeconds: 60,
@@ -117,6 +120,22 @@ export const OPTION_LIMITS = Object.freeze({
     integer: true,
     unit: 'seconds',
     example: DEFAULT_IDEMPOTENCY_OPTIONS.retryAfterSeconds,
+  }),
+  maxRequestBytes: limit({
+    min: 1,
+    max: 1_073_741_824,
+    integer: true,
+    unit: 'bytes',
+    example: DEFAULT_IDEMPOTENCY_OPTIONS.maxRequestBytes,
+    note: 'At most 1 GiB.',
+  }),
+  maxResponseBytes: limit({
+    min: 0,
+    max: 1_073_741_824,
+    integer: true,
+    unit: 'bytes',
+    example: DEFAULT_IDEMPOTENCY_OPTIONS.maxResponseBytes,
+    note: 'At most 1 GiB, the most a PostgreSQL bytea value holds.',
   }),
   'purge.intervalSeconds': limit({
     min: 0.1,
@@ -261,7 +280,14 @@ export function validateRouteOptions<T extends IdempotencyRouteOptions>(options:
   }
   if ('required' in o) o.required = checkBoolean('required', o.required);
   if ('transactional' in o) o.transactional = checkBoolean('transactional', o.transactional);
-  for (const option of ['ttlSeconds', 'lockTimeoutSeconds', 'maxLockHoldSeconds'] as const) {
+  if ('storeBody' in o) o.storeBody = checkBoolean('storeBody', o.storeBody);
+  for (const option of [
+    'ttlSeconds',
+    'lockTimeoutSeconds',
+    'maxLockHoldSeconds',
+    'maxRequestBytes',
+    'maxResponseBytes',
+  ] as const) {
     if (option in o) o[option] = checkRange(option, o[option]);
   }
   if ('scope' in o) {
@@ -286,7 +312,9 @@ export function validateRouteOptions<T extends IdempotencyRouteOptions>(options:
       'Use an array of header names, e.g. ["content-type", "location"].',
     );
     o.replayHeaders = o.replayHeaders.map((h: string) => h.toLowerCase());
-    const refused = o.replayHeaders.find((h: string) => FORBIDDEN_REPLAY_HEADERS.has(h));
+    const refused = o.replayHeaders.find(
+      (h: string) => FORBIDDEN_REPLAY_HEADERS.has(h) || h.startsWith(RESERVED_HEADER_PREFIX),
+    );
     check(
       refused === undefined,
       'replayHeaders',

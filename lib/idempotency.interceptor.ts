@@ -9,6 +9,7 @@ import { IdempotencyExecution } from './execution/idempotency-execution';
 import { IdempotencyExecutionFactory } from './execution/idempotency-execution.factory';
 import { IdempotencyMetrics } from './metrics/idempotency-metrics';
 import { fingerprintOf } from './execution/request-fingerprint';
+import { omittedBodyOf } from './execution/stored-response';
 import { ResponseAdapterResolver } from './http/response-adapter.resolver';
 import { IdempotencyRouteOptionsResolver } from './idempotency-route-options.resolver';
 import type { ResolvedIdempotencyRouteOptions } from './interfaces/idempotency-module-options.interface';
@@ -40,6 +41,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
   /** Warns about unparsed bodies once per media type, for a bounded number of types. */
   private readonly unparsedTypes = new UnparsedContentTypeWarnings(this.logger);
 
+  /** Built by Nest's injector, from the module's own providers. @internal */
   constructor(
     private readonly routes: IdempotencyRouteOptionsResolver,
     private readonly store: IdempotencyStore,
@@ -116,8 +118,18 @@ export class IdempotencyInterceptor implements NestInterceptor {
         );
       case 'abandoned':
         throw this.reject(IdempotencyProblemException.operationAbandoned(), label, scope, key);
-      case 'completed':
+      case 'completed': {
+        const omitted = omittedBodyOf(claim.response);
+        if (omitted) {
+          throw this.reject(
+            IdempotencyProblemException.responseNotStored(route.header, claim.response, omitted),
+            label,
+            scope,
+            key,
+          );
+        }
         return { scope, key, response: claim.response, label };
+      }
     }
     const { recordId, attempt } = claim;
     return this.executions
@@ -169,7 +181,9 @@ export class IdempotencyInterceptor implements NestInterceptor {
       return fingerprintOf(request, route, scope);
     } catch (error) {
       if (!(error instanceof IdempotencyProblemException)) throw error;
-      this.unparsedTypes.warn(request.headers['content-type'], routeLabelOf(request));
+      if (error.code === 'idempotency_body_unreadable') {
+        this.unparsedTypes.warn(request.headers['content-type'], routeLabelOf(request));
+      }
       throw this.reject(error, routeLabelOf(request), scope);
     }
   }

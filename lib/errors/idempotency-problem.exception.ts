@@ -1,5 +1,5 @@
 import { HttpException, HttpStatus } from '@nestjs/common';
-import { PROBLEM_CONTENT_TYPE } from '../idempotency.constants';
+import { PROBLEM_CONTENT_TYPE, RESERVED_HEADER_PREFIX } from '../idempotency.constants';
 import type { StoredResponse } from '../interfaces/idempotency-record.interface';
 import { responseBytes } from '../utils/response-bytes';
 
@@ -16,7 +16,9 @@ export type IdempotencyErrorCode =
   | 'idempotency_retry_later'
   | 'idempotency_operation_abandoned'
   | 'idempotency_operation_unavailable'
-  | 'idempotency_operation_input_invalid';
+  | 'idempotency_operation_input_invalid'
+  | 'idempotency_request_too_large'
+  | 'idempotency_response_not_stored';
 
 const PROBLEMS: Record<IdempotencyErrorCode, { status: number; title: string }> = {
   idempotency_key_missing: {
@@ -67,6 +69,14 @@ const PROBLEMS: Record<IdempotencyErrorCode, { status: number; title: string }> 
     status: HttpStatus.INTERNAL_SERVER_ERROR,
     title: 'Idempotency operation is misconfigured',
   },
+  idempotency_request_too_large: {
+    status: HttpStatus.PAYLOAD_TOO_LARGE,
+    title: 'Request body is too large for an Idempotency-Key',
+  },
+  idempotency_response_not_stored: {
+    status: HttpStatus.CONFLICT,
+    title: 'The response for this Idempotency-Key was not stored',
+  },
 };
 
 /**
@@ -75,7 +85,9 @@ const PROBLEMS: Record<IdempotencyErrorCode, { status: number; title: string }> 
  * content type (`application/json; charset=utf-8` for objects by default).
  */
 export interface IdempotencyErrorBody {
+  /** The body to send: an object or array as JSON, a string as text, a Buffer as bytes. */
   body: unknown;
+  /** Its content type, when the default for the body's kind is not the one wanted. */
   contentType?: string;
 }
 
@@ -89,11 +101,21 @@ export type IdempotencyErrorBodyRenderer = (problem: IdempotencyProblem) => Idem
 
 /** An RFC 9457 problem document as the library sends it. */
 export interface IdempotencyProblem {
+  /** URI of the problem type: `problemTypeBaseUri` followed by the code. */
   type: string;
+  /** Short summary of the code (it may name the route's key header). */
   title: string;
+  /** The HTTP status. */
   status: number;
+  /** What went wrong with this request; never contains the raw key. */
   detail: string;
+  /** The stable code clients branch on. */
   code: IdempotencyErrorCode;
+  /**
+   * The status the operation completed with, on `idempotency_response_not_stored`: the request
+   * was carried out, only its body is not replayed.
+   */
+  completedStatus?: number;
 }
 
 /**
@@ -116,6 +138,9 @@ export class IdempotencyProblemException extends HttpException {
   ) {
     super({ code, title, detail }, PROBLEMS[code].status);
   }
+
+  /** The completed response whose body was not kept (`idempotency_response_not_stored`). */
+  completed?: StoredResponse;
 
   /**
    * No key on a route that requires one. The title names the route's header, so a client of an
@@ -218,6 +243,42 @@ export class IdempotencyProblemException extends HttpException {
     return new IdempotencyProblemException('idempotency_operation_input_invalid', detail);
   }
 
+  /** The request body is over the route's `maxRequestBytes`: nothing was claimed. */
+  static requestTooLarge(maxRequestBytes: number): IdempotencyProblemException {
+    return new IdempotencyProblemException(
+      'idempotency_request_too_large',
+      `This endpoint accepts request bodies of at most ${maxRequestBytes} bytes with an ` +
+        'idempotency key. Nothing was processed.',
+    );
+  }
+
+  /**
+   * The request was completed before, but its response body was not kept: the route keeps no
+   * bodies (it mints secrets) or the body was over `maxResponseBytes`. Carries the stored
+   * headers (its `Location`, say) and the status the operation completed with.
+   * @param header - the route's key header
+   * @param completed - the stored response, without its body
+   * @param reason - why the body was not kept
+   */
+  static responseNotStored(
+    header: string,
+    completed: StoredResponse,
+    reason: 'too_large' | 'not_kept',
+  ): IdempotencyProblemException {
+    const why =
+      reason === 'not_kept'
+        ? 'its response is not kept because it holds a secret that is shown only once'
+        : 'its response was too large to be kept';
+    const exception = new IdempotencyProblemException(
+      'idempotency_response_not_stored',
+      `The request with this ${header} was completed (status ${completed.status}), but ${why}. ` +
+        'Do not retry it: look the result up instead' +
+        (completed.headers.location !== undefined ? ' at its Location.' : '.'),
+    );
+    exception.completed = completed;
+    return exception;
+  }
+
   /** The body was not parsed by the application, so it cannot be compared with a retry's. */
   static bodyUnreadable(contentType: string): IdempotencyProblemException {
     return new IdempotencyProblemException(
@@ -263,6 +324,7 @@ export class IdempotencyProblemException extends HttpException {
       status: this.getStatus(),
       detail: this.detail,
       code: this.code,
+      ...(this.completed && { completedStatus: this.completed.status }),
     };
   }
 
@@ -275,7 +337,9 @@ export class IdempotencyProblemException extends HttpException {
    */
   toResponse(typeBaseUri: string, errorBody?: IdempotencyErrorBodyRenderer | null): StoredResponse {
     const problem = this.toProblem(typeBaseUri);
-    const headers: Record<string, string> = {
+    const headers: Record<string, string | string[]> = {
+      // What was kept of a completed response (its Location, say), then the problem's own.
+      ...replayableHeaders(this.completed),
       'content-type': PROBLEM_CONTENT_TYPE,
       'cache-control': 'no-store',
     };
@@ -292,4 +356,13 @@ export class IdempotencyProblemException extends HttpException {
     }
     return { status: this.getStatus(), headers, body };
   }
+}
+
+/** The stored headers a client may see: all but the library's own reserved entries. */
+function replayableHeaders(stored: StoredResponse | undefined): StoredResponse['headers'] {
+  const headers: StoredResponse['headers'] = {};
+  for (const [name, value] of Object.entries(stored?.headers ?? {})) {
+    if (!name.startsWith(RESERVED_HEADER_PREFIX)) headers[name] = value;
+  }
+  return headers;
 }

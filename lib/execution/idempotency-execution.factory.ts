@@ -68,7 +68,12 @@ export class IdempotencyExecutionFactory {
       store: this.store,
       ref: { scope, key, ownerToken },
       identity: { scope, key, recordId, attempt },
-      settings: { ttlSeconds: route.ttlSeconds, replayHeaders: route.replayHeaders },
+      settings: {
+        ttlSeconds: route.ttlSeconds,
+        replayHeaders: route.replayHeaders,
+        storeBody: route.storeBody,
+        maxResponseBytes: route.maxResponseBytes,
+      },
       completion: route.transactional ? 'transaction' : 'response',
       lockTimeoutSeconds: route.lockTimeoutSeconds,
       maxLockHoldSeconds: route.maxLockHoldSeconds,

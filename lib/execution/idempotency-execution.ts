@@ -17,6 +17,7 @@ import type { OutgoingResponse } from '../utils/response-bytes';
 import { renderHandlerOutcome } from './handler-outcome';
 import type { HandlerOutcome } from './handler-outcome';
 import type { IdempotencyRun } from './idempotency-run';
+import { storedResponseOf } from './stored-response';
 
 /** What an execution needs from its surroundings; built by `IdempotencyExecutionFactory`. */
 export interface IdempotencyExecutionDeps {
@@ -321,12 +322,7 @@ export class IdempotencyExecution implements ResponseSink {
   }
 
   private toStored(outgoing: OutgoingResponse): StoredResponse {
-    const headers: StoredResponse['headers'] = {};
-    for (const name of this.route.replayHeaders) {
-      const value = outgoing.headers[name];
-      if (value !== undefined) headers[name] = value;
-    }
-    return { status: outgoing.status, headers, body: outgoing.body };
+    return storedResponseOf(outgoing, this.route);
   }
 
   private problem(exception: IdempotencyProblemException): OutgoingResponse {

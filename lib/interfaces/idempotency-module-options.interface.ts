@@ -74,6 +74,8 @@ export interface IdempotencyReplayCacheOptions {
 /**
  * Options that may be set per route with `@Idempotent()` as well as for the whole module.
  * Handler options are merged over class options over module options, field by field.
+ * Users see its fields through `IdempotencyRouteOptions` and `IdempotencyModuleOptions`.
+ * @internal
  */
 export interface ResolvedIdempotencyRouteOptions {
   /**
@@ -136,9 +138,33 @@ export interface ResolvedIdempotencyRouteOptions {
    * @defaultValue `DEFAULT_IDEMPOTENCY_OPTIONS.transactional` (false)
    */
   transactional: boolean;
+  /**
+   * The largest request body, in bytes, the route fingerprints. A larger one is refused with
+   * 413 `idempotency_request_too_large` before the key is claimed.
+   * @defaultValue `DEFAULT_IDEMPOTENCY_OPTIONS.maxRequestBytes` (1 MiB)
+   */
+  maxRequestBytes: number;
+  /**
+   * The largest response body, in bytes, that is stored. A final response over it completes the
+   * record without its body: the handler never runs again for the key, and a retry gets 409
+   * `idempotency_response_not_stored`.
+   * @defaultValue `DEFAULT_IDEMPOTENCY_OPTIONS.maxResponseBytes` (1 MiB)
+   */
+  maxResponseBytes: number;
+  /**
+   * Whether the response body is stored. `false` for routes that mint secrets (API keys,
+   * tokens, one-time links): the record keeps the status and the `replayHeaders` only, and a
+   * retry gets 409 `idempotency_response_not_stored` with them.
+   * @defaultValue `DEFAULT_IDEMPOTENCY_OPTIONS.storeBody` (`true`)
+   */
+  storeBody: boolean;
 }
 
-/** Every option of the module, after defaults are merged in. */
+/**
+ * Every option of the module, after defaults are merged in. Users see its fields through
+ * `IdempotencyModuleOptions` and `DEFAULT_IDEMPOTENCY_OPTIONS`.
+ * @internal
+ */
 export interface ResolvedIdempotencyOptions extends ResolvedIdempotencyRouteOptions {
   /**
    * TTL purge schedule.
@@ -223,5 +249,8 @@ export interface IdempotencyOptionsFactory {
   createIdempotencyOptions(): IdempotencyModuleOptions | Promise<IdempotencyModuleOptions>;
 }
 
-/** What `@Idempotent()` accepts. */
+/**
+ * What `@Idempotent()` accepts: any subset of the per-route options, merged over the module's.
+ * @interface
+ */
 export type IdempotencyRouteOptions = Partial<ResolvedIdempotencyRouteOptions>;

@@ -3,15 +3,19 @@ export type IdempotencyRecordStatus = 'in_flight' | 'completed' | 'released' | '
 
 /** A response as stored and replayed: status, allow-listed headers and exact body bytes. */
 export interface StoredResponse {
+  /** HTTP status. */
   status: number;
   /** Lower-case header names and their values. */
   headers: Record<string, string | string[]>;
+  /** The body exactly as it was sent. */
   body: Buffer;
 }
 
 /** Identifies one claimed record and its current owner. */
 export interface IdempotencyRecordRef {
+  /** Caller identity the key belongs to (`''` when none). */
   scope: string;
+  /** The Idempotency-Key. */
   key: string;
   /** Random token of the claim; every write after the claim is guarded by it. */
   ownerToken: string;
@@ -19,29 +23,42 @@ export interface IdempotencyRecordRef {
 
 /** Everything the store needs to claim a key. */
 export interface ClaimRequest {
+  /** Caller identity the key belongs to (`''` when none); keys are unique per scope. */
   scope: string;
+  /** The Idempotency-Key. */
   key: string;
+  /** SHA-256 (64 hex characters) of the request; another one under the same key is a mismatch. */
   fingerprint: string;
+  /** The request's HTTP method, kept on the record. */
   method: string;
+  /** The request's path with its query string, kept on the record. */
   path: string;
   /** Token the caller will own the record with if the claim wins. */
   ownerToken: string;
+  /** Lease of the claim, in seconds, by the store's clock. */
   lockTimeoutSeconds: number;
+  /** How long the completed response will be replayed, in seconds. */
   ttlSeconds: number;
 }
 
 /** What one atomic claim found. */
 export type ClaimResult =
+  /** The caller won the key and runs the handler. */
   | {
+      /** What the claim found. */
       outcome: 'claimed';
       /** Stable id of the record: kept across releases and takeovers, new after expiry. */
       recordId: string;
       /** 1 for a fresh key; more when a released or lapsed record was taken again. */
       attempt: number;
     }
+  /** The key has a stored response: it is replayed. */
   | {
+      /** What the claim found. */
       outcome: 'completed';
+      /** Stable id of the record. */
       recordId: string;
+      /** The response to replay. */
       response: StoredResponse;
       /**
        * Milliseconds until the record expires, as the store's clock saw it during the claim.
@@ -49,10 +66,27 @@ export type ClaimResult =
        */
       expiresInMs?: number;
     }
-  | { outcome: 'in_flight'; recordId: string }
+  /** Another caller holds a live lease on the key (409). */
+  | {
+      /** What the claim found. */
+      outcome: 'in_flight';
+      /** Stable id of the record. */
+      recordId: string;
+    }
   /** An operation in phases left for a human (docs/design/contract.md#operations-in-phases): never run again automatically. */
-  | { outcome: 'abandoned'; recordId: string }
-  | { outcome: 'mismatch'; recordId: string };
+  | {
+      /** What the claim found. */
+      outcome: 'abandoned';
+      /** Stable id of the record. */
+      recordId: string;
+    }
+  /** The key was used with another fingerprint (422). */
+  | {
+      /** What the claim found. */
+      outcome: 'mismatch';
+      /** Stable id of the record. */
+      recordId: string;
+    };
 
 /** A transaction opened by the store for `transactional: true` routes. */
 export interface IdempotencyStoreTransaction {
@@ -67,7 +101,9 @@ export interface IdempotencyStoreTransaction {
     response: StoredResponse,
     ttlSeconds: number,
   ): Promise<boolean>;
+  /** Commits the handler's writes and the completion together. */
   commit(): Promise<void>;
+  /** Undoes the handler's writes and the completion. */
   rollback(): Promise<void>;
 }
 
@@ -77,4 +113,8 @@ export interface IdempotencyRunSettings {
   readonly ttlSeconds: number;
   /** Response headers stored with it (lower case). */
   readonly replayHeaders: readonly string[];
+  /** Whether the body is stored (`false`: a route that mints secrets). Stored when absent. */
+  readonly storeBody?: boolean;
+  /** The largest body stored; a larger one completes the record without it. No limit when absent. */
+  readonly maxResponseBytes?: number;
 }

@@ -47,6 +47,8 @@ const CODES: Record<IdempotencyErrorCode, true> = {
   idempotency_operation_abandoned: true,
   idempotency_operation_unavailable: true,
   idempotency_operation_input_invalid: true,
+  idempotency_request_too_large: true,
+  idempotency_response_not_stored: true,
 };
 export const IDEMPOTENCY_ERROR_CODES = Object.keys(CODES) as IdempotencyErrorCode[];
 
@@ -251,6 +253,13 @@ function problemModelOf(swagger: SwaggerApi): abstract new () => unknown {
     enum: IDEMPOTENCY_ERROR_CODES,
     description: 'The stable error code clients branch on.',
   });
+  property('completedStatus', {
+    type: 'integer',
+    required: false,
+    description:
+      'With idempotency_response_not_stored: the status the request completed with, whose ' +
+      'body was not kept.',
+  });
   problemModel = { api: swagger, model };
   return model;
 }
@@ -387,7 +396,7 @@ interface ProblemResponse {
   content?: Record<string, unknown>;
 }
 
-/** The 400 / 409 / 422 / 503 answers of one route. */
+/** The 400 / 409 / 413 / 422 / 503 answers of one route. */
 function problemResponses(
   route: ResolvedIdempotencyRouteOptions,
   module: ResolvedIdempotencyOptions,
@@ -406,12 +415,24 @@ function problemResponses(
     ],
     409: [
       `A request with this ${h} is still being processed (retry with the same key after ` +
-        'Retry-After seconds), or the operation it started was abandoned to an operator.',
+        'Retry-After seconds), the operation it started was abandoned to an operator, or it ' +
+        'completed and its response was not kept (do not retry).',
       [
         IdempotencyProblemException.keyInUse(h, retry),
         IdempotencyProblemException.operationAbandoned(),
+        IdempotencyProblemException.responseNotStored(
+          h,
+          { status: 201, headers: {}, body: Buffer.alloc(0) },
+          route.storeBody ? 'too_large' : 'not_kept',
+        ),
       ],
       true,
+    ],
+    413: [
+      `The request body is over ${route.maxRequestBytes} bytes, the most this route compares ` +
+        'with a retry. Nothing was processed.',
+      [IdempotencyProblemException.requestTooLarge(route.maxRequestBytes)],
+      false,
     ],
     422: [
       `This ${h} was already used with a different request. Use a new key for a new request.`,

@@ -40,6 +40,7 @@ export class IdempotencyCompleter implements OnApplicationBootstrap, OnApplicati
   private readonly logger = new Logger('IdempotencyCompleter');
   private readonly task = new PeriodicTask('completer', () => this.runAll());
 
+  /** Built by Nest's injector, from the module's own providers. @internal */
   constructor(
     private readonly engine: IdempotencyPhaseEngine,
     private readonly registry: IdempotencyOperationRegistry,
@@ -121,11 +122,12 @@ export class IdempotencyCompleter implements OnApplicationBootstrap, OnApplicati
    */
   private begin(row: OperationRecordRow, claimedAt: number): IdempotencyRun {
     const { lockTimeoutSeconds, maxLockHoldSeconds, ttlSeconds, replayHeaders } = this.options;
+    const { storeBody, maxResponseBytes } = this.options;
     return IdempotencyRun.begin({
       store: this.store,
       ref: { scope: row.scope, key: row.key, ownerToken: row.ownerToken! },
       identity: { scope: row.scope, key: row.key, recordId: row.recordId, attempt: row.attempt },
-      settings: row.settings ?? { ttlSeconds, replayHeaders },
+      settings: row.settings ?? { ttlSeconds, replayHeaders, storeBody, maxResponseBytes },
       completion: 'operation',
       lockTimeoutSeconds,
       maxLockHoldSeconds,

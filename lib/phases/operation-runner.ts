@@ -14,6 +14,7 @@ import type { IdempotencyStore } from '../storage/idempotency.store';
 import { responseBytes } from '../utils/response-bytes';
 import type { OperationRecordStore, OperationStepTransaction } from './operation-record.store';
 import type { OperationStep, StepOutcome } from './operation-step';
+import { storedResponseOf } from '../execution/stored-response';
 import type { RegisteredOperation } from './operation-registry';
 
 /** PostgreSQL aborted the transaction to keep it serializable, or to break a deadlock. */
@@ -404,14 +405,8 @@ export class OperationRunner {
     const bytes = responseBytes(outcome.body, headers['content-type'], 'text/plain');
     if (!bytes) throw refuse('a body that cannot be sent as bytes: use JSON, a string or a Buffer');
     if (bytes.contentType) headers['content-type'] = bytes.contentType;
-    const kept: Record<string, string> = {};
-    for (const name of run.settings.replayHeaders) {
-      if (headers[name] !== undefined) kept[name] = headers[name];
-    }
-    return {
-      stored: { status, headers: kept, body: bytes.body },
-      outgoing: { status, headers, body: bytes.body },
-    };
+    const outgoing = { status, headers, body: bytes.body };
+    return { stored: storedResponseOf(outgoing, run.settings), outgoing };
   }
 }
 

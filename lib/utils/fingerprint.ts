@@ -15,7 +15,12 @@ export interface FingerprintInput {
   contentType?: string;
   /** Configured header names (lower case) and their values, in configuration order. */
   headers: [string, string | undefined][];
+  /** The most body bytes (raw, or as canonical JSON) fingerprinted; more throws. */
+  maxBodyBytes?: number;
 }
+
+/** A body over the `maxBodyBytes` of a fingerprint: too large to compare with a retry's. */
+export class BodyTooLargeError extends Error {}
 
 function bodyPart(input: FingerprintInput): string | Buffer {
   const { body, rawBody, contentType } = input;
@@ -54,7 +59,13 @@ export function fingerprintRequest(input: FingerprintInput): string {
   part(input.scope);
   part(input.method.toUpperCase());
   part(input.url);
-  part(bodyPart(input));
+  const body = bodyPart(input);
+  const size = typeof body === 'string' ? Buffer.byteLength(body, 'utf8') : body.length;
+  // The body part carries a short prefix (`json:`, `raw:`) the limit does not count.
+  if (input.maxBodyBytes !== undefined && size > input.maxBodyBytes + 5) {
+    throw new BodyTooLargeError(`body of ${size} bytes`);
+  }
+  part(body);
   for (const [name, value] of input.headers) {
     part(name);
     part(value === undefined ? '\u0000absent' : value);

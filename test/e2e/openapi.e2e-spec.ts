@@ -1,6 +1,6 @@
 /**
  * OpenAPI: with `@nestjs/swagger` installed, `@Idempotent()` documents its routes by itself (the
- * key header, `Idempotent-Replayed`, 400 / 409 / 422 / 503 with the shared problem+json schema),
+ * key header, `Idempotent-Replayed`, 400 / 409 / 413 / 422 / 503 with the shared problem+json schema),
  * and leaves every other route as the application declared it. The documents are checked by an
  * OpenAPI validator (@seriousme/openapi-schema-validator, ESM-only: run in a child process) and
  * field by field: the sample app's, served at /docs-json on both adapters, and those of small
@@ -51,7 +51,7 @@ const CODES = [
   'idempotency_operation_input_invalid',
 ];
 const PROBLEM_REF = '#/components/schemas/IdempotencyProblem';
-const PROBLEM_STATUSES = ['400', '409', '422', '503'];
+const PROBLEM_STATUSES = ['400', '409', '413', '422', '503'];
 
 const VALIDATE = `
 import { Validator } from '@seriousme/openapi-schema-validator';
@@ -182,7 +182,15 @@ describe.each(['express', 'fastify'] as const)('the sample app’s document (%s)
       });
       expect(problemContent(operation, '409')).toEqual({
         ref: PROBLEM_REF,
-        codes: ['idempotency_key_in_use', 'idempotency_operation_abandoned'],
+        codes: [
+          'idempotency_key_in_use',
+          'idempotency_operation_abandoned',
+          'idempotency_response_not_stored',
+        ],
+      });
+      expect(problemContent(operation, '413')).toEqual({
+        ref: PROBLEM_REF,
+        codes: ['idempotency_request_too_large'],
       });
       expect(problemContent(operation, '422')).toEqual({
         ref: PROBLEM_REF,

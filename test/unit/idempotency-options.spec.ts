@@ -218,6 +218,8 @@ describe('numeric options have a range the library can honour (OPTION_LIMITS)', 
     'lockTimeoutSeconds',
     'maxLockHoldSeconds',
     'retryAfterSeconds',
+    'maxRequestBytes',
+    'maxResponseBytes',
   ];
 
   /** Module options that set one (possibly nested) numeric option. */

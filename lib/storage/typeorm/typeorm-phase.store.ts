@@ -179,14 +179,14 @@ export class TypeOrmPhaseStore implements OperationRecordStore {
     input: unknown,
     settings: IdempotencyRunSettings,
   ): Promise<BoundOperation | undefined> {
-    const { ttlSeconds, replayHeaders } = settings;
+    const { ttlSeconds, replayHeaders, storeBody, maxResponseBytes } = settings;
     const { rows } = await this.store.runStatement('bind operation', this.sql.bind, [
       ref.scope,
       ref.key,
       ref.ownerToken,
       operation,
       JSON.stringify(input ?? null),
-      JSON.stringify({ ttlSeconds, replayHeaders }),
+      JSON.stringify({ ttlSeconds, replayHeaders, storeBody, maxResponseBytes }),
     ]);
     const row = rows[0];
     if (!row) return undefined;
@@ -384,5 +384,12 @@ function settingsOf(stored: unknown): IdempotencyRunSettings | null {
   ) {
     return null;
   }
-  return { ttlSeconds: value.ttlSeconds, replayHeaders: value.replayHeaders };
+  const { ttlSeconds, replayHeaders, storeBody, maxResponseBytes } = value;
+  return {
+    ttlSeconds,
+    replayHeaders,
+    // Absent on records bound before these settings: the body is kept, whatever its size.
+    ...(typeof storeBody === 'boolean' && { storeBody }),
+    ...(typeof maxResponseBytes === 'number' && { maxResponseBytes }),
+  };
 }
