@@ -214,3 +214,29 @@ describe('links', () => {
     expect(problems).toEqual([]);
   });
 });
+
+describe('the manual', () => {
+  /** The Markdown pages reachable from the README by following relative links, repo-relative. */
+  function reachable(): Set<string> {
+    const seen = new Set<string>();
+    const queue = ['README.md'];
+    while (queue.length > 0) {
+      const page = queue.shift()!;
+      if (seen.has(page)) continue;
+      seen.add(page);
+      for (const { destination } of markdownLinks(markdown(page))) {
+        if (/^[a-z][a-z\d+.-]*:/i.test(destination) || destination.startsWith('#')) continue;
+        const path = destination.replace(/[#?].*$/, '');
+        const target = repoPath(join(ROOT, dirname(page), path));
+        const file = target.endsWith('.md') ? target : join(target, 'README.md');
+        if (existsSync(join(ROOT, file)) && statSync(join(ROOT, file)).isFile()) queue.push(file);
+      }
+    }
+    return seen;
+  }
+
+  it('has every page reachable from the README by its links', () => {
+    const from = reachable();
+    expect(manualFiles().filter((page) => !from.has(page))).toEqual([]);
+  });
+});
