@@ -13,6 +13,7 @@ import { routeLabelOf } from './utils/route-label';
  */
 @Injectable()
 export class IdempotencyGuard implements CanActivate {
+  /** Built by Nest's injector, from the module's own providers. @internal */
   constructor(
     private readonly routes: IdempotencyRouteOptionsResolver,
     private readonly events: IdempotencyEvents,

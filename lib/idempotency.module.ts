@@ -140,6 +140,7 @@ const providers: Provider[] = [
   ],
 })
 export class IdempotencyModule extends IdempotencyConfigurableModule implements OnModuleInit {
+  /** Built by Nest's injector, from the module's own providers. @internal */
   constructor(
     @Inject(IDEMPOTENCY_STORE_CAPABILITIES)
     private readonly capabilities: IdempotencyStoreCapabilities,

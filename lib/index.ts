@@ -1,3 +1,11 @@
+/**
+ * `nest-idempotency`: the module, the `@Idempotent()` decorator with its guard and interceptor,
+ * the storage contract with the in-memory store, events, and the errors the library answers with.
+ * PostgreSQL, operations in phases, the health indicator, the client and the store conformance
+ * suite live in the subpaths.
+ *
+ * @module nest-idempotency
+ */
 export { IdempotencyModule } from './idempotency.module';
 export type { IdempotencyModuleExtras } from './idempotency.module-definition';
 export { Idempotent } from './decorators/idempotent.decorator';

@@ -28,7 +28,7 @@ export interface IdempotentClientOptions {
    * @defaultValue 250
    */
   backoffMs?: number;
-  /** @defaultValue 20_000 */
+  /** The backoff ceiling stops growing here. @defaultValue 20_000 */
   maxBackoffMs?: number;
   /**
    * The longest `Retry-After` the client waits for; a longer one ends the operation with that
@@ -36,7 +36,7 @@ export interface IdempotentClientOptions {
    * @defaultValue 60_000
    */
   maxRetryAfterMs?: number;
-  /** @defaultValue `'Idempotency-Key'` */
+  /** The request header that carries the key. @defaultValue `'Idempotency-Key'` */
   keyHeader?: string;
   /** The response header that marks a replay. @defaultValue `'Idempotent-Replayed'` */
   replayedHeader?: string;
@@ -74,12 +74,20 @@ export interface IdempotentRetry {
 
 /** The defaults of every optional field of `IdempotentClientOptions`. */
 export const DEFAULT_IDEMPOTENT_CLIENT_OPTIONS = Object.freeze({
+  /** Retries after the first attempt. */
   retries: 5,
+  /** One attempt's time, in milliseconds. */
   attemptTimeoutMs: 30_000,
+  /** The whole operation's time, in milliseconds. */
   deadlineMs: 120_000,
+  /** First backoff ceiling, in milliseconds. */
   backoffMs: 250,
+  /** Largest backoff ceiling, in milliseconds. */
   maxBackoffMs: 20_000,
+  /** Longest `Retry-After` waited for, in milliseconds. */
   maxRetryAfterMs: 60_000,
+  /** The request header that carries the key. */
   keyHeader: 'Idempotency-Key',
+  /** The response header that marks a replay. */
   replayedHeader: 'Idempotent-Replayed',
 });

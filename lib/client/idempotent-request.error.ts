@@ -4,6 +4,7 @@
  * same `idempotencyKey` (given back here) and the same body, never with a new key.
  */
 export class IdempotentRequestError extends Error {
+  /** Always `'IdempotentRequestError'`, so it can be told apart after serialisation. */
   override readonly name = 'IdempotentRequestError';
 
   constructor(

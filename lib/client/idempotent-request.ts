@@ -35,6 +35,7 @@ export interface IdempotentResponse<T = unknown> {
   status: number;
   /** `status` is 2xx. */
   ok: boolean;
+  /** The final answer's headers. */
   headers: Headers;
   /** The body: parsed when its content type is JSON (`application/json`, `…+json`), else text. */
   body: T;

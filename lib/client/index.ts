@@ -1,6 +1,8 @@
 /**
  * `nest-idempotency/client`: a `fetch` wrapper that retries the way an idempotent API expects.
  * Imports nothing from NestJS, TypeORM or pg; runs in Node 20+ and browsers.
+ *
+ * @module nest-idempotency/client
  */
 export { createIdempotentClient } from './idempotent-client';
 export type { IdempotentClient } from './idempotent-client';

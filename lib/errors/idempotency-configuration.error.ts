@@ -13,6 +13,7 @@ export class IdempotencyError extends Error {
  */
 export class IdempotencyConfigurationError extends IdempotencyError {
   /**
+   * An option has a value the library cannot use.
    * @param option - the option's name, as written in the options object
    * @param value - the value that was given
    * @param fix - what the value should be instead
@@ -174,7 +175,10 @@ export class IdempotencyConfigurationError extends IdempotencyError {
   }
 }
 
-/** Which step adds a missing part of the schema (see `schemaIncomplete`). */
+/**
+ * Which step adds a missing part of the schema (see `schemaIncomplete`).
+ * @inline
+ */
 export type SchemaFix = 'create' | 'phases' | 'purgeAfter' | 'operationSettings' | 'jobsTable';
 
 const SCHEMA_FIXES: Record<SchemaFix, string> = {

@@ -7,58 +7,130 @@ import type { IdempotencyErrorCode } from '../errors/idempotency-problem.excepti
  * purge, the completer) do not.
  */
 export type IdempotencyEvent =
+  /** The handler ran for a claimed key. */
   | {
+      /** Which event this is. */
       type: 'executed';
+      /** Caller identity the key belongs to (`''` when none). */
       scope: string;
+      /** The Idempotency-Key. */
       key: string;
+      /** The handler's response status. */
       status: number;
+      /** Whether the response was stored for replays (a final outcome). */
       stored: boolean;
+      /** 1 on the first run of the key; more when it runs again after a release or takeover. */
       attempt: number;
+      /** The route, as `METHOD /pattern`. */
       route?: string;
     }
-  | { type: 'replayed'; scope: string; key: string; status: number; route?: string }
+  /** A stored response was replayed; the handler did not run. */
   | {
-      type: 'rejected';
-      scope?: string;
-      key?: string;
-      code: IdempotencyErrorCode;
+      /** Which event this is. */
+      type: 'replayed';
+      /** Caller identity the key belongs to (`''` when none). */
+      scope: string;
+      /** The Idempotency-Key. */
+      key: string;
+      /** The replayed status. */
       status: number;
+      /** The route, as `METHOD /pattern`. */
       route?: string;
     }
+  /** The request was answered with one of the library's errors (400, 409, 422, 503). */
   | {
+      /** Which event this is. */
+      type: 'rejected';
+      /** Caller identity, when the key was read far enough to have one. */
+      scope?: string;
+      /** The Idempotency-Key, when there was a valid one. */
+      key?: string;
+      /** The error's stable code. */
+      code: IdempotencyErrorCode;
+      /** The error's HTTP status. */
+      status: number;
+      /** The route, as `METHOD /pattern`. */
+      route?: string;
+    }
+  /** The key was given up, so a retry can run it again. */
+  | {
+      /** Which event this is. */
       type: 'released';
+      /** Caller identity the key belongs to (`''` when none). */
       scope: string;
+      /** The Idempotency-Key. */
       key: string;
+      /**
+       * `not_final`: a status outside `storeStatuses`; `rejected_before_handler`: refused before
+       * the handler started; `unstorable`: the response could not be stored; `abandoned` and
+       * `retry_later`: an operation in phases gave the key up.
+       */
       reason: 'not_final' | 'rejected_before_handler' | 'unstorable' | 'abandoned' | 'retry_later';
+      /** The route, as `METHOD /pattern`. */
       route?: string;
     }
+  /** The request's lease was taken over by another caller; its write changed nothing. */
   | {
+      /** Which event this is. */
       type: 'lock_lost';
+      /** Caller identity the key belongs to (`''` when none). */
       scope: string;
+      /** The Idempotency-Key. */
       key: string;
+      /** The store call that found the lease lost. */
       during: 'renew' | 'complete' | 'release';
+      /** The route, as `METHOD /pattern`. */
       route?: string;
     }
-  | { type: 'purged'; count: number; durationMs: number }
+  /** A purge run ended. */
+  | {
+      /** Which event this is. */
+      type: 'purged';
+      /** Records deleted. */
+      count: number;
+      /** How long the run took, in milliseconds. */
+      durationMs: number;
+    }
   /** An operation in phases reached a recovery point (a step committed). */
   | {
+      /** Which event this is. */
       type: 'operation_advanced';
+      /** Caller identity the key belongs to (`''` when none). */
       scope: string;
+      /** The Idempotency-Key. */
       key: string;
+      /** The operation's registered name. */
       operation: string;
+      /** The recovery point reached: the name of the step that committed. */
       recoveryPoint: string;
     }
   /** An operation in phases stored its final response. */
-  | { type: 'operation_finished'; scope: string; key: string; operation: string; status: number }
+  | {
+      /** Which event this is. */
+      type: 'operation_finished';
+      /** Caller identity the key belongs to (`''` when none). */
+      scope: string;
+      /** The Idempotency-Key. */
+      key: string;
+      /** The operation's registered name. */
+      operation: string;
+      /** The stored response's status. */
+      status: number;
+    }
   /**
    * An unfinished operation was handed to a human: older than `maxAgeSeconds`
    * (`max_age`), or past its TTL when the purge ran (`expired`). See `listAbandoned()`.
    */
   | {
+      /** Which event this is. */
       type: 'operation_abandoned';
+      /** Caller identity the key belongs to (`''` when none). */
       scope: string;
+      /** The Idempotency-Key. */
       key: string;
+      /** The operation's registered name. */
       operation: string;
+      /** The last recovery point it reached; `null` before its first step committed. */
       recoveryPoint: string | null;
       /**
        * `max_age`: too old to resume; `expired`: past its TTL when the purge ran;
@@ -68,25 +140,58 @@ export type IdempotencyEvent =
     }
   /** The completer took over an unfinished operation, and how its run ended. */
   | {
+      /** Which event this is. */
       type: 'operation_completed_by_completer';
+      /** Caller identity the key belongs to (`''` when none). */
       scope: string;
+      /** The Idempotency-Key. */
       key: string;
+      /** The operation's registered name. */
       operation: string;
+      /** How the completer's run ended. */
       outcome: 'completed' | 'released' | 'lost' | 'abandoned' | 'failed';
     }
   /** A staged job was delivered to its handler (its deletion commits next). */
-  | { type: 'job_delivered'; id: string; name: string; key: string; attempt: number }
+  | {
+      /** Which event this is. */
+      type: 'job_delivered';
+      /** The job's row id. */
+      id: string;
+      /** The job handler's name. */
+      name: string;
+      /** The job's stable key (`StagedJob.key`). */
+      key: string;
+      /** 1 on the first delivery. */
+      attempt: number;
+    }
   /** A delivery failed; the job is retried later, or is now dead (see `listDeadJobs()`). */
   | {
+      /** Which event this is. */
       type: 'job_failed';
+      /** The job's row id. */
       id: string;
+      /** The job handler's name. */
       name: string;
+      /** The job's stable key (`StagedJob.key`). */
       key: string;
+      /** 1 on the first delivery. */
       attempt: number;
+      /** Whether no attempts are left: the job is kept for a human. */
       dead: boolean;
+      /** What the handler threw, or the timeout. */
       error: unknown;
     }
-  | { type: 'store_error'; operation: string; error: unknown; route?: string };
+  /** A store call failed (the request failed closed, or background work retries later). */
+  | {
+      /** Which event this is. */
+      type: 'store_error';
+      /** The call that failed, e.g. `claim`, `complete`, `purge`. */
+      operation: string;
+      /** What the store threw. */
+      error: unknown;
+      /** The route, as `METHOD /pattern`, for a request's call. */
+      route?: string;
+    };
 
 /** Listener of `IdempotencyEvents`. */
 export type IdempotencyEventListener = (event: IdempotencyEvent) => void;

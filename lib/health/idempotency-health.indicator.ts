@@ -45,6 +45,7 @@ const COUNT_LIMIT = 100_000;
  */
 @Injectable()
 export class IdempotencyHealthIndicator {
+  /** Built by Nest's injector, from the module's own providers. @internal */
   constructor(
     private readonly indicator: HealthIndicatorService,
     @Inject(IDEMPOTENCY_STORE_CAPABILITIES)

@@ -1,6 +1,8 @@
 /**
  * `nest-idempotency/terminus`: the `@nestjs/terminus` health indicator. A subpath of its own
  * because it imports `@nestjs/terminus` (an optional peer): the package root never loads it.
+ *
+ * @module nest-idempotency/terminus
  */
 export {
   DEFAULT_IDEMPOTENCY_HEALTH_OPTIONS,

@@ -17,7 +17,9 @@ import type { ClaimedJob, JobDelivery, StagedJobStore } from './staged-job.store
 
 /** What one drain did. */
 export interface DrainSummary {
+  /** Jobs delivered (and deleted). */
   delivered: number;
+  /** Deliveries that failed, timed out included. */
   failed: number;
   /** Of the failed, how many are now dead. */
   dead: number;
@@ -48,6 +50,7 @@ export class IdempotencyJobs implements OnApplicationBootstrap, OnApplicationShu
   private readonly backoff: IdleBackoff;
   private stopListening?: () => void;
 
+  /** Built by Nest's injector, from the module's own providers. @internal */
   constructor(
     @Inject(IDEMPOTENCY_STORE_CAPABILITIES)
     private readonly capabilities: IdempotencyStoreCapabilities,

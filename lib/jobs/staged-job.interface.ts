@@ -25,7 +25,12 @@ export interface StagedJob<Args = unknown> {
    */
   readonly attempt: number;
   /** The idempotent request whose step staged the job. */
-  readonly origin: { readonly scope: string; readonly key: string };
+  readonly origin: {
+    /** The request's scope (`''` when none). */
+    readonly scope: string;
+    /** The request's Idempotency-Key. */
+    readonly key: string;
+  };
 }
 
 /**
@@ -53,13 +58,27 @@ export interface IdempotencyJobHandlerInstance<Args = unknown> {
 
 /** A job kept for a human after its last failed delivery. */
 export interface DeadJob {
+  /** Row id in the jobs table. */
   id: string;
+  /** The handler's name. */
   name: string;
+  /** The arguments given to `stage()`. */
   args: unknown;
+  /** Stable key of the job (`StagedJob.key`). */
   key: string;
+  /** Deliveries started. */
   attempts: number;
+  /** The last failed delivery's error message, if it left one. */
   lastError: string | null;
-  origin: { scope: string; key: string };
+  /** The idempotent request whose step staged the job. */
+  origin: {
+    /** The request's scope (`''` when none). */
+    scope: string;
+    /** The request's Idempotency-Key. */
+    key: string;
+  };
+  /** When the job was staged. */
   createdAt: Date;
+  /** When it was last changed: when it was made dead. */
   updatedAt: Date;
 }

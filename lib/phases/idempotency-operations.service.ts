@@ -19,7 +19,14 @@ export interface AbandonedResolution {
    * record is deleted and the key runs again from scratch, with new derived keys: do that only
    * once you know the foreign calls did not happen.
    */
-  response?: { status: number; body: unknown; headers?: Record<string, string> };
+  response?: {
+    /** A final status. */
+    status: number;
+    /** The body, sent as JSON (a string or Buffer as it is). */
+    body: unknown;
+    /** Response headers; those in the route's `replayHeaders` are stored. */
+    headers?: Record<string, string>;
+  };
 }
 
 /**
@@ -32,6 +39,7 @@ export interface AbandonedResolution {
  */
 @Injectable()
 export class IdempotencyOperations {
+  /** Built by Nest's injector, from the module's own providers. @internal */
   constructor(
     private readonly engine: IdempotencyPhaseEngine,
     private readonly registry: IdempotencyOperationRegistry,

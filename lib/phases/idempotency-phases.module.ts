@@ -31,6 +31,7 @@ import { IdempotencyOperationRegistry } from './operation-registry';
  */
 @Module({})
 export class IdempotencyPhasesModule implements OnModuleInit {
+  /** Built by Nest's injector, from the module's own providers. @internal */
   constructor(
     private readonly registry: IdempotencyOperationRegistry,
     @Inject(IDEMPOTENCY_OPTIONS) private readonly options: ResolvedIdempotencyOptions,

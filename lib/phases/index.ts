@@ -2,6 +2,8 @@
  * `nest-idempotency/phases`: operations in phases (local and foreign steps with recovery points,
  * resumed by a retry or the completer) and the jobs their steps stage. They need a store with the
  * `operations` ability: the TypeORM store.
+ *
+ * @module nest-idempotency/phases
  */
 export { IdempotencyOperations } from './idempotency-operations.service';
 export type { AbandonedResolution } from './idempotency-operations.service';

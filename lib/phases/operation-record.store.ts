@@ -35,15 +35,25 @@ export interface OperationRecordRow {
 
 /** An abandoned record, as the query API returns it. */
 export interface AbandonedOperation {
+  /** Caller identity the key belongs to (`''` when none); pass it to `resolveAbandoned()`. */
   scope: string;
+  /** The Idempotency-Key; pass it to `resolveAbandoned()`. */
   key: string;
+  /** Stable id of the record, from which the foreign calls' derived keys were made. */
   recordId: string;
+  /** The operation's registered name. */
   operation: string;
+  /** The last recovery point reached; `null` before the first step committed. */
   recoveryPoint: string | null;
+  /** The operation's input, as stored when it first ran. */
   input: unknown;
+  /** The state its steps carried, as of the last recovery point. */
   state: Record<string, unknown> | null;
+  /** Runs of the record: claims and takeovers, completer runs included. */
   attempts: number;
+  /** When the record was created. */
   createdAt: Date;
+  /** When it was marked abandoned. */
   abandonedAt: Date;
 }
 

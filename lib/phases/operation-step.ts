@@ -50,14 +50,31 @@ export interface ForeignStepContext<Input, State> extends OperationStepContext<I
  * checked against its operation's types where the step returns it.
  */
 export type StepOutcome<Output = unknown, State = Record<string, unknown>> =
-  | { readonly kind: 'proceed'; readonly state: State }
+  /** Go on to the next step (`proceed()`). */
   | {
+      /** Which verdict this is. */
+      readonly kind: 'proceed';
+      /** Values merged into the carried state. */
+      readonly state: State;
+    }
+  /** Answer for good (`respond()`). */
+  | {
+      /** Which verdict this is. */
       readonly kind: 'respond';
+      /** The final status. */
       readonly status: number;
+      /** The response body. */
       readonly body: Output;
+      /** Response headers; those in `replayHeaders` are stored and replayed. */
       readonly headers: Readonly<Record<string, string>>;
     }
-  | { readonly kind: 'retry_later'; readonly reason: string };
+  /** Give the key back for a later retry (`retryLater()`). */
+  | {
+      /** Which verdict this is. */
+      readonly kind: 'retry_later';
+      /** Logged and put in the problem's detail. */
+      readonly reason: string;
+    };
 
 /**
  * Go on to the next step.
@@ -120,19 +137,28 @@ export interface ForeignStepOptions {
  * `Input` and `State` are what it reads, `Output` the body it may respond with.
  */
 export type OperationStep<Input = any, State = any, Output = unknown> =
+  /** A local step (`step.local()`): one short transaction. */
   | {
+      /** Which kind of step this is. */
       readonly kind: 'local';
       /** The recovery point the record moves to when the step proceeds. */
       readonly name: string;
+      /** Its transaction's isolation level. */
       readonly options: LocalStepOptions;
+      /** The step's work. */
       readonly run: (
         context: LocalStepContext<Input, State>,
       ) => Promise<StepOutcome<Output, Partial<State>>>;
     }
+  /** A foreign step (`step.foreign()`): a call outside any transaction. */
   | {
+      /** Which kind of step this is. */
       readonly kind: 'foreign';
+      /** The recovery point the record moves to when the step proceeds. */
       readonly name: string;
+      /** Its timeout. */
       readonly options: ForeignStepOptions;
+      /** The call. */
       readonly run: (
         context: ForeignStepContext<Input, State>,
       ) => Promise<StepOutcome<Output, Partial<State>>>;

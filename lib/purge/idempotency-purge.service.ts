@@ -31,6 +31,7 @@ export class IdempotencyPurgeService implements OnApplicationBootstrap, OnApplic
   private readonly logger = new Logger('IdempotencyPurge');
   private readonly task = new PeriodicTask('purge', () => this.purgeAll());
 
+  /** Built by Nest's injector, from the module's own providers. @internal */
   constructor(
     private readonly store: IdempotencyStore,
     private readonly events: IdempotencyEvents,

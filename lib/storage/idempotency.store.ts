@@ -69,7 +69,9 @@ export abstract class IdempotencyStore {
 
   /**
    * The abilities this store has beyond this contract (operations in phases, staged jobs,
-   * health counts, a bootstrap check). Asked once, at bootstrap; none by default.
+   * health counts, a bootstrap check). Asked once, at bootstrap; none by default. Internal: its
+   * ports are the library's own, so a store of your own leaves it as it is.
+   * @internal
    */
   capabilities(): IdempotencyStoreCapabilities {
     return {};

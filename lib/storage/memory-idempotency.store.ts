@@ -130,8 +130,8 @@ export class MemoryIdempotencyStore extends IdempotencyStore {
 
   /**
    * The completion is written at `complete()` (as PostgreSQL writes it inside the transaction)
-   * and undone on rollback, so a claim racing the commit sees the completed record.
-   * @inheritDoc
+   * and undone on rollback, so a claim racing the commit sees the completed record (the
+   * contract: {@link IdempotencyStore.beginTransaction}).
    */
   async beginTransaction(): Promise<IdempotencyStoreTransaction> {
     let undo: (() => void) | undefined;

@@ -44,9 +44,15 @@ export interface IdempotencyStoreTestFunctions {
   it(name: string, body: () => Promise<void>): void;
   /** Jest's or Vitest's `expect`; the suite uses `toBe`, `not.toBe` and `toEqual` only. */
   expect(actual: unknown): {
+    /** Identity (`Object.is`). */
     toBe(expected: unknown): void;
+    /** Deep equality. */
     toEqual(expected: unknown): void;
-    not: { toBe(expected: unknown): void };
+    /** The negated matchers. */
+    not: {
+      /** Not identical. */
+      toBe(expected: unknown): void;
+    };
   };
 }
 

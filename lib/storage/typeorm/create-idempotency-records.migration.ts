@@ -107,6 +107,7 @@ export function createIdempotencyRecordsMigration(tableName: string): new () => 
  *   PostgreSQL
  * @example
  * TypeOrmModule.forRoot({ type: 'postgres', migrations: [CreateIdempotencyRecords1732233600000], migrationsRun: true })
+ * @class
  */
 export const CreateIdempotencyRecords1732233600000 =
   createIdempotencyRecordsMigration(DEFAULT_TABLE_NAME);
@@ -138,6 +139,7 @@ export function createIdempotencyPhasesMigration(tableName: string): new () => M
  * before operations in phases existed. New applications do not need it (harmless if listed).
  * @example
  * migrations: [CreateIdempotencyRecords1732233600000, AddPhasesToIdempotencyRecords1764028800000]
+ * @class
  */
 export const AddPhasesToIdempotencyRecords1764028800000 =
   createIdempotencyPhasesMigration(DEFAULT_TABLE_NAME);
@@ -177,6 +179,7 @@ export function createIdempotencyPurgeAfterMigration(
  *   AddPhasesToIdempotencyRecords1764028800000,
  *   AddPurgeAfterToIdempotencyRecords1764201600000,
  * ]
+ * @class
  */
 export const AddPurgeAfterToIdempotencyRecords1764201600000 =
   createIdempotencyPurgeAfterMigration(DEFAULT_TABLE_NAME);
@@ -216,6 +219,7 @@ export function createIdempotencyOperationSettingsMigration(
  *   AddPurgeAfterToIdempotencyRecords1764201600000,
  *   AddOperationSettingsToIdempotencyRecords1764288000000,
  * ]
+ * @class
  */
 export const AddOperationSettingsToIdempotencyRecords1764288000000 =
   createIdempotencyOperationSettingsMigration(DEFAULT_TABLE_NAME);

@@ -2,6 +2,8 @@
  * `nest-idempotency/typeorm`: the PostgreSQL store, on the application's TypeORM DataSource, with
  * its entities and migrations. A subpath of its own because it loads `typeorm` (and, through the
  * DataSource, `pg`): an application on another store never installs them.
+ *
+ * @module nest-idempotency/typeorm
  */
 export { typeOrmStore } from './typeorm-store.factory';
 export type { IdempotencyTypeOrmStoreOptions } from './typeorm-store.factory';

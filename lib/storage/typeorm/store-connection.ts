@@ -4,7 +4,8 @@ import type { TypeOrmStoreTransaction } from './typeorm-store-transaction';
 /**
  * What the TypeORM store lends the statements of its abilities (operations, jobs, health): its
  * DataSource's connections, its timeout and its prepared statements. Implemented by
- * `TypeOrmIdempotencyStore`. Internal.
+ * `TypeOrmIdempotencyStore`.
+ * @internal
  */
 export interface TypeOrmStoreConnection {
   /** How long one call may take, in milliseconds. */

@@ -108,7 +108,7 @@ export class TypeOrmIdempotencyStore extends IdempotencyStore implements TypeOrm
   private abilities?: IdempotencyStoreCapabilities;
 
   /**
-   * @param dataSource - a PostgreSQL DataSource, or a function that returns it once the
+   * @param dataSourceRef - a PostgreSQL DataSource, or a function that returns it once the
    *   application has initialised it
    * @param tableName - the record table (see the shipped migration)
    * @param settings - the time each call may take (default 5 s)
@@ -391,8 +391,9 @@ export class TypeOrmIdempotencyStore extends IdempotencyStore implements TypeOrm
 
   /**
    * Operations in phases, staged jobs, health counts and the bootstrap check, all on this
-   * store's DataSource, timeout and connection handling.
-   * @inheritDoc
+   * store's DataSource, timeout and connection handling (the contract:
+   * `IdempotencyStore.capabilities()`).
+   * @internal
    */
   override capabilities(): IdempotencyStoreCapabilities {
     if (this.abilities) return this.abilities;

@@ -1,6 +1,9 @@
 import { IdempotencyError } from '../../errors/idempotency-configuration.error';
 
-/** What a store call was waiting for when its time ran out. */
+/**
+ * What a store call was waiting for when its time ran out.
+ * @inline
+ */
 export type DeadlineWait = 'a pooled connection' | 'PostgreSQL to answer';
 
 /**
