@@ -1,5 +1,6 @@
 import { FORBIDDEN_REPLAY_HEADERS, RESERVED_HEADER_PREFIX } from './idempotency.constants';
 import { IdempotencyConfigurationError } from './errors/idempotency-configuration.error';
+import { resolveEncryptionOptions } from './storage/sealed/encryption-options';
 import type {
   IdempotencyModuleOptions,
   ResolvedIdempotencyRouteOptions,
@@ -58,6 +59,7 @@ export const DEFAULT_IDEMPOTENCY_OPTIONS: Readonly<ResolvedIdempotencyOptions> =
   errorBody: null,
   metrics: true,
   openApi: true,
+  encryption: null,
 });
 
 const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
@@ -374,7 +376,7 @@ export function resolveIdempotencyOptions(
   options: IdempotencyModuleOptions = {},
 ): ResolvedIdempotencyOptions {
   const defined = withoutUndefined(options) as IdempotencyModuleOptions;
-  const { purge, replayCache, ...rest } = defined;
+  const { purge, replayCache, encryption, ...rest } = defined;
   const purgeOptions = switchableSection('purge', purge, DEFAULT_IDEMPOTENCY_OPTIONS.purge);
   purgeOptions.intervalSeconds = checkRange('purge.intervalSeconds', purgeOptions.intervalSeconds);
   purgeOptions.batchSize = checkRange('purge.batchSize', purgeOptions.batchSize);
@@ -422,6 +424,7 @@ export function resolveIdempotencyOptions(
     ...merged,
     purge: purgeOptions,
     replayCache: cacheOptions,
+    encryption: resolveEncryptionOptions(encryption),
   };
 }
 

@@ -103,6 +103,10 @@ export class IdempotencyInterceptor implements NestInterceptor {
       .claim({ scope, key, fingerprint, method, path, ownerToken, lockTimeoutSeconds, ttlSeconds })
       .catch((error) => {
         this.metrics.claimed(label, (performance.now() - started) / 1000, 'error');
+        // A record the store found but cannot read (sealed with a key that is gone): its own 500.
+        if (error instanceof IdempotencyProblemException) {
+          return Promise.reject(this.reject(error, label, scope, key));
+        }
         return Promise.reject(this.storeUnavailable(error, route, 'claim', label));
       });
     this.metrics.claimed(label, (performance.now() - started) / 1000, claim.outcome);

@@ -17,6 +17,7 @@ export type IdempotencyErrorCode =
   | 'idempotency_operation_abandoned'
   | 'idempotency_operation_unavailable'
   | 'idempotency_operation_input_invalid'
+  | 'idempotency_record_unreadable'
   | 'idempotency_request_too_large'
   | 'idempotency_response_not_stored';
 
@@ -60,6 +61,10 @@ const PROBLEMS: Record<IdempotencyErrorCode, { status: number; title: string }> 
   idempotency_operation_abandoned: {
     status: HttpStatus.CONFLICT,
     title: 'The operation for this Idempotency-Key was abandoned',
+  },
+  idempotency_record_unreadable: {
+    status: HttpStatus.INTERNAL_SERVER_ERROR,
+    title: 'Idempotency record cannot be read',
   },
   idempotency_operation_input_invalid: {
     status: HttpStatus.BAD_REQUEST,
@@ -241,6 +246,22 @@ export class IdempotencyProblemException extends HttpException {
    */
   static operationInputInvalid(detail: string): IdempotencyProblemException {
     return new IdempotencyProblemException('idempotency_operation_input_invalid', detail);
+  }
+
+  /**
+   * What is stored under this key is sealed (`encryption`) with a key that is not configured, or
+   * does not open with it: it is neither replayed nor run again.
+   * @param developerMessage - which key id, and how to fix it; becomes the exception's `message`
+   *   (for logs), never part of the response
+   */
+  static recordUnreadable(developerMessage: string): IdempotencyProblemException {
+    const exception = new IdempotencyProblemException(
+      'idempotency_record_unreadable',
+      'What the server stored for this key cannot be read now, so it is neither replayed nor ' +
+        'run again. Do not retry it with a new key before checking its outcome.',
+    );
+    exception.message = developerMessage;
+    return exception;
   }
 
   /** The request body is over the route's `maxRequestBytes`: nothing was claimed. */

@@ -1,6 +1,10 @@
 import type { Type } from '@nestjs/common';
 import type { IdempotencyErrorBodyRenderer } from '../errors/idempotency-problem.exception';
 import type { IdempotencyStore } from '../storage/idempotency.store';
+import type {
+  IdempotencyEncryptionOptions,
+  ResolvedIdempotencyEncryption,
+} from '../storage/sealed/encryption-options';
 import type { IdempotencyStoreFactory } from '../storage/idempotency-store.factory';
 
 /**
@@ -212,16 +216,32 @@ export interface ResolvedIdempotencyOptions extends ResolvedIdempotencyRouteOpti
    * @defaultValue `DEFAULT_IDEMPOTENCY_OPTIONS.openApi` (`true`)
    */
   openApi: boolean;
+  /**
+   * Encryption at rest: stored responses (headers and body; the status stays clear) and the
+   * input and state of operations in phases are sealed with AES-256-GCM. The first key seals,
+   * every key opens, so keys rotate without downtime; a record whose key is gone answers 500
+   * `idempotency_record_unreadable` and is never run again. `null` stores them in the clear.
+   * Module-level only.
+   * @defaultValue `DEFAULT_IDEMPOTENCY_OPTIONS.encryption` (`null`: not encrypted)
+   * @example
+   * encryption: { keys: [{ id: '2026-01', secret: process.env.IDEMPOTENCY_KEY! }] } // openssl rand -base64 32
+   */
+  encryption: ResolvedIdempotencyEncryption | null;
 }
 
 /** What `IdempotencyModule.forRoot()` accepts: any subset of the options. */
 export interface IdempotencyModuleOptions extends Partial<
-  Omit<ResolvedIdempotencyOptions, 'purge' | 'replayCache'>
+  Omit<ResolvedIdempotencyOptions, 'purge' | 'replayCache' | 'encryption'>
 > {
   /** TTL purge schedule, merged over the defaults; `false` disables the schedule. */
   purge?: Partial<IdempotencyPurgeOptions> | false;
   /** Replay cache, merged over the defaults; `false` turns it off. */
   replayCache?: Partial<IdempotencyReplayCacheOptions> | false;
+  /**
+   * Encryption at rest of stored responses and operation input and state, with the keys given
+   * (the first seals, all open); `null` (the default) stores them in the clear. Module-level only.
+   */
+  encryption?: IdempotencyEncryptionOptions | null;
 }
 
 /**

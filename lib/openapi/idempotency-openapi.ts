@@ -47,6 +47,7 @@ const CODES: Record<IdempotencyErrorCode, true> = {
   idempotency_operation_abandoned: true,
   idempotency_operation_unavailable: true,
   idempotency_operation_input_invalid: true,
+  idempotency_record_unreadable: true,
   idempotency_request_too_large: true,
   idempotency_response_not_stored: true,
 };

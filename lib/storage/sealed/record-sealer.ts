@@ -1,0 +1,204 @@
+import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
+import type { KeyObject } from 'node:crypto';
+import { Logger } from '@nestjs/common';
+import { IdempotencyProblemException } from '../../errors/idempotency-problem.exception';
+import { RESERVED_HEADER_PREFIX } from '../../idempotency.constants';
+import type { StoredResponse } from '../../interfaces/idempotency-record.interface';
+import type { ResolvedIdempotencyEncryption } from './encryption-options';
+
+/**
+ * The stored-header entry that marks a sealed response, with the id of the key that sealed it;
+ * also the member that marks a sealed operation input or state. Reserved: never replayed.
+ */
+export const SEALED_MARKER = `${RESERVED_HEADER_PREFIX}sealed`;
+
+/** What a sealed blob holds; bound into its authentication, so one cannot stand for another. */
+export type SealedPart = 'response' | 'input' | 'state';
+
+/** First byte of every sealed blob: the format below. */
+const FORMAT = 1;
+const IV_BYTES = 12;
+const TAG_BYTES = 16;
+const HEAD_BYTES = 1 + IV_BYTES + TAG_BYTES;
+
+/**
+ * Seals and opens what a record keeps of a request with AES-256-GCM (`node:crypto`).
+ *
+ * A sealed blob is `format (1 byte, 1) | IV (12 random bytes) | GCM tag (16 bytes) | ciphertext`.
+ * Its additional authenticated data is the JSON array
+ * `["nest-idempotency", 1, part, keyId, scope, key]`, so a blob opens only as the same part of a
+ * record with the same scope and key, under the key id it names: moved to another record, or
+ * relabelled, it fails to open.
+ *
+ * - A response keeps its status in the clear; its headers and body are sealed together (the
+ *   plaintext is `uint32 BE length of the headers' JSON | that JSON | the body`). The sealed
+ *   response's headers are one entry, `x-nest-idempotency-sealed: <key id>`, and its body is the
+ *   blob.
+ * - An operation's input or state (JSON) becomes `{ "x-nest-idempotency-sealed": <key id>,
+ *   "sealed": <the blob in base64> }`.
+ *
+ * The first key seals, every key opens. Anything without the marker was stored in the clear
+ * (before encryption was turned on) and is read as it is. A sealed part whose key is not
+ * configured, or that does not open, is logged (naming the key id, never a secret or the
+ * Idempotency-Key) and answered with 500 `idempotency_record_unreadable`.
+ */
+export class RecordSealer {
+  private readonly logger = new Logger('Idempotency');
+  private readonly secrets = new Map<string, KeyObject>();
+  private readonly sealing?: { readonly id: string; readonly secret: KeyObject };
+
+  /** @param encryption - the resolved `encryption` option; `null` seals nothing */
+  constructor(encryption: ResolvedIdempotencyEncryption | null) {
+    for (const { id, secret } of encryption?.keys ?? []) this.secrets.set(id, secret);
+    this.sealing = encryption?.keys[0];
+  }
+
+  /** Whether new records are sealed (encryption is on). */
+  get seals(): boolean {
+    return this.sealing !== undefined;
+  }
+
+  /** The response as it is to be stored: sealed when encryption is on. */
+  sealResponse(scope: string, key: string, response: StoredResponse): StoredResponse {
+    const sealing = this.sealing;
+    if (!sealing) return response;
+    const headers = Buffer.from(JSON.stringify(response.headers), 'utf8');
+    const length = Buffer.allocUnsafe(4);
+    length.writeUInt32BE(headers.length);
+    const blob = this.seal(sealing, 'response', scope, key, [length, headers, response.body]);
+    return { status: response.status, headers: { [SEALED_MARKER]: sealing.id }, body: blob };
+  }
+
+  /**
+   * The response as stored before it was sealed; one stored in the clear as it is.
+   * @param what - names the record in the log, e.g. `record 42` (never its key)
+   * @throws IdempotencyProblemException `idempotency_record_unreadable`
+   */
+  openResponse(scope: string, key: string, response: StoredResponse, what: string): StoredResponse {
+    const id = response.headers[SEALED_MARKER];
+    if (id === undefined) return response;
+    const plain = this.open('response', scope, key, String(id), response.body, what);
+    const length = plain.length >= 4 ? plain.readUInt32BE(0) : Infinity;
+    if (4 + length > plain.length) {
+      throw this.unreadable(`${what} holds a sealed response in a shape this version cannot read.`);
+    }
+    return {
+      status: response.status,
+      headers: JSON.parse(plain.subarray(4, 4 + length).toString('utf8')),
+      body: plain.subarray(4 + length),
+    };
+  }
+
+  /** An operation's input or state as it is to be stored: sealed when encryption is on. */
+  sealValue<T>(part: 'input' | 'state', scope: string, key: string, value: T): T {
+    const sealing = this.sealing;
+    if (!sealing) return value;
+    const plain = Buffer.from(JSON.stringify(value ?? null), 'utf8');
+    const blob = this.seal(sealing, part, scope, key, [plain]);
+    return { [SEALED_MARKER]: sealing.id, sealed: blob.toString('base64') } as T;
+  }
+
+  /**
+   * An operation's input or state as it was before it was sealed; one stored in the clear as it
+   * is.
+   * @param what - names the record in the log (never its key)
+   * @throws IdempotencyProblemException `idempotency_record_unreadable`
+   */
+  openValue<T>(part: 'input' | 'state', scope: string, key: string, value: T, what: string): T {
+    if (!isSealedValue(value)) return value;
+    const blob = Buffer.from(value.sealed, 'base64');
+    const plain = this.open(part, scope, key, value[SEALED_MARKER], blob, what);
+    return JSON.parse(plain.toString('utf8')) as T;
+  }
+
+  private seal(
+    sealing: { readonly id: string; readonly secret: KeyObject },
+    part: SealedPart,
+    scope: string,
+    key: string,
+    plain: Buffer[],
+  ): Buffer {
+    const iv = randomBytes(IV_BYTES);
+    const cipher = createCipheriv('aes-256-gcm', sealing.secret, iv, { authTagLength: TAG_BYTES });
+    cipher.setAAD(additionalData(part, sealing.id, scope, key));
+    const head = Buffer.allocUnsafe(HEAD_BYTES);
+    head[0] = FORMAT;
+    iv.copy(head, 1);
+    const chunks = [head, ...plain.map((chunk) => cipher.update(chunk)), cipher.final()];
+    cipher.getAuthTag().copy(head, 1 + IV_BYTES);
+    return Buffer.concat(chunks);
+  }
+
+  private open(
+    part: SealedPart,
+    scope: string,
+    key: string,
+    id: string,
+    blob: Buffer,
+    what: string,
+  ): Buffer {
+    const secret = this.secrets.get(id);
+    if (!secret) {
+      throw this.unreadable(
+        `${what} is sealed with encryption key "${id}", which ` +
+          (this.seals ? 'is not in encryption.keys' : 'is not configured (encryption is off)') +
+          `. Add the key with id "${id}" back to encryption.keys (after the first) to read it.`,
+      );
+    }
+    const opened =
+      blob.length >= HEAD_BYTES &&
+      blob[0] === FORMAT &&
+      decrypt(secret, blob, part, id, scope, key);
+    if (!opened) {
+      throw this.unreadable(
+        `${what} could not be opened with encryption key "${id}": the stored bytes were ` +
+          'changed, or the secret configured under that id is not the one that sealed them.',
+      );
+    }
+    return opened;
+  }
+
+  private unreadable(problem: string): IdempotencyProblemException {
+    const message =
+      `nest-idempotency: ${problem} Until then it is neither replayed nor resumed, and requests ` +
+      'with its key get 500 idempotency_record_unreadable.';
+    this.logger.error(message);
+    return IdempotencyProblemException.recordUnreadable(message);
+  }
+}
+
+/** Whether a stored input or state is a sealed one. */
+function isSealedValue(value: unknown): value is { [SEALED_MARKER]: string; sealed: string } {
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) return false;
+  const sealed = value as Record<string, unknown>;
+  return (
+    typeof sealed[SEALED_MARKER] === 'string' &&
+    typeof sealed.sealed === 'string' &&
+    Object.keys(sealed).length === 2
+  );
+}
+
+function additionalData(part: SealedPart, id: string, scope: string, key: string): Buffer {
+  return Buffer.from(JSON.stringify(['nest-idempotency', FORMAT, part, id, scope, key]), 'utf8');
+}
+
+/** The plaintext of a blob, or undefined when it does not authenticate. */
+function decrypt(
+  secret: KeyObject,
+  blob: Buffer,
+  part: SealedPart,
+  id: string,
+  scope: string,
+  key: string,
+): Buffer | undefined {
+  try {
+    const iv = blob.subarray(1, 1 + IV_BYTES);
+    const decipher = createDecipheriv('aes-256-gcm', secret, iv, { authTagLength: TAG_BYTES });
+    decipher.setAAD(additionalData(part, id, scope, key));
+    decipher.setAuthTag(blob.subarray(1 + IV_BYTES, HEAD_BYTES));
+    const plain = decipher.update(blob.subarray(HEAD_BYTES));
+    return Buffer.concat([plain, decipher.final()]);
+  } catch {
+    return undefined;
+  }
+}

@@ -1,0 +1,254 @@
+/**
+ * Encryption at rest (`encryption: { keys }`) through HTTP on real PostgreSQL, on both adapters:
+ * the record's row holds none of the response's plaintext while its replay is byte-identical;
+ * keys rotate across a restart (a new first key) and old records still replay; records stored
+ * before encryption still replay; a record whose key was removed answers 500
+ * `idempotency_record_unreadable` on every retry without running the handler; and an operation
+ * in phases keeps its input and state sealed in the row and resumes after a retry-later — or,
+ * with its key gone, is neither resumed by a retry nor by the completer, which leaves it as it
+ * is until the key is back.
+ */
+import { randomBytes } from 'node:crypto';
+import { Logger } from '@nestjs/common';
+import request from 'supertest';
+import type { IdempotencyModuleOptions } from '../../lib';
+import { IdempotencyCompleter } from '../../lib/phases';
+import { createTestDatabase } from '../fixtures/database';
+import type { TestDatabase } from '../fixtures/database';
+import { TRANSFERS, TransferHooks } from '../fixtures/phased-transfers';
+import { OrdersController } from '../fixtures/orders.controller';
+import { ADAPTERS, createTestApp } from '../fixtures/test-app';
+import type { AdapterName, TestApp } from '../fixtures/test-app';
+
+const K1 = { id: '2026-01', secret: randomBytes(32).toString('base64') };
+const K2 = { id: '2026-02', secret: randomBytes(32) };
+const PLAINTEXT = 'card-ending-4242-plaintext';
+
+/** Encryption with these keys, the first sealing; no keys: encryption off. */
+function encryption(...keys: Array<{ id: string; secret: string | Buffer }>) {
+  return { encryption: keys.length ? { keys } : null } satisfies IdempotencyModuleOptions;
+}
+
+describe.each(ADAPTERS)('encryption at rest on %s', (adapter: AdapterName) => {
+  let db: TestDatabase;
+  const apps: TestApp[] = [];
+  let n = 0;
+  const newKey = () => `enc-${adapter}-${++n}`;
+  let errors: string[];
+
+  /** An app on the test database; replays always read PostgreSQL (no replay cache). */
+  async function start(module: IdempotencyModuleOptions): Promise<TestApp> {
+    const app = await createTestApp(adapter, db, {
+      ...TRANSFERS,
+      controllers: [...TRANSFERS.controllers, OrdersController],
+      module: { replayCache: false, ...module },
+      phases: { completer: { enabled: false, afterSeconds: 0 }, jobs: false },
+    });
+    apps.push(app);
+    return app;
+  }
+
+  beforeAll(async () => {
+    db = await createTestDatabase();
+  });
+
+  beforeEach(() => {
+    errors = [];
+    jest.spyOn(Logger.prototype, 'error').mockImplementation((message: unknown) => {
+      errors.push(String(message));
+    });
+  });
+
+  afterEach(async () => {
+    jest.restoreAllMocks();
+    while (apps.length) await apps.pop()!.close();
+  });
+
+  afterAll(async () => {
+    await db?.drop();
+  });
+
+  const post = (t: TestApp, key: string, path = '/orders') =>
+    request(t.server).post(path).set('Idempotency-Key', key).send({ amount: 42, note: PLAINTEXT });
+
+  /** The record's whole row as text, with its response body's raw bytes. */
+  async function rowText(key: string): Promise<string> {
+    const [row] = await db.query<{ row: string; body: Buffer | null }>(
+      `SELECT row_to_json(r)::text AS row, r.response_body AS body FROM idempotency_records r
+        WHERE idempotency_key = $1`,
+      [key],
+    );
+    expect(row).toBeDefined();
+    return `${row.row}\n${row.body?.toString('latin1') ?? ''}`;
+  }
+
+  async function sealedWith(key: string): Promise<string | undefined> {
+    const [row] = await db.query(
+      'SELECT response_headers FROM idempotency_records WHERE idempotency_key = $1',
+      [key],
+    );
+    return row.response_headers['x-nest-idempotency-sealed'];
+  }
+
+  function expectSameAnswer(replay: request.Response, first: request.Response): void {
+    expect(replay.status).toBe(first.status);
+    expect(replay.headers['idempotent-replayed']).toBe('true');
+    expect(replay.headers['content-type']).toBe(first.headers['content-type']);
+    expect(replay.headers.location).toBe(first.headers.location);
+    expect(Buffer.from(replay.text).equals(Buffer.from(first.text))).toBe(true);
+  }
+
+  it.each([
+    ['a plain route', '/orders', 'create'],
+    ['a transactional route', '/orders/tx', 'tx'],
+  ])('%s: the row holds no plaintext, the replay is byte-identical', async (_, path, name) => {
+    const t = await start(encryption(K1));
+    const key = newKey();
+    const first = await post(t, key, path).expect(201);
+    expect(first.text).toContain('"amount":42');
+    const row = await rowText(key);
+    expect(row).toContain(key);
+    expect(row).not.toContain('"amount":42');
+    expect(row).not.toContain(PLAINTEXT);
+    expect(row).not.toContain('application/json');
+    if (first.headers.location) expect(row).not.toContain(first.headers.location);
+    expect(await sealedWith(key)).toBe(K1.id);
+    expectSameAnswer(await post(t, key, path), first);
+    expect(t.probe.ran(name)).toBe(1);
+  });
+
+  it('rotates keys across a restart: old records replay, new ones are sealed with the new key', async () => {
+    const before = await start(encryption(K1));
+    const key = newKey();
+    const first = await post(before, key).expect(201);
+    await apps.pop()!.close();
+
+    const rotated = await start(encryption(K2, K1));
+    expectSameAnswer(await post(rotated, key), first);
+    const fresh = newKey();
+    await post(rotated, fresh).expect(201);
+    expect(await sealedWith(fresh)).toBe(K2.id);
+    expect(await sealedWith(key)).toBe(K1.id);
+    expect(before.probe.ran('create') + rotated.probe.ran('create')).toBe(2);
+  });
+
+  it('replays records stored before encryption was turned on', async () => {
+    const plain = await start(encryption());
+    const key = newKey();
+    const first = await post(plain, key).expect(201);
+    expect(await rowText(key)).toContain(PLAINTEXT);
+    await apps.pop()!.close();
+
+    const encrypted = await start(encryption(K1));
+    expectSameAnswer(await post(encrypted, key), first);
+    expect(encrypted.probe.ran('create')).toBe(0);
+  });
+
+  it('a record whose key was removed answers 500 idempotency_record_unreadable on every retry', async () => {
+    const sealing = await start(encryption(K1));
+    const key = newKey();
+    await post(sealing, key).expect(201);
+    await apps.pop()!.close();
+
+    const [{ record_id: recordId }] = await db.query(
+      'SELECT record_id FROM idempotency_records WHERE idempotency_key = $1',
+      [key],
+    );
+    for (const keys of [[K2], []]) {
+      const without = await start(encryption(...keys));
+      for (let retry = 0; retry < 2; retry++) {
+        const res = await post(without, key);
+        expect(res.status).toBe(500);
+        expect(res.headers['content-type']).toMatch(/^application\/problem\+json/);
+        expect(res.body).toMatchObject({ code: 'idempotency_record_unreadable', status: 500 });
+        expect(res.text).not.toContain(K1.id);
+      }
+      expect(without.probe.ran('create')).toBe(0);
+      await apps.pop()!.close();
+    }
+    expect(sealing.probe.ran('create')).toBe(1);
+    // The log names the key id and the record, never a secret or the Idempotency-Key.
+    const logged = errors.filter((line) => line.includes('idempotency_record_unreadable'));
+    expect(logged.length).toBeGreaterThanOrEqual(4);
+    expect(logged[0]).toContain(`The record ${recordId} is sealed with encryption key "${K1.id}"`);
+    for (const line of logged) {
+      expect(line).not.toContain(key);
+      expect(line).not.toContain(K1.secret);
+    }
+
+    // With the key back (second), it replays again: nothing was lost.
+    const back = await start(encryption(K2, K1));
+    const replay = await post(back, key);
+    expect(replay.status).toBe(201);
+    expect(replay.headers['idempotent-replayed']).toBe('true');
+  });
+
+  describe('an operation in phases', () => {
+    const transfer = (t: TestApp, key: string) =>
+      request(t.server)
+        .post('/transfers')
+        .set('Idempotency-Key', key)
+        .send({ amount: 310, to: PLAINTEXT });
+
+    const record = async (key: string) =>
+      (
+        await db.query(
+          `SELECT status, recovery_point, operation_input, operation_state
+             FROM idempotency_records WHERE idempotency_key = $1`,
+          [key],
+        )
+      )[0];
+
+    it('keeps input and state sealed in the row and resumes after a retry-later', async () => {
+      const t = await start(encryption(K1));
+      const hooks = t.app.get(TransferHooks);
+      const key = newKey();
+      hooks.providerAnswers.push('unavailable');
+      const first = await transfer(t, key);
+      expect(first.status).toBe(503);
+      expect(first.body.code).toBe('idempotency_retry_later');
+      const stopped = await record(key);
+      expect(stopped).toMatchObject({ status: 'released', recovery_point: 'reserved' });
+      for (const sealed of [stopped.operation_input, stopped.operation_state]) {
+        expect(Object.keys(sealed).sort()).toEqual(['sealed', 'x-nest-idempotency-sealed']);
+        expect(sealed['x-nest-idempotency-sealed']).toBe(K1.id);
+      }
+      expect(await rowText(key)).not.toContain(PLAINTEXT);
+
+      const retry = await transfer(t, key);
+      expect(retry.status).toBe(201);
+      expect(hooks.ran(key, 'reserved')).toBe(1);
+      expect(hooks.ran(key, 'sent')).toBe(2);
+      expect(await rowText(key)).not.toContain(PLAINTEXT);
+      expect(await rowText(key)).not.toContain('/transfers/');
+      expectSameAnswer(await transfer(t, key), retry);
+      expect(hooks.ran(key, 'settled')).toBe(1);
+    });
+
+    it('with its key gone, neither a retry nor the completer resumes it; with the key back, it finishes', async () => {
+      const sealing = await start(encryption(K1));
+      const key = newKey();
+      sealing.app.get(TransferHooks).providerAnswers.push('unavailable');
+      expect((await transfer(sealing, key)).status).toBe(503);
+      await apps.pop()!.close();
+
+      const without = await start(encryption(K2));
+      const hooks = without.app.get(TransferHooks);
+      const res = await transfer(without, key);
+      expect(res.status).toBe(500);
+      expect(res.body.code).toBe('idempotency_record_unreadable');
+      const summary = await without.app.get(IdempotencyCompleter).completeStale();
+      expect(summary).toEqual({ taken: 1, completed: 0, abandoned: 0 });
+      expect(hooks.runs.filter((run) => run.key === key)).toEqual([]);
+      expect(await record(key)).toMatchObject({ status: 'released', recovery_point: 'reserved' });
+      expect(errors.join('\n')).toContain(`sealed with encryption key "${K1.id}"`);
+      await apps.pop()!.close();
+
+      const back = await start(encryption(K2, K1));
+      const done = await transfer(back, key);
+      expect(done.status).toBe(201);
+      expect(done.body).toMatchObject({ amount: 310 });
+      expect(back.app.get(TransferHooks).ran(key, 'reserved')).toBe(0);
+    });
+  });
+});

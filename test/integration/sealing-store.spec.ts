@@ -1,0 +1,269 @@
+/**
+ * Encryption at rest on real PostgreSQL: the sealing store over the TypeORM store (alone and
+ * under the local-first store) passes the store conformance suite; the row holds no plaintext of
+ * a sealed response (plain or transactional completion) nor of an operation's input, state or
+ * final response, while the status and the operation's columns stay readable; the operations
+ * port opens what it sealed, reads rows stored in the clear, and refuses (500
+ * `idempotency_record_unreadable`) input or state whose key is gone — leaving no transaction open.
+ */
+import { randomBytes, randomUUID } from 'node:crypto';
+import { Logger } from '@nestjs/common';
+import { DataSource } from 'typeorm';
+import { IdempotencyProblemException } from '../../lib/errors/idempotency-problem.exception';
+import type {
+  ClaimRequest,
+  IdempotencyRecordRef,
+  StoredResponse,
+} from '../../lib/interfaces/idempotency-record.interface';
+import type { OperationRecordStore } from '../../lib/phases/operation-record.store';
+import { LocalFirstIdempotencyStore } from '../../lib/storage/local-first-idempotency.store';
+import { resolveEncryptionOptions } from '../../lib/storage/sealed/encryption-options';
+import { RecordSealer, SEALED_MARKER } from '../../lib/storage/sealed/record-sealer';
+import { SealingIdempotencyStore } from '../../lib/storage/sealing-idempotency.store';
+import { CreateIdempotencyRecords1732233600000 } from '../../lib/storage/typeorm/create-idempotency-records.migration';
+import { TypeOrmIdempotencyStore } from '../../lib/storage/typeorm/typeorm-idempotency.store';
+import { describeIdempotencyStoreConformance } from '../../lib/testing';
+import { createTestDatabase } from '../fixtures/database';
+import type { TestDatabase } from '../fixtures/database';
+
+const TABLE = 'idempotency_records';
+const K1 = { id: 'k1', secret: randomBytes(32) };
+const K2 = { id: 'k2', secret: randomBytes(32) };
+const SECRET_TEXT = 'card-4242424242424242';
+const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+
+let db: TestDatabase;
+let dataSource: DataSource;
+
+beforeAll(async () => {
+  db = await createTestDatabase();
+  dataSource = new DataSource({
+    type: 'postgres',
+    url: db.url,
+    migrations: [CreateIdempotencyRecords1732233600000],
+    migrationsRun: true,
+    extra: { max: 10 },
+  });
+  await dataSource.initialize();
+});
+
+afterAll(async () => {
+  if (dataSource?.isInitialized) await dataSource.destroy();
+  await db?.drop();
+});
+
+function sealing(...keys: Array<{ id: string; secret: Buffer }>): SealingIdempotencyStore {
+  const sealer = new RecordSealer(resolveEncryptionOptions(keys.length ? { keys } : null));
+  return new SealingIdempotencyStore(new TypeOrmIdempotencyStore(dataSource, TABLE), sealer);
+}
+
+describeIdempotencyStoreConformance(
+  'SealingIdempotencyStore over PostgreSQL',
+  async () => {
+    await db.query(`TRUNCATE ${TABLE}`);
+    return { store: sealing(K1, K2), advance: (seconds: number) => sleep(seconds * 1000) };
+  },
+  { describe, it, expect },
+);
+
+describeIdempotencyStoreConformance(
+  'LocalFirstIdempotencyStore over SealingIdempotencyStore over PostgreSQL',
+  async () => {
+    await db.query(`TRUNCATE ${TABLE}`);
+    return {
+      store: new LocalFirstIdempotencyStore(sealing(K1), { maxEntries: 100, maxBytes: 1 << 20 }),
+      advance: (seconds: number) => sleep(seconds * 1000),
+    };
+  },
+  { describe, it, expect },
+);
+
+const RESPONSE: StoredResponse = {
+  status: 201,
+  headers: { 'content-type': 'application/json', location: `/cards/${SECRET_TEXT}` },
+  body: Buffer.from(JSON.stringify({ number: SECRET_TEXT })),
+};
+
+function claimRequest(): ClaimRequest {
+  return {
+    scope: 'acct_1',
+    key: `key-${randomUUID()}`,
+    fingerprint: 'f'.repeat(64),
+    method: 'POST',
+    path: '/cards',
+    ownerToken: randomUUID(),
+    lockTimeoutSeconds: 60,
+    ttlSeconds: 3600,
+  };
+}
+
+const refOf = (request: ClaimRequest): IdempotencyRecordRef => ({
+  scope: request.scope,
+  key: request.key,
+  ownerToken: request.ownerToken,
+});
+
+/** The whole row as text (bytea as hex, and as the bytes themselves, decoded as Latin-1). */
+async function rowText(key: string): Promise<string> {
+  const [row] = await db.query<{ row: string; body: Buffer | null }>(
+    `SELECT row_to_json(r)::text AS row, r.response_body AS body FROM ${TABLE} r
+      WHERE idempotency_key = $1`,
+    [key],
+  );
+  return `${row.row}\n${row.body?.toString('latin1') ?? ''}`;
+}
+
+async function unreadable(promise: Promise<unknown>): Promise<IdempotencyProblemException> {
+  const error = await promise.then(
+    () => undefined,
+    (e: unknown) => e,
+  );
+  expect(error).toBeInstanceOf(IdempotencyProblemException);
+  expect((error as IdempotencyProblemException).code).toBe('idempotency_record_unreadable');
+  return error as IdempotencyProblemException;
+}
+
+describe('sealed rows', () => {
+  beforeEach(() => jest.spyOn(Logger.prototype, 'error').mockImplementation(() => undefined));
+  afterEach(() => jest.restoreAllMocks());
+
+  it.each([
+    ['complete()', false],
+    ['a transaction', true],
+  ])('a response completed by %s is sealed in its row; the status stays clear', async (_, tx) => {
+    const store = sealing(K1);
+    const request = claimRequest();
+    await store.claim(request);
+    if (tx) {
+      const transaction = await store.beginTransaction();
+      expect(await transaction.complete(refOf(request), RESPONSE, 3600)).toBe(true);
+      await transaction.commit();
+    } else {
+      expect(await store.complete(refOf(request), RESPONSE, 3600)).toBe(true);
+    }
+    const text = await rowText(request.key);
+    expect(text).toContain(request.key);
+    expect(text).not.toContain(SECRET_TEXT);
+    expect(text).not.toContain('/cards/');
+    const [row] = await db.query(
+      `SELECT status, response_status, response_headers FROM ${TABLE} WHERE idempotency_key = $1`,
+      [request.key],
+    );
+    expect(row).toEqual({
+      status: 'completed',
+      response_status: 201,
+      response_headers: { [SEALED_MARKER]: 'k1' },
+    });
+    const replay = await store.claim({ ...request, ownerToken: randomUUID() });
+    expect(replay.outcome === 'completed' && replay.response).toEqual(RESPONSE);
+  });
+});
+
+describe('the operations port', () => {
+  beforeEach(() => jest.spyOn(Logger.prototype, 'error').mockImplementation(() => undefined));
+  afterEach(() => jest.restoreAllMocks());
+
+  const SETTINGS = { ttlSeconds: 3600, replayHeaders: ['location'] } as any;
+  const INPUT = { amount: 5, card: SECRET_TEXT };
+
+  const operationsOf = (store: SealingIdempotencyStore): OperationRecordStore =>
+    store.capabilities().operations!;
+
+  /** A record whose operation is bound and moved to `reserved` with a carried state. */
+  async function reserved(store: SealingIdempotencyStore) {
+    const request = claimRequest();
+    await store.claim(request);
+    const ref = refOf(request);
+    const operations = operationsOf(store);
+    const bound = await operations.bind(ref, 'cards.create', INPUT, SETTINGS);
+    expect(bound).toMatchObject({ recoveryPoint: 'started', input: INPUT, state: {} });
+    expect(await operations.advance(ref, 'started', 'reserved', { token: SECRET_TEXT })).toBe(true);
+    return { request, ref };
+  }
+
+  it('seals input, state and the final response; opens them for the next run', async () => {
+    const store = sealing(K1);
+    const { request, ref } = await reserved(store);
+    const [row] = await db.query(
+      `SELECT operation, recovery_point, operation_input, operation_state FROM ${TABLE}
+        WHERE idempotency_key = $1`,
+      [request.key],
+    );
+    expect(row.operation).toBe('cards.create');
+    expect(row.recovery_point).toBe('reserved');
+    for (const sealed of [row.operation_input, row.operation_state]) {
+      expect(Object.keys(sealed).sort()).toEqual(['sealed', SEALED_MARKER]);
+      expect(sealed[SEALED_MARKER]).toBe('k1');
+    }
+    expect(await rowText(request.key)).not.toContain(SECRET_TEXT);
+
+    // A resume (a rotated instance: k2 seals, k1 still opens) reads both in the clear.
+    const rotated = sealing(K2, K1);
+    const operations = operationsOf(rotated);
+    const again = await operations.bind(ref, 'cards.create', { other: true }, SETTINGS);
+    expect(again).toMatchObject({ resumed: true, input: INPUT, state: { token: SECRET_TEXT } });
+    const step = await operations.beginStep(ref, 'reserved', 'READ COMMITTED');
+    expect(step!.state).toEqual({ token: SECRET_TEXT });
+    expect(
+      await operations.finish(
+        ref,
+        'reserved',
+        { token: SECRET_TEXT, done: 1 },
+        RESPONSE,
+        3600,
+        step,
+      ),
+    ).toBe(true);
+    await step!.commit();
+    const text = await rowText(request.key);
+    expect(text).not.toContain(SECRET_TEXT);
+    expect(text).toContain('"k2"');
+    const replay = await sealing(K1, K2).claim({ ...request, ownerToken: randomUUID() });
+    expect(replay.outcome === 'completed' && replay.response).toEqual(RESPONSE);
+  });
+
+  it('reads input and state stored in the clear (before encryption)', async () => {
+    const plain = sealing();
+    const { ref } = await reserved(plain);
+    const operations = operationsOf(sealing(K1));
+    expect(await operations.bind(ref, 'cards.create', INPUT, SETTINGS)).toMatchObject({
+      input: INPUT,
+      state: { token: SECRET_TEXT },
+    });
+    const step = await operations.beginStep(ref, 'reserved', 'READ COMMITTED');
+    expect(step!.state).toEqual({ token: SECRET_TEXT });
+    await step!.rollback();
+  });
+
+  it('refuses input and state whose key is gone, with no transaction left open', async () => {
+    const { ref } = await reserved(sealing(K1));
+    const operations = operationsOf(sealing(K2));
+    await unreadable(operations.bind(ref, 'cards.create', INPUT, SETTINGS));
+    await unreadable(operations.beginStep(ref, 'reserved', 'READ COMMITTED'));
+    const [{ open }] = await db.query(
+      `SELECT count(*)::int AS open FROM pg_stat_activity
+        WHERE datname = current_database() AND state LIKE 'idle in transaction%'`,
+    );
+    expect(open).toBe(0);
+    // The row is left as it was: with the key back, the operation carries on.
+    const step = await operationsOf(sealing(K2, K1)).beginStep(ref, 'reserved', 'READ COMMITTED');
+    expect(step!.state).toEqual({ token: SECRET_TEXT });
+    await step!.rollback();
+  });
+
+  it('lists abandoned operations opened, and seals the response an operator resolves one with', async () => {
+    const store = sealing(K1);
+    const { request, ref } = await reserved(store);
+    const operations = operationsOf(store);
+    expect(await operations.abandon(ref)).toBe(true);
+    const listed = (await operations.listAbandoned(100)).find((row) => row.key === request.key);
+    expect(listed).toMatchObject({ input: INPUT, state: { token: SECRET_TEXT } });
+    await unreadable(operationsOf(sealing(K2)).listAbandoned(100));
+    expect(await operations.resolveAbandoned(request.scope, request.key, RESPONSE, 3600)).toBe(
+      true,
+    );
+    expect(await rowText(request.key)).not.toContain(SECRET_TEXT);
+    const replay = await store.claim({ ...request, ownerToken: randomUUID() });
+    expect(replay.outcome === 'completed' && replay.response).toEqual(RESPONSE);
+  });
+});
