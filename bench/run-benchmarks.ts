@@ -11,6 +11,7 @@ import { parseBenchOptions } from './runner/bench-options';
 import type { AdapterResult, BenchResults } from './runner/bench-results';
 import { machineInfo } from './runner/machine-info';
 import { runBaselinePhase } from './runner/phases/baseline.phase';
+import { runEncryptionPhase } from './runner/phases/encryption.phase';
 import { runLatencyProbe } from './runner/phases/latency-probe.phase';
 import { runLeakCheck } from './runner/phases/leak.phase';
 import { runPhasedPhase } from './runner/phases/phased.phase';
@@ -146,6 +147,20 @@ async function benchAdapter(
           rounds: options.rounds,
           providerLatenciesMs: options.providerLatenciesMs,
           poolSize: options.poolSize,
+        },
+        log,
+      );
+    }
+    if (runs('encryption')) {
+      log(`[${adapter}] encryption at rest, 1 KB and 64 KB bodies (at ${elapsed(started)})`);
+      result.encryption = await runEncryptionPhase(
+        server,
+        db,
+        {
+          connections: options.connections,
+          durationSeconds: options.durationSeconds,
+          warmupSeconds: options.warmupSeconds,
+          rounds: options.rounds,
         },
         log,
       );

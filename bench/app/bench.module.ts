@@ -28,6 +28,7 @@ import { FloorInterceptorController } from './floor-interceptor.controller';
 import { HealthController } from './health.controller';
 import { PeerController } from './peer.controller';
 import { PurgeController } from './purge.controller';
+import { sizedBodyModules } from './sized-body.module';
 
 /** The root module of the bench app. Build it with `createBenchModule()`. */
 @Module({})
@@ -76,6 +77,8 @@ export function createBenchModule(config: BenchAppConfig): DynamicModule {
         },
       }),
       IdempotencyPhasesModule.forRoot({ completer: false }),
+      // The encryption phase's routes, each on an IdempotencyModule instance of its own.
+      ...sizedBodyModules(),
       ...(peer
         ? [
             NodeIdempotencyModule.forRootAsync({

@@ -108,6 +108,19 @@ export class BenchDatabase {
     return rows[0];
   }
 
+  /**
+   * The id of the encryption key that sealed the record of `key`, or null when it is stored in
+   * the clear (see the encryption phase).
+   */
+  async recordSealedWith(key: string): Promise<string | null> {
+    const { rows } = await this.client.query(
+      `SELECT response_headers->>'x-nest-idempotency-sealed' AS id
+         FROM idempotency_records WHERE idempotency_key = $1`,
+      [key],
+    );
+    return rows[0]?.id ?? null;
+  }
+
   /** Rows in the idempotency record table. */
   async countRecords(): Promise<number> {
     const { rows } = await this.client.query('SELECT count(*)::int AS n FROM idempotency_records');

@@ -4,7 +4,15 @@ import { BENCH_CASES } from './phases/bench-routes';
 import type { BenchCase } from './phases/bench-routes';
 
 /** The parts of a run, in the order they run. */
-export const BENCH_PHASES = ['throughput', 'probe', 'storm', 'purge', 'leak', 'phased'] as const;
+export const BENCH_PHASES = [
+  'throughput',
+  'probe',
+  'storm',
+  'purge',
+  'leak',
+  'phased',
+  'encryption',
+] as const;
 export type BenchPhase = (typeof BENCH_PHASES)[number];
 
 /** What one `npm run bench` does; every field has a flag. */
@@ -71,7 +79,7 @@ export const BASELINE_DEFAULT_CASES: readonly BenchCase['id'][] = ['first', 'fir
 const HELP = `Usage: npm run bench -- [flags]
 
   --adapters <list>        express,fastify (default both)
-  --phases <list>          throughput,probe,storm,purge,leak,phased (default all)
+  --phases <list>          throughput,probe,storm,purge,leak,phased,encryption (default all)
   --cases <list>           throughput cases by id, e.g. plain,floor,first (default all)
   --duration <s>           measured seconds per case and round (default 4)
   --warmup <s>             warm-up seconds before each case (default 2; 1 after round 1)

@@ -4,6 +4,7 @@ import type { MachineInfo } from './machine-info';
 import type { BaselineRow } from './phases/baseline.phase';
 import type { ProbeRow } from './phases/latency-probe.phase';
 import type { LeakResult } from './phases/leak.phase';
+import type { EncryptionRow } from './phases/encryption.phase';
 import type { PhasedRow } from './phases/phased.phase';
 import type { PurgeResult } from './phases/purge.phase';
 import type { StormResult } from './phases/storm.phase';
@@ -23,6 +24,8 @@ export interface AdapterResult {
   leak?: LeakResult;
   /** The phased payment route against the transactional one (no target; reported only). */
   phased?: PhasedRow[];
+  /** First executions and replays at 1 KB and 64 KB, sealed and in the clear (reported only). */
+  encryption?: EncryptionRow[];
   /** `--baseline`: each case on this checkout and on the baseline commit (the only part run). */
   baseline?: BaselineRow[];
   targets: TargetCheck[];

@@ -240,6 +240,63 @@ function phasedSection(result: AdapterResult, options: BenchOptions): string | u
   );
 }
 
+function encryptionSection(result: AdapterResult, options: BenchOptions): string | undefined {
+  if (!result.encryption) return undefined;
+  const title =
+    `Encryption at rest — the same route on two module instances, sealed and in the clear ` +
+    `(replay cache off: replays read and open the record), ${options.connections} connections, ` +
+    `${options.durationSeconds} s measured after ${options.warmupSeconds} s warm-up` +
+    (options.rounds > 1
+      ? `, ${options.rounds} interleaved rounds (median; per-round ratios in brackets)`
+      : '');
+  const clearOf = (row: (typeof result.encryption)[number]) =>
+    result.encryption!.find((r) => r.mode === row.mode && r.bytes === row.bytes && !r.sealed);
+  const rows = result.encryption.map((row) => {
+    const clear = clearOf(row);
+    return [
+      row.mode === 'first' ? 'first execution' : 'replay',
+      row.bytes >= 1024 ? `${row.bytes / 1024} KB` : `${row.bytes} B`,
+      row.sealed ? 'sealed' : 'clear',
+      row.path,
+      int(row.rps),
+      fixed(row.latency.p50),
+      fixed(row.latency.p99),
+      row.sealed
+        ? `${fixed(row.ratioToClear)}×` +
+          (row.roundsRatio.length > 1 ? ` (${row.roundsRatio.map((r) => fixed(r)).join('/')})` : '')
+        : '1.00×',
+      int(row.cpu.serverUs),
+      row.sealed && clear ? signed(row.cpu.serverUs - clear.cpu.serverUs) : '—',
+      int(row.cpu.postgresUs),
+      int(row.executions),
+      statuses(row.statuses) + (row.errors ? ` err×${row.errors}` : ''),
+    ];
+  });
+  const header = [
+    'case',
+    'body',
+    'records',
+    'route',
+    'req/s',
+    'p50 ms',
+    'p99 ms',
+    'vs clear',
+    'server µs/req',
+    'server µs beyond clear',
+    'PG µs/req',
+    'executions',
+    'statuses',
+  ];
+  const align = header.map((_, column): Align =>
+    column < 4 || column === header.length - 1 ? 'left' : 'right',
+  );
+  return (
+    `${title}\n${formatTable(header, rows, align)}\n` +
+    `AES-256-GCM (node:crypto) seals headers and body on completion and opens them on a replay ` +
+    `read from PostgreSQL; "beyond clear" is the sealed case's server CPU minus its clear twin's.`
+  );
+}
+
 function baselineSection(result: AdapterResult, options: BenchOptions): string | undefined {
   if (!result.baseline) return undefined;
   const title =
@@ -305,8 +362,8 @@ function targetsSection(result: AdapterResult): string | undefined {
 
 /**
  * The report of one adapter: throughput table with ratios to plain, unloaded latency, storms,
- * purge, memory, the phased payment route against the transactional one, and the targets with
- * PASS/FAIL.
+ * purge, memory, the phased payment route against the transactional one, encryption at rest,
+ * and the targets with PASS/FAIL.
  */
 export function formatAdapterReport(result: AdapterResult, options: BenchOptions): string {
   const heading = `== ${result.adapter} ${'='.repeat(Math.max(3, 94 - result.adapter.length))}`;
@@ -318,6 +375,7 @@ export function formatAdapterReport(result: AdapterResult, options: BenchOptions
     purgeSection(result),
     leakSection(result),
     phasedSection(result, options),
+    encryptionSection(result, options),
     baselineSection(result, options),
     targetsSection(result),
   ]
