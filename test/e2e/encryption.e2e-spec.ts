@@ -9,20 +9,37 @@
  * is until the key is back.
  */
 import { randomBytes } from 'node:crypto';
-import { Logger } from '@nestjs/common';
+import { Controller, Logger, Post, Res } from '@nestjs/common';
 import request from 'supertest';
+import { Idempotent } from '../../lib';
 import type { IdempotencyModuleOptions } from '../../lib';
 import { IdempotencyCompleter } from '../../lib/phases';
 import { createTestDatabase } from '../fixtures/database';
 import type { TestDatabase } from '../fixtures/database';
 import { TRANSFERS, TransferHooks } from '../fixtures/phased-transfers';
-import { OrdersController } from '../fixtures/orders.controller';
+import { OrdersController, Probe } from '../fixtures/orders.controller';
 import { ADAPTERS, createTestApp } from '../fixtures/test-app';
 import type { AdapterName, TestApp } from '../fixtures/test-app';
 
 const K1 = { id: '2026-01', secret: randomBytes(32).toString('base64') };
 const K2 = { id: '2026-02', secret: randomBytes(32) };
 const PLAINTEXT = 'card-ending-4242-plaintext';
+
+/** A route that mints a secret: its body is never kept (`storeBody: false`). */
+@Controller('api-keys')
+class ApiKeysController {
+  constructor(private readonly probe: Probe) {}
+
+  @Post()
+  @Idempotent({ storeBody: false })
+  mint(@Res({ passthrough: true }) res: any) {
+    this.probe.count('mint');
+    const id = `key_${randomBytes(4).toString('hex')}`;
+    if (typeof res.header === 'function') res.header('Location', `/api-keys/${id}`);
+    else res.setHeader('Location', `/api-keys/${id}`);
+    return { id, secret: `sk_live_${id}` };
+  }
+}
 
 /** Encryption with these keys, the first sealing; no keys: encryption off. */
 function encryption(...keys: Array<{ id: string; secret: string | Buffer }>) {
@@ -40,7 +57,7 @@ describe.each(ADAPTERS)('encryption at rest on %s', (adapter: AdapterName) => {
   async function start(module: IdempotencyModuleOptions): Promise<TestApp> {
     const app = await createTestApp(adapter, db, {
       ...TRANSFERS,
-      controllers: [...TRANSFERS.controllers, OrdersController],
+      controllers: [...TRANSFERS.controllers, OrdersController, ApiKeysController],
       module: { replayCache: false, ...module },
       phases: { completer: { enabled: false, afterSeconds: 0 }, jobs: false },
     });
@@ -115,6 +132,25 @@ describe.each(ADAPTERS)('encryption at rest on %s', (adapter: AdapterName) => {
     expect(await sealedWith(key)).toBe(K1.id);
     expectSameAnswer(await post(t, key, path), first);
     expect(t.probe.ran(name)).toBe(1);
+  });
+
+  it('a body not kept (storeBody: false): its Location is sealed, a retry still gets 409 with it', async () => {
+    const t = await start(encryption(K1));
+    const key = newKey();
+    const first = await request(t.server).post('/api-keys').set('Idempotency-Key', key).send({});
+    expect(first.status).toBe(201);
+    const row = await rowText(key);
+    expect(row).not.toContain(first.headers.location);
+    expect(row).not.toContain('body-omitted');
+    const retry = await request(t.server).post('/api-keys').set('Idempotency-Key', key).send({});
+    expect(retry.status).toBe(409);
+    expect(retry.body).toMatchObject({
+      code: 'idempotency_response_not_stored',
+      completedStatus: 201,
+    });
+    expect(retry.headers.location).toBe(first.headers.location);
+    expect(retry.text).not.toContain('sk_live_');
+    expect(t.probe.ran('mint')).toBe(1);
   });
 
   it('rotates keys across a restart: old records replay, new ones are sealed with the new key', async () => {
