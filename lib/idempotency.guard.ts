@@ -2,14 +2,15 @@ import { Injectable } from '@nestjs/common';
 import type { CanActivate, ExecutionContext } from '@nestjs/common';
 import { IdempotencyProblemException } from './errors/idempotency-problem.exception';
 import { IdempotencyEvents } from './events/idempotency.events';
+import { keySourceOf } from './idempotency-key-source';
 import { IdempotencyRouteOptionsResolver } from './idempotency-route-options.resolver';
-import { readIdempotencyKey } from './utils/parse-idempotency-key';
 import { routeLabelOf } from './utils/route-label';
 
 /**
  * Enforces the key header on decorated routes. Runs with the route's guards, before pipes, so a
  * request with no key (on a route that requires one) or a malformed key never reaches
- * validation or the handler: 400 problem+json.
+ * validation or the handler: 400 problem+json. The key is read from the route's key source: the
+ * header, unless a decorator gave the route another (a webhook's verified event id).
  */
 @Injectable()
 export class IdempotencyGuard implements CanActivate {
@@ -24,7 +25,7 @@ export class IdempotencyGuard implements CanActivate {
     const request = context.switchToHttp().getRequest();
     const route = this.routes.resolve(context, request.method);
     if (!route) return true;
-    const parsed = readIdempotencyKey(request, route.header);
+    const parsed = keySourceOf(context.getHandler()).read(request, route);
     if (parsed.kind === 'missing' && route.required) {
       this.reject(IdempotencyProblemException.keyMissing(route.header), request);
     }

@@ -11,11 +11,12 @@ import { IdempotencyMetrics } from './metrics/idempotency-metrics';
 import { fingerprintOf } from './execution/request-fingerprint';
 import { omittedBodyOf } from './execution/stored-response';
 import { ResponseAdapterResolver } from './http/response-adapter.resolver';
+import { keySourceOf } from './idempotency-key-source';
+import type { IdempotencyKeySource } from './idempotency-key-source';
 import { IdempotencyRouteOptionsResolver } from './idempotency-route-options.resolver';
 import type { ResolvedIdempotencyRouteOptions } from './interfaces/idempotency-module-options.interface';
 import type { StoredResponse } from './interfaces/idempotency-record.interface';
 import { IdempotencyStore } from './storage/idempotency.store';
-import { readIdempotencyKey } from './utils/parse-idempotency-key';
 import { normaliseScope } from './utils/request-scope';
 import { routeLabelOf } from './utils/route-label';
 import { UnparsedContentTypeWarnings } from './utils/unparsed-content-types';
@@ -57,14 +58,16 @@ export class IdempotencyInterceptor implements NestInterceptor {
     const route = this.routes.resolve(context, request.method);
     if (!route || this.handled.has(request)) return next.handle();
     this.handled.add(request);
-    const key = readIdempotencyKey(request, route.header);
+    // The key header, or the key source a decorator gave the route (a webhook's event id).
+    const source = keySourceOf(context.getHandler());
+    const key = source.read(request, route);
     // No key on a `required: false` route: unprotected. (The guard refused every other case.)
     if (key.kind !== 'valid') return next.handle();
     // One observable around the claim and what follows it (not defer + mergeMap: two fewer
     // subscriber layers on every request). A claim that settles after the caller stopped
     // listening (an outer timeout answered first) is given back: see unclaimed().
     return new Observable((subscriber) => {
-      this.claim(context, route, key.key).then(
+      this.claim(context, route, key.key, source).then(
         (claimed) => {
           if (subscriber.closed) return void this.unclaimed(claimed);
           try {
@@ -88,10 +91,12 @@ export class IdempotencyInterceptor implements NestInterceptor {
     context: ExecutionContext,
     route: ResolvedIdempotencyRouteOptions,
     key: string,
+    source: IdempotencyKeySource,
   ): Promise<IdempotencyExecution | Replay> {
     const request = context.switchToHttp().getRequest();
     const scope = this.scopeOf(request, route);
-    const fingerprint = this.fingerprintOf(request, route, scope);
+    const fingerprint =
+      source.fingerprint?.(request, scope) ?? this.fingerprintOf(request, route, scope);
     const ownerToken = randomUUID();
     const path = request.originalUrl ?? request.url;
     const { method } = request;

@@ -23,6 +23,8 @@ import { ReceiptEntity } from './receipts/receipt.entity';
 import { RefundEntity } from './refunds/refund.entity';
 import type { SampleAppConfig } from './config/sample-app.config';
 import { CrashModule } from './crash/crash.module';
+import { DEFAULT_WEBHOOK_SECRET } from './config/sample-app.config';
+import { PROVIDER_WEBHOOK_SECRETS } from './webhooks/provider-webhook.constants';
 
 /** What the sample app module needs to know; the databases are already reachable. */
 export interface SampleAppModuleConfig {
@@ -43,6 +45,8 @@ export interface SampleAppModuleConfig {
   jobsIntervalSeconds?: number;
   /** The library's `preparedStatements` (`false` behind PgBouncer's transaction pooling). */
   preparedStatements?: boolean;
+  /** The provider webhook's signing secrets (`WEBHOOK_SECRET`); default `whsec_sample`. */
+  webhookSecrets?: string[];
   crash?: SampleAppConfig['crash'];
 }
 
@@ -102,6 +106,10 @@ export function createAppModule(config: SampleAppModuleConfig): DynamicModule {
     controllers: [HealthController],
     providers: [
       IdempotencyHealthIndicator,
+      {
+        provide: PROVIDER_WEBHOOK_SECRETS,
+        useValue: config.webhookSecrets ?? [DEFAULT_WEBHOOK_SECRET],
+      },
       { provide: APP_INTERCEPTOR, useClass: DatabaseUnavailableInterceptor },
       {
         provide: APP_PIPE,

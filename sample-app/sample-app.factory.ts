@@ -50,9 +50,11 @@ export async function createSampleApp(
       completerAfterSeconds: config.completerAfterSeconds,
       jobsIntervalSeconds: config.jobsIntervalSeconds,
       preparedStatements: config.preparedStatements,
+      webhookSecrets: config.webhookSecrets,
       crash: config.crash,
     });
-    const nestOptions = { abortOnError: false, logger: options.logger };
+    // rawBody: the provider webhook's signature is checked over the bytes it signed.
+    const nestOptions = { abortOnError: false, logger: options.logger, rawBody: true };
     const app =
       config.httpAdapter === 'fastify'
         ? await NestFactory.create(module, new FastifyAdapter(), nestOptions)

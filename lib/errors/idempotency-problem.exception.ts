@@ -19,7 +19,8 @@ export type IdempotencyErrorCode =
   | 'idempotency_operation_input_invalid'
   | 'idempotency_record_unreadable'
   | 'idempotency_request_too_large'
-  | 'idempotency_response_not_stored';
+  | 'idempotency_response_not_stored'
+  | 'idempotency_webhook_signature_invalid';
 
 const PROBLEMS: Record<IdempotencyErrorCode, { status: number; title: string }> = {
   idempotency_key_missing: {
@@ -81,6 +82,10 @@ const PROBLEMS: Record<IdempotencyErrorCode, { status: number; title: string }> 
   idempotency_response_not_stored: {
     status: HttpStatus.CONFLICT,
     title: 'The response for this Idempotency-Key was not stored',
+  },
+  idempotency_webhook_signature_invalid: {
+    status: HttpStatus.BAD_REQUEST,
+    title: 'Webhook signature is invalid',
   },
 };
 
@@ -298,6 +303,19 @@ export class IdempotencyProblemException extends HttpException {
     );
     exception.completed = completed;
     return exception;
+  }
+
+  /**
+   * A webhook delivery whose signature does not verify (no header, a malformed one, no
+   * signature made with a configured secret, a timestamp outside the tolerance) or cannot be
+   * verified (the raw body was not kept): nothing ran, nothing was stored.
+   * @param reason - what was wrong, in a clause; never a secret or the expected signature
+   */
+  static webhookSignatureInvalid(reason: string): IdempotencyProblemException {
+    return new IdempotencyProblemException(
+      'idempotency_webhook_signature_invalid',
+      `This webhook delivery was not processed: ${reason}.`,
+    );
   }
 
   /** The body was not parsed by the application, so it cannot be compared with a retry's. */

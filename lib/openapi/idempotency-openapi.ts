@@ -13,6 +13,8 @@ import {
   PROBLEM_CONTENT_TYPE,
 } from '../idempotency.constants';
 import { mergeRouteOptions } from '../idempotency.defaults';
+import { keySourceOf } from '../idempotency-key-source';
+import type { IdempotencyKeySource } from '../idempotency-key-source';
 import { IDEMPOTENCY_OPTIONS } from '../idempotency.tokens';
 import type {
   ResolvedIdempotencyRouteOptions,
@@ -50,6 +52,7 @@ const CODES: Record<IdempotencyErrorCode, true> = {
   idempotency_record_unreadable: true,
   idempotency_request_too_large: true,
   idempotency_response_not_stored: true,
+  idempotency_webhook_signature_invalid: true,
 };
 export const IDEMPOTENCY_ERROR_CODES = Object.keys(CODES) as IdempotencyErrorCode[];
 
@@ -278,10 +281,16 @@ function document(
   save(handler, [API_PARAMETERS, API_RESPONSE, API_EXTRA_MODELS]);
 
   const parameters: Record<string, any>[] = Reflect.getOwnMetadata(API_PARAMETERS, handler) ?? [];
-  const header = route.header.toLowerCase();
-  if (!parameters.some((p) => p.in === 'header' && String(p.name).toLowerCase() === header)) {
-    Reflect.defineMetadata(API_PARAMETERS, [...parameters, keyParameter(route)], handler);
-  }
+  // The key header, or the headers of the route's own key source (a webhook's signature).
+  const source = keySourceOf(handler);
+  const added = (source.openApi?.parameters ?? [keyParameter(route)]).filter(
+    (added) =>
+      !parameters.some(
+        (p) =>
+          p.in === 'header' && String(p.name).toLowerCase() === String(added.name).toLowerCase(),
+      ),
+  );
+  if (added.length > 0) Reflect.defineMetadata(API_PARAMETERS, [...parameters, ...added], handler);
 
   const declared: Record<string, Record<string, any>> | undefined = Reflect.getOwnMetadata(
     API_RESPONSE,
@@ -296,7 +305,7 @@ function document(
       };
     }
   }
-  for (const [status, problem] of Object.entries(problemResponses(route, module))) {
+  for (const [status, problem] of Object.entries(problemResponses(route, module, source))) {
     const existing = responses[status];
     responses[status] = existing ? mergeResponse(existing, problem) : problem;
   }
@@ -397,10 +406,14 @@ interface ProblemResponse {
   content?: Record<string, unknown>;
 }
 
-/** The 400 / 409 / 413 / 422 / 503 answers of one route. */
+/**
+ * The 400 / 409 / 413 / 422 / 503 answers of one route. A key source with its own documentation
+ * gives the 400s; one that names a request by its key alone makes 413 and 422 impossible.
+ */
 function problemResponses(
   route: ResolvedIdempotencyRouteOptions,
   module: ResolvedIdempotencyOptions,
+  source: IdempotencyKeySource,
 ): Record<string, ProblemResponse> {
   const retry = route.retryAfterSeconds;
   const h = route.header;
@@ -450,6 +463,14 @@ function problemResponses(
       true,
     ],
   };
+  if (source.openApi) {
+    const { description, problems } = source.openApi.badRequest;
+    answers[400] = [description, problems, false];
+  }
+  if (source.fingerprint) {
+    delete answers[413];
+    delete answers[422];
+  }
   const responses: Record<string, ProblemResponse> = {};
   for (const [status, [description, problems, retries]] of Object.entries(answers)) {
     const codes = problems.map((p) => p.code).join(', ');

@@ -38,6 +38,11 @@ export interface SampleAppConfig {
    */
   preparedStatements: boolean;
   /**
+   * `WEBHOOK_SECRET`: the secret the provider signs its webhooks with; several, comma-separated,
+   * while rotating (default `whsec_sample`).
+   */
+  webhookSecrets: string[];
+  /**
    * `SAMPLE_CRASH_AT` and `SAMPLE_CRASH_KEY_PREFIX` (tests only): the process SIGKILLs itself at
    * that point, for requests whose idempotency key starts with the prefix.
    */
@@ -91,6 +96,17 @@ function readNumber(
   return value;
 }
 
+/** The sample's webhook secret when `WEBHOOK_SECRET` is unset. */
+export const DEFAULT_WEBHOOK_SECRET = 'whsec_sample';
+
+function readSecrets(env: NodeJS.ProcessEnv, name: string, fallback: string): string[] {
+  const secrets = (env[name] ?? '')
+    .split(',')
+    .map((secret) => secret.trim())
+    .filter((secret) => secret !== '');
+  return secrets.length > 0 ? secrets : [fallback];
+}
+
 function readBoolean(env: NodeJS.ProcessEnv, name: string, fallback: boolean): boolean {
   const raw = env[name]?.trim();
   if (raw === undefined || raw === '') return fallback;
@@ -128,6 +144,7 @@ export function loadSampleAppConfig(env: NodeJS.ProcessEnv = process.env): Sampl
     completerAfterSeconds: readOptionalNumber(env, 'IDEMPOTENCY_COMPLETER_AFTER_SECONDS', 0),
     jobsIntervalSeconds: readOptionalNumber(env, 'IDEMPOTENCY_JOBS_INTERVAL_SECONDS', 0.1),
     preparedStatements: readBoolean(env, 'IDEMPOTENCY_PREPARED_STATEMENTS', true),
+    webhookSecrets: readSecrets(env, 'WEBHOOK_SECRET', DEFAULT_WEBHOOK_SECRET),
     crash: readCrash(env),
   };
 }

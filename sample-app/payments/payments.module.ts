@@ -5,10 +5,14 @@ import { RefundsService } from '../refunds/refunds.service';
 import { CreatePaymentOperation } from './create-payment.operation';
 import { PaymentsController } from './payments.controller';
 import { PaymentsService } from './payments.service';
+import { ProviderWebhooksController } from '../webhooks/provider-webhooks.controller';
 
-/** Payments (an operation in phases, and the receipt job it stages) and their refunds. */
+/**
+ * Payments (an operation in phases, and the receipt job it stages) and their refunds, made by
+ * the API or reported by the provider's webhook.
+ */
 @Module({
-  controllers: [PaymentsController, RefundsController],
+  controllers: [PaymentsController, RefundsController, ProviderWebhooksController],
   providers: [PaymentsService, RefundsService, CreatePaymentOperation, SendReceiptJob],
 })
 export class PaymentsModule {}

@@ -30,11 +30,7 @@ export class RefundsService {
       lock: { mode: 'pessimistic_write' },
     });
     if (!payment) throw paymentNotFound(paymentId);
-    const [{ refunded }] = await em.query(
-      'SELECT COALESCE(SUM(amount), 0)::int AS refunded FROM refunds WHERE payment_id = $1',
-      [paymentId],
-    );
-    const remaining = payment.amount - Number(refunded);
+    const remaining = await this.remaining(payment);
     if (dto.amount > remaining) {
       throw new BadRequestException({
         error: {
@@ -44,10 +40,42 @@ export class RefundsService {
         },
       });
     }
+    return this.insert(paymentId, dto.amount);
+  }
+
+  /**
+   * Records a refund the provider made (its `charge.refunded` webhook), inside the transaction
+   * that stores the webhook's answer, whatever account the payment belongs to.
+   * @returns the refund, or why none was recorded (an unknown payment, more than is left)
+   */
+  async recordProviderRefund(
+    paymentId: string,
+    amount: number,
+  ): Promise<RefundEntity | 'unknown_payment' | 'exceeds_payment'> {
+    const payment = await this.idempotency.entityManager.getRepository(PaymentEntity).findOne({
+      where: { id: paymentId },
+      lock: { mode: 'pessimistic_write' },
+    });
+    if (!payment) return 'unknown_payment';
+    if (amount > (await this.remaining(payment))) return 'exceeds_payment';
+    return this.insert(paymentId, amount);
+  }
+
+  /** What is left to refund of a payment whose row the transaction locked. */
+  private async remaining(payment: PaymentEntity): Promise<number> {
+    const [{ refunded }] = await this.idempotency.entityManager.query(
+      'SELECT COALESCE(SUM(amount), 0)::int AS refunded FROM refunds WHERE payment_id = $1',
+      [payment.id],
+    );
+    return payment.amount - Number(refunded);
+  }
+
+  private async insert(paymentId: string, amount: number): Promise<RefundEntity> {
+    const em = this.idempotency.entityManager;
     const refund = em.create(RefundEntity, {
       id: `re_${randomBytes(12).toString('hex')}`,
       paymentId,
-      amount: dto.amount,
+      amount,
       createdAt: new Date(),
     });
     await em.insert(RefundEntity, refund);

@@ -49,6 +49,10 @@ const CODES = [
   'idempotency_operation_abandoned',
   'idempotency_operation_unavailable',
   'idempotency_operation_input_invalid',
+  'idempotency_record_unreadable',
+  'idempotency_request_too_large',
+  'idempotency_response_not_stored',
+  'idempotency_webhook_signature_invalid',
 ];
 const PROBLEM_REF = '#/components/schemas/IdempotencyProblem';
 const PROBLEM_STATUSES = ['400', '409', '413', '422', '503'];
@@ -202,6 +206,21 @@ describe.each(['express', 'fastify'] as const)('the sample app’s document (%s)
       });
       expect(Object.keys(operation.responses).sort()).toEqual(['201', ...PROBLEM_STATUSES]);
     }
+  });
+
+  it('documents POST /webhooks/provider by its signature header, with no key and no 413 or 422', () => {
+    const operation = document.paths['/webhooks/provider'].post;
+    const headers = operation.parameters.filter((p: any) => p.in === 'header');
+    expect(headers).toEqual([
+      expect.objectContaining({ name: 'Provider-Signature', required: true }),
+    ]);
+    expect(JSON.stringify(operation.parameters)).not.toMatch(/Idempotency-Key/);
+    expect(Object.keys(operation.responses).sort()).toEqual(['200', '400', '409', '503']);
+    expect(operation.responses['200'].headers['Idempotent-Replayed']).toBeDefined();
+    expect(problemContent(operation, '400')).toEqual({
+      ref: PROBLEM_REF,
+      codes: ['idempotency_webhook_signature_invalid'],
+    });
   });
 
   it('leaves the routes without @Idempotent() as they were (GET /payments, /health, ...)', () => {

@@ -24,6 +24,7 @@ const CODES = {
   idempotency_record_unreadable: true,
   idempotency_request_too_large: true,
   idempotency_response_not_stored: true,
+  idempotency_webhook_signature_invalid: true,
 } satisfies Record<IdempotencyErrorCode, true>;
 
 /** The first table under "## Codes" in docs/errors.md: code → its status and title. */

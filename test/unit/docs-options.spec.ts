@@ -1,13 +1,15 @@
 /**
  * The manual's options tables and the defaults objects say the same thing: every option has a
  * row, every row is an option, and every default cell matches the code. The tables:
- * docs/routes-and-options.md (the module's options and the TypeORM store's) and
- * docs/operations-and-jobs.md (the options of operations in phases).
+ * docs/routes-and-options.md (the module's options and the TypeORM store's),
+ * docs/operations-and-jobs.md (the options of operations in phases) and docs/webhooks.md
+ * (`@IdempotentWebhook()`'s own options).
  */
 import { normaliseScope } from '../../lib/utils/request-scope';
 import { DEFAULT_IDEMPOTENCY_OPTIONS } from '../../lib';
 import { DEFAULT_TYPEORM_STORE_OPTIONS } from '../../lib/storage/typeorm';
 import { DEFAULT_IDEMPOTENCY_PHASES_OPTIONS } from '../../lib/phases';
+import { DEFAULT_IDEMPOTENCY_WEBHOOK_OPTIONS } from '../../lib/webhooks';
 import { namedRows } from '../shared/markdown';
 
 /** The first table under `heading` in `file`: option name → its default cell. */
@@ -99,5 +101,45 @@ describe('the options table of docs/operations-and-jobs.md (operations in phases
 
   it.each([...defaults.entries()])('documents the default of %s', (name, value) => {
     expect(table.get(name)).toBe(`\`${String(value)}\``);
+  });
+});
+
+describe("the options table of docs/webhooks.md (@IdempotentWebhook()'s own options)", () => {
+  let table: Map<string, string>;
+  beforeAll(() => {
+    table = optionsTable('docs/webhooks.md', '## Options');
+  });
+  const { toleranceSeconds, stripe, standardWebhooks, hmac } = DEFAULT_IDEMPOTENCY_WEBHOOK_OPTIONS;
+  const code = (value: string | number) => `\`${value}\``;
+
+  it('has one row per option and no row for anything else', () => {
+    expect([...table.keys()].sort()).toEqual(
+      [
+        'provider',
+        'signature',
+        'secrets',
+        'key',
+        'signature.toleranceSeconds',
+        'signature.header',
+        'signature.headers',
+        'signature.prefix',
+        'signature.encoding',
+      ].sort(),
+    );
+    for (const required of ['provider', 'signature', 'secrets']) {
+      expect(table.get(required)).toBe('required');
+    }
+  });
+
+  it('documents the defaults of DEFAULT_IDEMPOTENCY_WEBHOOK_OPTIONS', () => {
+    expect(table.get('signature.toleranceSeconds')).toBe(code(toleranceSeconds));
+    expect(table.get('signature.header')).toBe(
+      `${code(stripe.header)} (stripe), ${code(hmac.header)} (hmac)`,
+    );
+    expect(table.get('signature.headers')).toBe(
+      Object.values(standardWebhooks.headers).map(code).join(', '),
+    );
+    expect(table.get('signature.prefix')).toBe(code(hmac.prefix));
+    expect(table.get('signature.encoding')).toBe(code(hmac.encoding));
   });
 });

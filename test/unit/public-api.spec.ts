@@ -9,6 +9,7 @@ import * as root from '../../lib';
 import * as phases from '../../lib/phases';
 import * as typeorm from '../../lib/storage/typeorm';
 import * as testing from '../../lib/testing';
+import * as webhooks from '../../lib/webhooks';
 
 /** Every name an entry file exports, values and types, read from its source. */
 function exportedNames(file: string): string[] {
@@ -127,8 +128,34 @@ describe('public API', () => {
     ]);
   });
 
+  it('nest-idempotency/webhooks exports the webhook decorator, its defaults and its types', () => {
+    expect(Object.keys(webhooks).sort()).toEqual([
+      'DEFAULT_IDEMPOTENCY_WEBHOOK_OPTIONS',
+      'IDEMPOTENCY_WEBHOOK_CLOCK',
+      'IdempotentWebhook',
+    ]);
+    expect(exportedNames('webhooks/index.ts')).toEqual(
+      [
+        'DEFAULT_IDEMPOTENCY_WEBHOOK_OPTIONS',
+        'IDEMPOTENCY_WEBHOOK_CLOCK',
+        'IdempotentWebhook',
+        'IdempotencyHmacSignature',
+        'IdempotencyStandardWebhooksSignature',
+        'IdempotencyStripeSignature',
+        'IdempotencyWebhookClock',
+        'IdempotencyWebhookEvent',
+        'IdempotencyWebhookSecretList',
+        'IdempotencyWebhookSecrets',
+        'IdempotencyWebhookSecretsFactory',
+        'IdempotencyWebhookSignature',
+        'IdempotentWebhookOptions',
+        'IdempotentWebhookRouteOptions',
+      ].sort(),
+    );
+  });
+
   it('exports no undefined values', () => {
-    for (const [name, value] of Object.entries({ ...root, ...typeorm, ...phases })) {
+    for (const [name, value] of Object.entries({ ...root, ...typeorm, ...phases, ...webhooks })) {
       expect([name, value === undefined]).toEqual([name, false]);
     }
   });

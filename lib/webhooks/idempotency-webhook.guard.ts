@@ -1,0 +1,146 @@
+import { Inject, Injectable, Logger, Optional } from '@nestjs/common';
+import type { CanActivate, ExecutionContext } from '@nestjs/common';
+import { ModuleRef } from '@nestjs/core';
+import { IdempotencyProblemException } from '../errors/idempotency-problem.exception';
+import { IdempotencyEvents } from '../events/idempotency.events';
+import { headerLines } from '../utils/parse-idempotency-key';
+import { routeLabelOf } from '../utils/route-label';
+import { IDEMPOTENCY_WEBHOOK_CLOCK } from './idempotent-webhook.options';
+import type { IdempotencyWebhookClock } from './idempotent-webhook.options';
+import { keysOf, markVerified, webhookRouteOf } from './webhook-route';
+import type { ResolvedWebhookRoute } from './webhook-route';
+import { verifyWebhookSignature } from './webhook-signatures';
+
+/** What a valid event id is: what a valid idempotency key is, 1 to 255 printable ASCII. */
+const EVENT_ID = /^[\x20-\x7e]{1,255}$/;
+
+/**
+ * Verifies the signature of a webhook delivery over its raw body, before any other part of the
+ * library (or a pipe, or the handler) sees it, then reads its event id: the route's key. Bound
+ * by `@IdempotentWebhook()`, ahead of the idempotency guard; a delivery that does not verify is
+ * refused with 400 `idempotency_webhook_signature_invalid`, and nothing runs or is stored.
+ */
+@Injectable()
+export class IdempotencyWebhookGuard implements CanActivate {
+  private readonly logger = new Logger('Idempotency');
+  /** Routes already told about a missing raw body (once each). */
+  private readonly warned = new Set<string>();
+  /** The providers each secrets factory gets, found once. */
+  private readonly dependencies = new WeakMap<ResolvedWebhookRoute, unknown[]>();
+
+  /** Built by Nest's injector, in the module of the webhook's controller. @internal */
+  constructor(
+    private readonly moduleRef: ModuleRef,
+    private readonly events: IdempotencyEvents,
+    @Optional()
+    @Inject(IDEMPOTENCY_WEBHOOK_CLOCK)
+    private readonly clock?: IdempotencyWebhookClock,
+  ) {}
+
+  /** @inheritDoc */
+  async canActivate(context: ExecutionContext): Promise<boolean> {
+    if (context.getType() !== 'http') return true;
+    const route = webhookRouteOf(context.getHandler());
+    if (!route) return true;
+    const request = context.switchToHttp().getRequest();
+    const rawBody = this.rawBodyOf(request);
+    const verdict = verifyWebhookSignature(
+      route.signature,
+      {
+        header: (name) => headerLines(request.rawHeaders ?? request.raw?.rawHeaders, name),
+        rawBody,
+      },
+      await this.keysOf(route),
+      (this.clock ?? Date.now)(),
+    );
+    if (!verdict.ok) {
+      this.reject(IdempotencyProblemException.webhookSignatureInvalid(verdict.reason), request);
+    }
+    markVerified(request, this.eventIdOf(route, request, rawBody));
+    return true;
+  }
+
+  /** The signed bytes; a request without a raw body (`rawBody: true` is off) is refused. */
+  private rawBodyOf(request: any): Buffer {
+    const raw: unknown = request.rawBody;
+    if (Buffer.isBuffer(raw)) return raw;
+    if (typeof raw === 'string') return Buffer.from(raw, 'utf8');
+    const length = Number(request.headers['content-length'] ?? 0);
+    // No body at all: there is nothing to keep, and the signature is checked over nothing.
+    if (!(length > 0) && request.headers['transfer-encoding'] === undefined) return Buffer.alloc(0);
+    const label = routeLabelOf(request);
+    if (!this.warned.has(label)) {
+      this.warned.add(label);
+      this.logger.error(
+        `${label} cannot check webhook signatures: the raw body of its requests is not kept. ` +
+          'Create the application with rawBody: true (NestFactory.create(AppModule, { rawBody: ' +
+          'true })); on Express, a content type other than JSON or urlencoded also needs ' +
+          "app.useBodyParser('raw') (or 'text'). Until then every delivery is refused with 400.",
+      );
+    }
+    return this.reject(
+      IdempotencyProblemException.webhookSignatureInvalid(
+        'the server did not keep its raw body, so its signature cannot be checked',
+      ),
+      request,
+    );
+  }
+
+  /** The HMAC keys of the route's secrets: given once, or from its factory on each delivery. */
+  private async keysOf(route: ResolvedWebhookRoute): Promise<readonly Buffer[]> {
+    const { secrets } = route;
+    if (secrets.kind === 'keys') return secrets.keys;
+    let dependencies = this.dependencies.get(route);
+    if (!dependencies) {
+      dependencies = secrets.inject.map((token) => this.moduleRef.get(token, { strict: false }));
+      this.dependencies.set(route, dependencies);
+    }
+    return keysOf(
+      route.signature.scheme,
+      await secrets.useFactory(...dependencies),
+      `the secrets factory of @IdempotentWebhook({ provider: '${route.provider}' })`,
+    );
+  }
+
+  /** The event id of a verified delivery, or a 400 when it has none that can be a key. */
+  private eventIdOf(route: ResolvedWebhookRoute, request: any, rawBody: Buffer): string {
+    let payload: unknown;
+    try {
+      payload = JSON.parse(rawBody.toString('utf8'));
+    } catch {
+      payload = undefined;
+    }
+    const id = route.key({ payload, headers: request.headers, rawBody });
+    const text = typeof id === 'number' && Number.isFinite(id) ? String(id) : id;
+    if (text === undefined || text === null || text === '') {
+      this.reject(
+        new IdempotencyProblemException(
+          'idempotency_key_missing',
+          'This webhook delivery was not processed: its event has no id to process it once by.',
+          undefined,
+          'Webhook event id is missing',
+        ),
+        request,
+      );
+    }
+    if (typeof text !== 'string' || !EVENT_ID.test(text)) {
+      this.reject(
+        new IdempotencyProblemException(
+          'idempotency_key_invalid',
+          'This webhook delivery was not processed: its event id is not 1 to 255 printable ' +
+            'ASCII characters.',
+          undefined,
+          'Webhook event id is invalid',
+        ),
+        request,
+      );
+    }
+    return text;
+  }
+
+  private reject(error: IdempotencyProblemException, request: any): never {
+    const route = routeLabelOf(request);
+    this.events.emit({ type: 'rejected', code: error.code, status: error.getStatus(), route });
+    throw error;
+  }
+}

@@ -1,0 +1,329 @@
+import { createHash } from 'node:crypto';
+import type { InjectionToken } from '@nestjs/common';
+import { IdempotencyConfigurationError } from '../errors/idempotency-configuration.error';
+import { IdempotencyProblemException } from '../errors/idempotency-problem.exception';
+import { checkNumber, limit } from '../idempotency.defaults';
+import type { IdempotencyKeySource } from '../idempotency-key-source';
+import { DEFAULT_IDEMPOTENCY_WEBHOOK_OPTIONS } from './idempotent-webhook.options';
+import type {
+  IdempotencyWebhookEvent,
+  IdempotencyWebhookSecrets,
+  IdempotentWebhookOptions,
+} from './idempotent-webhook.options';
+import { signingKeyOf } from './webhook-signatures';
+import type { ResolvedWebhookSignature } from './webhook-signatures';
+
+/** Where a webhook route's secrets come from, checked. */
+export type WebhookSecretsSource =
+  | { kind: 'keys'; keys: Buffer[] }
+  | {
+      kind: 'factory';
+      inject: InjectionToken[];
+      useFactory: (...dependencies: any[]) => unknown;
+    };
+
+/** A webhook route's settings, checked, with every default filled in. */
+export interface ResolvedWebhookRoute {
+  /** The provider's name; the scope is `webhook:<provider>`. */
+  provider: string;
+  /** How deliveries are signed. */
+  signature: ResolvedWebhookSignature;
+  /** The secrets, or the factory that gives them on each delivery. */
+  secrets: WebhookSecretsSource;
+  /** The event id of a verified delivery. */
+  key: (event: IdempotencyWebhookEvent) => unknown;
+}
+
+const HEADER = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
+const PROVIDER = /^[A-Za-z0-9._-]{1,100}$/;
+const TOLERANCE = limit({
+  min: 1,
+  max: 86_400,
+  integer: false,
+  unit: 'seconds',
+  example: DEFAULT_IDEMPOTENCY_WEBHOOK_OPTIONS.toleranceSeconds,
+  note: 'A delivery signed longer ago than this is refused as a replay.',
+});
+
+function fail(provider: unknown, option: string, fix: string): never {
+  throw new IdempotencyConfigurationError(
+    `nest-idempotency: @IdempotentWebhook({ provider: ${JSON.stringify(provider)} }) option ` +
+      `"${option}" is invalid. ${fix}`,
+  );
+}
+
+function header(provider: unknown, option: string, given: unknown, fallback: string): string {
+  if (given === undefined) return fallback;
+  if (typeof given !== 'string' || !HEADER.test(given)) {
+    fail(provider, option, `Use an HTTP header name such as "${fallback}".`);
+  }
+  return given;
+}
+
+function signatureOf(provider: unknown, given: unknown): ResolvedWebhookSignature {
+  const s = (given ?? {}) as Record<string, any>;
+  const defaults = DEFAULT_IDEMPOTENCY_WEBHOOK_OPTIONS;
+  const tolerance = () =>
+    s.toleranceSeconds === undefined
+      ? defaults.toleranceSeconds
+      : checkNumber('signature.toleranceSeconds', s.toleranceSeconds, TOLERANCE);
+  switch (s.scheme) {
+    case 'stripe':
+      return {
+        scheme: 'stripe',
+        header: header(provider, 'signature.header', s.header, defaults.stripe.header),
+        toleranceSeconds: tolerance(),
+      };
+    case 'standard-webhooks': {
+      const names = defaults.standardWebhooks.headers;
+      const given = (s.headers ?? {}) as Record<string, unknown>;
+      return {
+        scheme: 'standard-webhooks',
+        headers: {
+          id: header(provider, 'signature.headers.id', given.id, names.id),
+          timestamp: header(
+            provider,
+            'signature.headers.timestamp',
+            given.timestamp,
+            names.timestamp,
+          ),
+          signature: header(
+            provider,
+            'signature.headers.signature',
+            given.signature,
+            names.signature,
+          ),
+        },
+        toleranceSeconds: tolerance(),
+      };
+    }
+    case 'hmac': {
+      const encoding = s.encoding ?? defaults.hmac.encoding;
+      if (encoding !== 'hex' && encoding !== 'base64') {
+        fail(provider, 'signature.encoding', 'Use "hex" or "base64".');
+      }
+      const prefix = s.prefix ?? defaults.hmac.prefix;
+      if (typeof prefix !== 'string') fail(provider, 'signature.prefix', 'Use a string, or "".');
+      return {
+        scheme: 'hmac',
+        header: header(provider, 'signature.header', s.header, defaults.hmac.header),
+        prefix,
+        encoding,
+      };
+    }
+    default:
+      return fail(
+        provider,
+        'signature',
+        "Use { scheme: 'stripe' }, { scheme: 'standard-webhooks' } or { scheme: 'hmac' }.",
+      );
+  }
+}
+
+/**
+ * The HMAC keys of a list of secrets, checked without ever echoing one.
+ * @param where - what gave them, for the message
+ * @throws IdempotencyConfigurationError when there is none, or one is not usable
+ */
+export function keysOf(
+  scheme: ResolvedWebhookSignature['scheme'],
+  given: unknown,
+  where: string,
+): Buffer[] {
+  const list: unknown[] = typeof given === 'string' ? [given] : Array.isArray(given) ? given : [];
+  const fix =
+    scheme === 'standard-webhooks'
+      ? 'A Standard Webhooks secret is whsec_ followed by base64, as the provider shows it.'
+      : 'Give the signing secret as the provider shows it.';
+  if (list.length === 0 || !list.every((secret) => typeof secret === 'string' && secret !== '')) {
+    throw new IdempotencyConfigurationError(
+      `nest-idempotency: ${where} gave no webhook secret, or one that is not a non-empty ` +
+        `string (secrets are never shown). Give one secret, or several while rotating. ${fix}`,
+    );
+  }
+  return list.map((secret, index) => {
+    const key = signingKeyOf(scheme, secret as string);
+    if (!key) {
+      throw new IdempotencyConfigurationError(
+        `nest-idempotency: ${where} gave a webhook secret (number ${index + 1}) that cannot be ` +
+          `used (secrets are never shown). ${fix}`,
+      );
+    }
+    return key;
+  });
+}
+
+function secretsOf(
+  provider: string,
+  scheme: ResolvedWebhookSignature['scheme'],
+  given: IdempotencyWebhookSecrets,
+): WebhookSecretsSource {
+  if (typeof given === 'function') return { kind: 'factory', inject: [], useFactory: given };
+  if (typeof given === 'object' && given !== null && !Array.isArray(given)) {
+    const factory = given as { inject?: unknown; useFactory?: unknown };
+    if (typeof factory.useFactory !== 'function') {
+      fail(provider, 'secrets', 'Use a string, an array of strings, or { inject, useFactory }.');
+    }
+    if (factory.inject !== undefined && !Array.isArray(factory.inject)) {
+      fail(provider, 'secrets.inject', 'Use an array of providers, e.g. [ConfigService].');
+    }
+    return {
+      kind: 'factory',
+      inject: (factory.inject as InjectionToken[] | undefined) ?? [],
+      useFactory: factory.useFactory as (...dependencies: any[]) => unknown,
+    };
+  }
+  return {
+    kind: 'keys',
+    keys: keysOf(scheme, given, `@IdempotentWebhook({ provider: '${provider}' })`),
+  };
+}
+
+function keyOf(
+  provider: string,
+  signature: ResolvedWebhookSignature,
+  given: unknown,
+): ResolvedWebhookRoute['key'] {
+  if (typeof given === 'function') return given as ResolvedWebhookRoute['key'];
+  if (given !== undefined) fail(provider, 'key', 'Use a function (event) => the event id.');
+  switch (signature.scheme) {
+    case 'stripe':
+      return (event) => event.payload?.id;
+    case 'standard-webhooks': {
+      const name = signature.headers.id.toLowerCase();
+      return (event) => event.headers[name];
+    }
+    case 'hmac':
+      return fail(
+        provider,
+        'key',
+        'The hmac scheme signs no event id: say where it is, e.g. ' +
+          "key: (event) => event.headers['x-github-delivery'] (GitHub).",
+      );
+  }
+}
+
+/**
+ * Checks `@IdempotentWebhook()`'s own options and fills in the defaults.
+ * @throws IdempotencyConfigurationError naming the option and the fix (at class definition)
+ */
+export function resolveWebhookRoute(options: IdempotentWebhookOptions): ResolvedWebhookRoute {
+  const { provider } = options ?? ({} as IdempotentWebhookOptions);
+  if (typeof provider !== 'string' || !PROVIDER.test(provider)) {
+    fail(provider, 'provider', 'Use 1 to 100 letters, digits, ".", "_" or "-", e.g. "stripe".');
+  }
+  const signature = signatureOf(provider, options.signature);
+  return {
+    provider,
+    signature,
+    secrets: secretsOf(provider, signature.scheme, options.secrets),
+    key: keyOf(provider, signature, options.key),
+  };
+}
+
+/** The event ids of the deliveries the webhook guard verified, by request. */
+const verified = new WeakMap<object, string>();
+
+/**
+ * Records the event id of a delivery whose signature verified: the route's key.
+ * @param request - the adapter's request
+ * @param key - the event id, a valid key
+ */
+export function markVerified(request: object, key: string): void {
+  verified.set(request, key);
+}
+
+/** The signature headers of a scheme, as the OpenAPI document shows them. */
+function signatureHeaders(route: ResolvedWebhookRoute): Record<string, unknown>[] {
+  const { signature, provider } = route;
+  const parameter = (name: string, description: string) => ({
+    name,
+    in: 'header',
+    required: true,
+    description,
+    schema: { type: 'string' },
+  });
+  switch (signature.scheme) {
+    case 'stripe':
+      return [
+        parameter(
+          signature.header,
+          `The ${provider} signature: t=<unix seconds>,v1=<hex HMAC-SHA256 of "t.body">. A ` +
+            `delivery signed more than ${signature.toleranceSeconds} seconds from now is refused.`,
+        ),
+      ];
+    case 'standard-webhooks':
+      return [
+        parameter(signature.headers.id, 'The message id: the same on every delivery of it.'),
+        parameter(signature.headers.timestamp, 'When the delivery was signed, in unix seconds.'),
+        parameter(
+          signature.headers.signature,
+          'Space-separated v1,<base64 HMAC-SHA256 of "id.timestamp.body"> signatures.',
+        ),
+      ];
+    case 'hmac':
+      return [
+        parameter(
+          signature.header,
+          `${signature.prefix}<${signature.encoding} HMAC-SHA256 of the raw body>.`,
+        ),
+      ];
+  }
+}
+
+/**
+ * The key source of a webhook route: the event id its guard verified. A delivery is named by
+ * its event id alone, so every delivery of one event under one route is the same request: a
+ * redelivery whose body changed is replayed, never refused with 422.
+ * @param route - the route's webhook settings
+ */
+export function webhookKeySource(route: ResolvedWebhookRoute): IdempotencyKeySource {
+  return {
+    read: (request) => {
+      const key = verified.get(request);
+      return key === undefined ? { kind: 'missing' } : { kind: 'valid', key };
+    },
+    fingerprint: (request, scope) => {
+      const url = String(request.originalUrl ?? request.url ?? '');
+      const path = url.split('?')[0];
+      return createHash('sha256')
+        .update(`webhook\n${scope}\n${String(request.method).toUpperCase()} ${path}`)
+        .digest('hex');
+    },
+    openApi: {
+      parameters: signatureHeaders(route),
+      badRequest: {
+        description:
+          'The delivery is not signed by the provider (no signature header, a malformed one, ' +
+          'no signature made with a configured secret, a timestamp outside the tolerance) or ' +
+          'its event has no usable id. Nothing was processed.',
+        problems: [
+          IdempotencyProblemException.webhookSignatureInvalid(
+            'no signature in it matches the body with a configured secret',
+          ),
+        ],
+      },
+    },
+  };
+}
+
+/** Metadata key of a webhook route's settings, on its handler. */
+const WEBHOOK_ROUTE_METADATA = 'nest-idempotency:webhook-route';
+
+/**
+ * Gives a handler its webhook settings, read by the webhook guard.
+ * @param handler - the route handler, once every wrapper is applied
+ */
+export function setWebhookRoute(handler: object, route: ResolvedWebhookRoute): void {
+  Reflect.defineMetadata(WEBHOOK_ROUTE_METADATA, route, handler);
+}
+
+/**
+ * A handler's webhook settings, when `@IdempotentWebhook()` decorates it.
+ * @param handler - `ExecutionContext.getHandler()`
+ */
+export function webhookRouteOf(handler: unknown): ResolvedWebhookRoute | undefined {
+  return typeof handler === 'function'
+    ? Reflect.getMetadata(WEBHOOK_ROUTE_METADATA, handler)
+    : undefined;
+}
