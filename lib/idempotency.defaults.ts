@@ -2,6 +2,7 @@ import { FORBIDDEN_REPLAY_HEADERS, RESERVED_HEADER_PREFIX } from './idempotency.
 import { IdempotencyConfigurationError } from './errors/idempotency-configuration.error';
 import { resolveEncryptionOptions } from './storage/sealed/encryption-options';
 import type {
+  IdempotencyWaitOptions,
   IdempotencyModuleOptions,
   ResolvedIdempotencyRouteOptions,
   IdempotencyRouteOptions,
@@ -44,6 +45,7 @@ export const DEFAULT_IDEMPOTENCY_OPTIONS: Readonly<ResolvedIdempotencyOptions> =
   ],
   retryAfterSeconds: 1,
   transactional: false,
+  wait: { maxSeconds: 0, defaultSeconds: 0, pollIntervalSeconds: 0.5 },
   maxRequestBytes: 1_048_576,
   maxResponseBytes: 1_048_576,
   storeBody: true,
@@ -54,6 +56,7 @@ export const DEFAULT_IDEMPOTENCY_OPTIONS: Readonly<ResolvedIdempotencyOptions> =
     abandonedRetentionSeconds: 2_592_000,
   },
   replayCache: { enabled: true, maxEntries: 10_000, maxBytes: 16 * 1024 * 1024 },
+  maxWaiters: 1_000,
   store: 'typeorm',
   problemTypeBaseUri: 'urn:nest-idempotency:problem:',
   errorBody: null,
@@ -170,6 +173,36 @@ export const OPTION_LIMITS = Object.freeze({
     unit: 'entries',
     example: DEFAULT_IDEMPOTENCY_OPTIONS.replayCache.maxEntries,
     note: 'replayCache: false turns the cache off.',
+  }),
+  'wait.maxSeconds': limit({
+    min: 0,
+    max: 300,
+    integer: false,
+    unit: 'seconds',
+    example: 10,
+    note: 'A waiting request holds its connection (and, behind a proxy, a worker): keep it short.',
+  }),
+  'wait.defaultSeconds': limit({
+    min: 0,
+    max: 300,
+    integer: false,
+    unit: 'seconds',
+    example: DEFAULT_IDEMPOTENCY_OPTIONS.wait.defaultSeconds,
+    note: 'It is capped by wait.maxSeconds.',
+  }),
+  'wait.pollIntervalSeconds': limit({
+    min: 0.05,
+    max: 60,
+    integer: false,
+    unit: 'seconds',
+    example: DEFAULT_IDEMPOTENCY_OPTIONS.wait.pollIntervalSeconds,
+  }),
+  maxWaiters: limit({
+    min: 1,
+    max: 1_000_000,
+    integer: true,
+    unit: 'requests',
+    example: DEFAULT_IDEMPOTENCY_OPTIONS.maxWaiters,
   }),
   'replayCache.maxBytes': limit({
     min: 1,
@@ -324,6 +357,7 @@ export function validateRouteOptions<T extends IdempotencyRouteOptions>(options:
       `"${refused}" cannot be replayed: it belongs to one connection or one response. Remove it.`,
     );
   }
+  if ('wait' in o) o.wait = checkWait(o.wait);
   if ('storeStatuses' in o) {
     check(
       Array.isArray(o.storeStatuses) &&
@@ -336,6 +370,32 @@ export function validateRouteOptions<T extends IdempotencyRouteOptions>(options:
     );
   }
   return o as T;
+}
+
+const WAIT_FIELDS = ['maxSeconds', 'defaultSeconds', 'pollIntervalSeconds'] as const;
+
+/**
+ * Checks the `wait` fields that are present (a route's may name only some) and refuses any other.
+ * @returns a copy, numbers from the environment converted
+ */
+function checkWait(given: unknown): Partial<IdempotencyWaitOptions> {
+  const fix =
+    'Use an object such as { maxSeconds: 10 }, or leave it out (no waiting: 409 at once).';
+  check(typeof given === 'object' && given !== null && !Array.isArray(given), 'wait', given, fix);
+  const wait: Record<string, unknown> = { ...(given as object) };
+  const unknown = Object.keys(wait).find(
+    (name) => !(WAIT_FIELDS as readonly string[]).includes(name),
+  );
+  check(unknown === undefined, `wait.${unknown}`, wait[unknown!], `Use ${WAIT_FIELDS.join(', ')}.`);
+  for (const field of WAIT_FIELDS) {
+    if (wait[field] !== undefined) wait[field] = checkRange(`wait.${field}`, wait[field]);
+  }
+  return wait as Partial<IdempotencyWaitOptions>;
+}
+
+/** `given`'s `wait` fields over `base`'s, field by field; `undefined` keeps `base`. */
+function mergeWait(base: IdempotencyWaitOptions, given: unknown): IdempotencyWaitOptions {
+  return given === undefined ? base : { ...base, ...withoutUndefined(checkWait(given)) };
 }
 
 /** The fields that are set: an option given as `undefined` keeps its default. Internal. */
@@ -394,7 +454,9 @@ export function resolveIdempotencyOptions(
   const merged = validateRouteOptions({
     ...DEFAULT_IDEMPOTENCY_OPTIONS,
     ...rest,
+    wait: mergeWait(DEFAULT_IDEMPOTENCY_OPTIONS.wait, rest.wait),
   } as ResolvedIdempotencyOptions);
+  merged.maxWaiters = checkRange('maxWaiters', merged.maxWaiters);
   check(
     merged.store === 'typeorm' ||
       merged.store === 'memory' ||
@@ -442,7 +504,10 @@ export function mergeRouteOptions(
   const merged: any = { ...base };
   for (const layer of layers) {
     if (!layer) continue;
-    for (const [k, v] of Object.entries(layer)) if (v !== undefined) merged[k] = v;
+    for (const [k, v] of Object.entries(layer)) {
+      if (k === 'wait') merged.wait = mergeWait(merged.wait, v);
+      else if (v !== undefined) merged[k] = v;
+    }
   }
   return merged;
 }

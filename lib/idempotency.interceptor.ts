@@ -20,6 +20,8 @@ import { IdempotencyStore } from './storage/idempotency.store';
 import { normaliseScope } from './utils/request-scope';
 import { routeLabelOf } from './utils/route-label';
 import { UnparsedContentTypeWarnings } from './utils/unparsed-content-types';
+import { IdempotencyWaiters } from './waiting/idempotency-waiters';
+import { claimOrWait } from './waiting/wait-for-claim';
 
 /** A completed record found by the claim. */
 interface Replay {
@@ -50,6 +52,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
     private readonly responses: ResponseAdapterResolver,
     private readonly events: IdempotencyEvents,
     private readonly metrics: IdempotencyMetrics,
+    private readonly waiters: IdempotencyWaiters,
   ) {}
 
   /** @inheritDoc */
@@ -102,11 +105,21 @@ export class IdempotencyInterceptor implements NestInterceptor {
     const { method } = request;
     const { lockTimeoutSeconds, ttlSeconds } = route;
     const label = routeLabelOf(request);
-    const claimedAt = Date.now();
-    const started = performance.now();
-    const claim = await this.store
-      .claim({ scope, key, fingerprint, method, path, ownerToken, lockTimeoutSeconds, ttlSeconds })
-      .catch((error) => {
+    const claimRequest = {
+      scope,
+      key,
+      fingerprint,
+      method,
+      path,
+      ownerToken,
+      lockTimeoutSeconds,
+      ttlSeconds,
+    };
+    let claimedAt = Date.now();
+    const claimOnce = async () => {
+      claimedAt = Date.now();
+      const started = performance.now();
+      const claim = await this.store.claim(claimRequest).catch((error) => {
         this.metrics.claimed(label, (performance.now() - started) / 1000, 'error');
         // A record the store found but cannot read (sealed with a key that is gone): its own 500.
         if (error instanceof IdempotencyProblemException) {
@@ -114,7 +127,23 @@ export class IdempotencyInterceptor implements NestInterceptor {
         }
         return Promise.reject(this.storeUnavailable(error, route, 'claim', label));
       });
-    this.metrics.claimed(label, (performance.now() - started) / 1000, claim.outcome);
+      this.metrics.claimed(label, (performance.now() - started) / 1000, claim.outcome);
+      return claim;
+    };
+    // On a route that may wait, a duplicate that finds the key in flight waits for the first
+    // request, then claims again.
+    const claim =
+      route.wait.maxSeconds > 0
+        ? await claimOrWait(
+            this.waiters,
+            request,
+            context.switchToHttp().getResponse(),
+            route.wait,
+            scope,
+            key,
+            claimOnce,
+          )
+        : await claimOnce();
     switch (claim.outcome) {
       case 'mismatch':
         throw this.reject(IdempotencyProblemException.keyReused(route.header), label, scope, key);

@@ -32,6 +32,7 @@ import type { IdempotencyStoreCapabilities } from './storage/idempotency-store.c
 import { MemoryIdempotencyStore } from './storage/memory-idempotency.store';
 import { defaultTypeOrmStore } from './storage/default-typeorm-store';
 import { LocalFirstIdempotencyStore } from './storage/local-first-idempotency.store';
+import { IdempotencyWaiters } from './waiting/idempotency-waiters';
 import { RecordSealer } from './storage/sealed/record-sealer';
 import { SealingIdempotencyStore } from './storage/sealing-idempotency.store';
 
@@ -107,6 +108,7 @@ const providers: Provider[] = [
   IdempotencyExceptionFilter,
   IdempotencyContext,
   IdempotencyPurgeService,
+  IdempotencyWaiters,
 ];
 
 /**
@@ -145,6 +147,7 @@ const providers: Provider[] = [
     IdempotencyExceptionFilter,
     IdempotencyContext,
     IdempotencyPurgeService,
+    IdempotencyWaiters,
   ],
 })
 export class IdempotencyModule extends IdempotencyConfigurableModule implements OnModuleInit {

@@ -66,7 +66,11 @@ export class IdempotencyExecutionFactory {
     };
     const run = IdempotencyRun.begin({
       store: this.store,
-      ref: { scope, key, ownerToken },
+      // A route that may wait tells waiters on other instances when the record settles.
+      ref:
+        route.wait.maxSeconds > 0
+          ? { scope, key, ownerToken, announce: true }
+          : { scope, key, ownerToken },
       identity: { scope, key, recordId, attempt },
       settings: {
         ttlSeconds: route.ttlSeconds,

@@ -76,6 +76,34 @@ export interface IdempotencyReplayCacheOptions {
 }
 
 /**
+ * How a duplicate that finds the key in flight waits for the first request (`Prefer: wait=N`,
+ * RFC 7240) and then gets its answer, instead of 409 at once. Not exported: the API reference
+ * shows its fields where it is used.
+ * @inline
+ */
+export interface IdempotencyWaitOptions {
+  /**
+   * The longest a duplicate may wait, whatever its `Prefer: wait=N` asks; `0` turns waiting
+   * off (409 at once). Accepted: 0 to 300.
+   * @defaultValue `DEFAULT_IDEMPOTENCY_OPTIONS.wait.maxSeconds` (0)
+   */
+  maxSeconds: number;
+  /**
+   * How long a duplicate without a `Prefer: wait` waits; capped by `maxSeconds`. Accepted: 0 to
+   * 300.
+   * @defaultValue `DEFAULT_IDEMPOTENCY_OPTIONS.wait.defaultSeconds` (0)
+   */
+  defaultSeconds: number;
+  /**
+   * How often the waiters of one key look again while the store cannot tell them the key
+   * settled on another instance (behind PgBouncer's transaction pooling, a store without
+   * wake-ups, or while the listening connection is down). Accepted: 0.05 to 60.
+   * @defaultValue `DEFAULT_IDEMPOTENCY_OPTIONS.wait.pollIntervalSeconds` (0.5)
+   */
+  pollIntervalSeconds: number;
+}
+
+/**
  * Options that may be set per route with `@Idempotent()` as well as for the whole module.
  * Handler options are merged over class options over module options, field by field.
  * Users see its fields through `IdempotencyRouteOptions` and `IdempotencyModuleOptions`.
@@ -143,6 +171,12 @@ export interface ResolvedIdempotencyRouteOptions {
    */
   transactional: boolean;
   /**
+   * Let a duplicate that finds the key in flight wait for the first request's answer
+   * (`Prefer: wait=N`); off by default (409 at once). Merged field by field.
+   * @defaultValue `DEFAULT_IDEMPOTENCY_OPTIONS.wait` (`maxSeconds: 0`: off)
+   */
+  wait: IdempotencyWaitOptions;
+  /**
    * The largest request body, in bytes, the route fingerprints. A larger one is refused with
    * 413 `idempotency_request_too_large` before the key is claimed.
    * @defaultValue `DEFAULT_IDEMPOTENCY_OPTIONS.maxRequestBytes` (1 MiB)
@@ -180,6 +214,13 @@ export interface ResolvedIdempotencyOptions extends ResolvedIdempotencyRouteOpti
    * @defaultValue `DEFAULT_IDEMPOTENCY_OPTIONS.replayCache` (on, 10000 entries, 16 MiB)
    */
   replayCache: IdempotencyReplayCacheOptions;
+  /**
+   * Requests that may wait for a key in flight (`wait`) at once on this instance; past it, a
+   * duplicate gets 409 at once, so guessed keys cannot pin the server. Accepted: whole numbers
+   * from 1 to 1000000. Module-level only.
+   * @defaultValue `DEFAULT_IDEMPOTENCY_OPTIONS.maxWaiters` (1000)
+   */
+  maxWaiters: number;
   /**
    * Which store backs the module: `'typeorm'` (PostgreSQL through the app's default DataSource,
    * with the defaults of `typeOrmStore()`), `typeOrmStore({ ... })` from `nest-idempotency/typeorm`
@@ -231,8 +272,10 @@ export interface ResolvedIdempotencyOptions extends ResolvedIdempotencyRouteOpti
 
 /** What `IdempotencyModule.forRoot()` accepts: any subset of the options. */
 export interface IdempotencyModuleOptions extends Partial<
-  Omit<ResolvedIdempotencyOptions, 'purge' | 'replayCache' | 'encryption'>
+  Omit<ResolvedIdempotencyOptions, 'purge' | 'replayCache' | 'wait' | 'encryption'>
 > {
+  /** Waiting for the first request, merged over the defaults. */
+  wait?: Partial<IdempotencyWaitOptions>;
   /** TTL purge schedule, merged over the defaults; `false` disables the schedule. */
   purge?: Partial<IdempotencyPurgeOptions> | false;
   /** Replay cache, merged over the defaults; `false` turns it off. */
@@ -273,4 +316,7 @@ export interface IdempotencyOptionsFactory {
  * What `@Idempotent()` accepts: any subset of the per-route options, merged over the module's.
  * @interface
  */
-export type IdempotencyRouteOptions = Partial<ResolvedIdempotencyRouteOptions>;
+export type IdempotencyRouteOptions = Partial<Omit<ResolvedIdempotencyRouteOptions, 'wait'>> & {
+  /** Waiting for the first request, merged field by field over the class's and the module's. */
+  wait?: Partial<IdempotencyWaitOptions>;
+};

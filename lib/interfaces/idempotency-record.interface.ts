@@ -19,6 +19,11 @@ export interface IdempotencyRecordRef {
   key: string;
   /** Random token of the claim; every write after the claim is guarded by it. */
   ownerToken: string;
+  /**
+   * Tell waiters on other instances when this record settles (its completion or release), as
+   * the route waits for the first request (`wait`). A hint: a store that cannot ignores it.
+   */
+  announce?: boolean;
 }
 
 /** Everything the store needs to claim a key. */

@@ -24,6 +24,35 @@ export interface IdempotencyStoreHealthQuery {
   read(limit: number, timeoutMs: number): Promise<IdempotencyTableHealth>;
 }
 
+/** What a store tells the waiters of one instance (`IdempotencyStoreWakeUps.listen()`). */
+export interface IdempotencyWakeUpListener {
+  /** Whether anyone waits now: a local settlement names its record only then. */
+  readonly waiting: boolean;
+  /** A record settled (completed or released): its wake token (`wakeTokenOf(scope, key)`). */
+  settled(token: string): void;
+  /** Settlements may have been missed (the listening connection came back): look again. */
+  missed(): void;
+}
+
+/**
+ * How waiters learn that a record in flight settled, so that a duplicate waiting for the first
+ * request (`Prefer: wait`) looks again at once instead of polling. A store reports records
+ * settled on other instances, while `pushing` (the PostgreSQL store's `LISTEN`), by writes whose
+ * ref asks it to (`IdempotencyRecordRef.announce`); the module's own layer adds those settled on
+ * this instance. Without this ability, or while not pushing, waiters poll.
+ */
+export interface IdempotencyStoreWakeUps {
+  /**
+   * Reports settlements to `listener` from now on. The first call opens whatever the store needs
+   * (the PostgreSQL store's listening connection); later calls only make sure it is open.
+   */
+  listen(listener: IdempotencyWakeUpListener): void;
+  /** Whether settlements on other instances are reported now; waiters poll while not. */
+  readonly pushing: boolean;
+  /** Closes what `listen()` opened (at shutdown). */
+  close(): Promise<void>;
+}
+
 /**
  * What a store can do beyond the core contract of `IdempotencyStore`. The module asks once, at
  * bootstrap (`IdempotencyStore.capabilities()`), and each feature uses the ability it needs
@@ -35,6 +64,8 @@ export interface IdempotencyStoreCapabilities {
   readonly operations?: OperationRecordStore;
   /** Staged jobs and their drainer. */
   readonly jobs?: StagedJobStore;
+  /** Wake-ups of waiters when records settle on other instances. */
+  readonly wakeUps?: IdempotencyStoreWakeUps;
   /** The counts of the health indicator. */
   readonly health?: IdempotencyStoreHealthQuery;
   /**

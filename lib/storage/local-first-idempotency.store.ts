@@ -6,7 +6,12 @@ import type {
   StoredResponse,
 } from '../interfaces/idempotency-record.interface';
 import { IdempotencyStore } from './idempotency.store';
-import type { IdempotencyStoreCapabilities } from './idempotency-store.capabilities';
+import type {
+  IdempotencyStoreCapabilities,
+  IdempotencyStoreWakeUps,
+  IdempotencyWakeUpListener,
+} from './idempotency-store.capabilities';
+import { wakeTokenOf } from '../waiting/wake-token';
 import { learningOperations } from './local/learning-operations';
 import { InFlightClaims } from './local/in-flight-claims';
 import type { RunningEntry } from './local/in-flight-claims';
@@ -38,6 +43,8 @@ export class LocalFirstIdempotencyStore extends IdempotencyStore {
   private readonly cache: ReplayCache;
   private readonly inFlight: InFlightClaims;
   private abilities?: IdempotencyStoreCapabilities;
+  /** The waiters of this instance, once one of its routes may wait. */
+  private wakeListener?: IdempotencyWakeUpListener;
 
   /**
    * @param inner - the store that decides
@@ -101,12 +108,15 @@ export class LocalFirstIdempotencyStore extends IdempotencyStore {
     const sentAt = this.now();
     const owned = await this.settle(ref, this.inner.complete(ref, response, ttlSeconds));
     if (owned && entry) this.remember(ref, entry, response, sentAt + ttlSeconds * 1000);
+    this.announce(ref);
     return owned;
   }
 
   /** @inheritDoc */
-  release(ref: IdempotencyRecordRef, mode: 'retry' | 'forget'): Promise<boolean> {
-    return this.settle(ref, this.inner.release(ref, mode));
+  async release(ref: IdempotencyRecordRef, mode: 'retry' | 'forget'): Promise<boolean> {
+    const owned = await this.settle(ref, this.inner.release(ref, mode));
+    this.announce(ref);
+    return owned;
   }
 
   /** @inheritDoc */
@@ -146,6 +156,7 @@ export class LocalFirstIdempotencyStore extends IdempotencyStore {
         const entry = this.inFlight.owned(ref.scope, ref.key, ref.ownerToken);
         if (entry) this.remember(ref, entry, response, expiresAt);
         this.inFlight.end(completed.ref.scope, completed.ref.key, completed.ref.ownerToken);
+        this.announce(ref);
       },
       rollback: () => transaction.rollback(),
     };
@@ -169,10 +180,39 @@ export class LocalFirstIdempotencyStore extends IdempotencyStore {
             const entry = this.inFlight.owned(ref.scope, ref.key, ref.ownerToken);
             if (entry) this.remember(ref, entry, response, expiresAt);
           },
-          ended: (ref) => this.inFlight.end(ref.scope, ref.key, ref.ownerToken),
+          ended: (ref) => {
+            this.inFlight.end(ref.scope, ref.key, ref.ownerToken);
+            this.announce(ref);
+          },
         }),
+      wakeUps: this.localWakeUps(inner.wakeUps),
     };
     return this.abilities;
+  }
+
+  /**
+   * The wrapped store's wake-ups (records settled on other instances), plus those of the
+   * records this instance settles: every completion and release goes through this layer.
+   */
+  private localWakeUps(remote: IdempotencyStoreWakeUps | undefined): IdempotencyStoreWakeUps {
+    return {
+      listen: (listener) => {
+        this.wakeListener = listener;
+        remote?.listen(listener);
+      },
+      get pushing() {
+        return remote?.pushing ?? false;
+      },
+      close: async () => {
+        this.wakeListener = undefined;
+        await remote?.close();
+      },
+    };
+  }
+
+  /** Wakes this instance's waiters of the record, once its write settled (and was learnt). */
+  private announce(ref: IdempotencyRecordRef): void {
+    if (this.wakeListener?.waiting) this.wakeListener.settled(wakeTokenOf(ref.scope, ref.key));
   }
 
   /**

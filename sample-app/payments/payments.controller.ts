@@ -24,10 +24,12 @@ export class PaymentsController {
   /**
    * `POST /payments` — charges once per Idempotency-Key, in atomic phases (see
    * `CreatePaymentOperation`); retries get the stored answer. Answers 201 with
-   * `Location: /payments/{id}`, or 402 when the card is declined.
+   * `Location: /payments/{id}`, or 402 when the card is declined. A retry that arrives while
+   * the first request still runs gets 409, unless it sends `Prefer: wait=N`: then it waits up
+   * to N seconds (at most 10) for the first request and gets its answer.
    */
   @Post()
-  @Idempotent()
+  @Idempotent({ wait: { maxSeconds: 10 } })
   create(
     @AccountId() accountId: string,
     @Body() dto: CreatePaymentDto,

@@ -22,7 +22,7 @@ function optionsTable(file: string, heading: string): Map<string, string> {
 function flatDefaults(): Map<string, unknown> {
   const flat = new Map<string, unknown>();
   for (const [name, value] of Object.entries(DEFAULT_IDEMPOTENCY_OPTIONS)) {
-    if (['purge', 'replayCache', 'phases', 'completer', 'jobs'].includes(name)) {
+    if (['purge', 'replayCache', 'wait', 'phases', 'completer', 'jobs'].includes(name)) {
       for (const [sub, v] of Object.entries(value as object)) flat.set(`${name}.${sub}`, v);
     } else flat.set(name, value);
   }

@@ -264,6 +264,10 @@ describe('numeric options have a range the library can honour (OPTION_LIMITS)', 
         'replayCache.maxEntries',
         'replayCache.maxBytes',
         'purge.abandonedRetentionSeconds',
+        'wait.maxSeconds',
+        'wait.defaultSeconds',
+        'wait.pollIntervalSeconds',
+        'maxWaiters',
       ].sort(),
     );
     for (const option of limited) {

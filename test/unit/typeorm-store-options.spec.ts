@@ -21,6 +21,7 @@ describe('typeOrmStore() options', () => {
       tableName: 'idempotency_records',
       timeoutSeconds: 5,
       preparedStatements: true,
+      wakeUps: 'auto',
     });
     expect(Object.isFrozen(DEFAULT_TYPEORM_STORE_OPTIONS)).toBe(true);
   });
@@ -54,6 +55,11 @@ describe('typeOrmStore() options', () => {
       'preparedStatements that is no boolean',
       { preparedStatements: 'yes' as unknown as boolean },
       /PgBouncer/,
+    ],
+    [
+      'wakeUps other than auto or poll',
+      { wakeUps: 'listen' as 'auto' },
+      /option "wakeUps" is invalid.*Use "auto" \(LISTEN\/NOTIFY where it works, else polling\) or "poll"/,
     ],
   ])('refuses %s', (_, options, fix) => {
     const message = refusal(options);

@@ -8,6 +8,7 @@ import type {
   StoredResponse,
 } from '../../interfaces/idempotency-record.interface';
 import { IdempotencyConfigurationError } from '../../errors/idempotency-configuration.error';
+import { wakeTokenOf } from '../../waiting/wake-token';
 import { IdempotencyStore } from '../idempotency.store';
 import type { IdempotencyStoreCapabilities } from '../idempotency-store.capabilities';
 import { jobsTableNameOf, quoteTableName } from './idempotency-table.sql';
@@ -20,6 +21,7 @@ import { readTableHealth } from './typeorm-health.query';
 import { TypeOrmJobStore } from './typeorm-job.store';
 import { TypeOrmPhaseStore } from './typeorm-phase.store';
 import { TypeOrmStoreTransaction } from './typeorm-store-transaction';
+import { TypeOrmWakeUps, wakeUpChannelOf } from './typeorm-wake-ups';
 import { Deadline } from './with-deadline';
 
 /** How often a claim is retried when a concurrent writer changed the row under it. */
@@ -46,6 +48,14 @@ export interface TypeOrmIdempotencyStoreSettings {
    * @defaultValue true
    */
   preparedStatements?: boolean;
+  /**
+   * How waiters (`wait`) on other instances learn that a record settled: `'auto'` listens on a
+   * dedicated connection (`LISTEN/NOTIFY`) unless a self-test shows notifications cannot reach
+   * it (PgBouncer in transaction pooling mode), then they poll; `'poll'` never listens. The
+   * module passes its `wakeUps` option.
+   * @defaultValue 'auto'
+   */
+  wakeUps?: 'auto' | 'poll';
 }
 
 /**
@@ -88,6 +98,9 @@ export class TypeOrmIdempotencyStore extends IdempotencyStore implements TypeOrm
     | 'renew'
     | 'releaseRetry'
     | 'releaseForget'
+    | 'completeAnnounced'
+    | 'releaseRetryAnnounced'
+    | 'releaseForgetAnnounced'
     | 'purge'
     | 'verify',
     PreparedStatement
@@ -96,6 +109,8 @@ export class TypeOrmIdempotencyStore extends IdempotencyStore implements TypeOrm
   /** How long one call may take, in milliseconds. */
   readonly timeoutMs: number;
   private readonly preparedStatements: boolean;
+  private readonly wakeUps: 'auto' | 'poll';
+  private readonly channel: string;
   private resolved?: DataSource;
   /**
    * Whether statements run on pg connections lent by TypeORM's driver (named, prepared once
@@ -131,6 +146,8 @@ export class TypeOrmIdempotencyStore extends IdempotencyStore implements TypeOrm
     }
     this.timeoutMs = timeoutMs;
     this.preparedStatements = settings.preparedStatements ?? true;
+    this.wakeUps = settings.wakeUps ?? 'auto';
+    this.channel = wakeUpChannelOf(tableName);
     this.table = quoteTableName(tableName);
     this.jobsTable = quoteTableName(jobsTableNameOf(tableName));
     const t = this.table;
@@ -146,6 +163,13 @@ export class TypeOrmIdempotencyStore extends IdempotencyStore implements TypeOrm
     const expired =
       `r.expires_at <= ${at} AND (r.status = 'completed' OR (r.operation IS NULL ` +
       `AND (r.status <> 'in_flight' OR r.locked_until <= ${at})))`;
+    // A write of a route that may wait (`ref.announce`) tells the listening instances in the same
+    // statement, only when it changed the record: one more statement text, no more round trip.
+    // Inside a transaction the notification is sent at its commit.
+    const announced = (write: string, payload: string) => `
+        WITH written AS (${write} RETURNING 1)
+        SELECT count(*)::int AS n FROM written,
+               LATERAL (SELECT pg_notify('${this.channel}', ${payload}::text)) AS announced`;
     const sql = {
       // The fast path of a first execution: a key nobody holds is one plain insert, without
       // the CTE below (its lookup, its outcome and its upsert cost PostgreSQL more on every new
@@ -267,9 +291,23 @@ export class TypeOrmIdempotencyStore extends IdempotencyStore implements TypeOrm
         SELECT count(*)::int AS deleted, max(purge_after)::text AS last FROM gone`,
       verify: RECORD_TABLE_CHECK_SQL,
     };
+    const statements = {
+      ...sql,
+      completeAnnounced: announced(sql.complete, '$8'),
+      releaseRetryAnnounced: announced(sql.releaseRetry, '$4'),
+      releaseForgetAnnounced: `
+        WITH forgotten AS (
+          DELETE FROM ${t} WHERE ${owned} AND attempts = 1 RETURNING 1
+        ), kept AS (
+          UPDATE ${t} SET status = 'released', locked_until = NULL, updated_at = ${written}
+           WHERE ${owned} AND attempts > 1 RETURNING 1
+        ), written AS (SELECT 1 FROM forgotten UNION ALL SELECT 1 FROM kept)
+        SELECT count(*)::int AS n FROM written,
+               LATERAL (SELECT pg_notify('${this.channel}', $4::text)) AS announced`,
+    };
     this.sql = Object.fromEntries(
-      Object.entries(sql).map(([name, text]) => [name, prepareStatement(text)]),
-    ) as Record<keyof typeof sql, PreparedStatement>;
+      Object.entries(statements).map(([name, text]) => [name, prepareStatement(text)]),
+    ) as Record<keyof typeof statements, PreparedStatement>;
   }
 
   /**
@@ -365,6 +403,12 @@ export class TypeOrmIdempotencyStore extends IdempotencyStore implements TypeOrm
   /** @inheritDoc */
   async release(ref: IdempotencyRecordRef, mode: 'retry' | 'forget'): Promise<boolean> {
     const params = [ref.scope, ref.key, ref.ownerToken];
+    if (ref.announce) {
+      params.push(wakeTokenOf(ref.scope, ref.key));
+      const sql =
+        mode === 'retry' ? this.sql.releaseRetryAnnounced : this.sql.releaseForgetAnnounced;
+      return Number((await this.run('release', sql, params)).rows[0]?.n) === 1;
+    }
     if (mode === 'retry') {
       return (await this.run('release', this.sql.releaseRetry, params)).rowCount === 1;
     }
@@ -405,6 +449,10 @@ export class TypeOrmIdempotencyStore extends IdempotencyStore implements TypeOrm
         read: (limit, timeoutMs) => readTableHealth(this, this.tableName, limit, timeoutMs),
       },
       verify: () => this.verify(),
+      wakeUps:
+        this.wakeUps === 'auto'
+          ? new TypeOrmWakeUps(this, () => this.dataSource, this.channel)
+          : undefined,
     };
     return this.abilities;
   }
@@ -432,7 +480,7 @@ export class TypeOrmIdempotencyStore extends IdempotencyStore implements TypeOrm
     response: StoredResponse,
     ttlSeconds: number,
   ): Promise<boolean> {
-    const result = await run(this.sql.complete, [
+    const params = [
       ref.scope,
       ref.key,
       ref.ownerToken,
@@ -440,8 +488,12 @@ export class TypeOrmIdempotencyStore extends IdempotencyStore implements TypeOrm
       JSON.stringify(response.headers),
       response.body,
       ttlSeconds,
-    ]);
-    return result.rowCount === 1;
+    ];
+    if (ref.announce) {
+      params.push(wakeTokenOf(ref.scope, ref.key));
+      return Number((await run(this.sql.completeAnnounced, params)).rows[0]?.n) === 1;
+    }
+    return (await run(this.sql.complete, params)).rowCount === 1;
   }
 
   /**

@@ -17,6 +17,8 @@ import type {
 } from '../../phases/operation-record.store';
 import type { TypeOrmStoreConnection } from './store-connection';
 import { TypeOrmJobStore } from './typeorm-job.store';
+import { wakeUpChannelOf } from './typeorm-wake-ups';
+import { wakeTokenOf } from '../../waiting/wake-token';
 import type { TypeOrmStoreTransaction } from './typeorm-store-transaction';
 
 /** A local step's transaction on the TypeORM store. */
@@ -170,6 +172,12 @@ export class TypeOrmPhaseStore implements OperationRecordStore {
     this.sql = Object.fromEntries(
       Object.entries(sql).map(([name, text]) => [name, prepareStatement(text)]),
     );
+    // The last step of a run whose route may wait announces the completion at its commit, as
+    // the plain completion does (TypeOrmWakeUps).
+    this.sql.finishAnnounced = prepareStatement(`
+        WITH written AS (${sql.finish} RETURNING 1)
+        SELECT count(*)::int AS n FROM written,
+               LATERAL (SELECT pg_notify('${wakeUpChannelOf(tableName)}', $10::text)) AS announced`);
   }
 
   /** @inheritDoc */
@@ -265,10 +273,13 @@ export class TypeOrmPhaseStore implements OperationRecordStore {
       response.body,
       ttlSeconds,
     ];
+    const announce = ref.announce === true;
+    if (announce) values.push(wakeTokenOf(ref.scope, ref.key));
+    const statement = announce ? this.sql.finishAnnounced : this.sql.finish;
     const result = tx
-      ? await tx.run('finish operation', this.sql.finish, values)
-      : await this.store.runStatement('finish operation', this.sql.finish, values);
-    return result.rowCount === 1;
+      ? await tx.run('finish operation', statement, values)
+      : await this.store.runStatement('finish operation', statement, values);
+    return announce ? Number(result.rows[0]?.n) === 1 : result.rowCount === 1;
   }
 
   /** @inheritDoc */

@@ -6,4 +6,6 @@ export const DEFAULT_TYPEORM_STORE_OPTIONS = Object.freeze({
   timeoutSeconds: 5,
   /** Statements are sent as named prepared statements. */
   preparedStatements: true,
+  /** Waiters on other instances are woken by `LISTEN/NOTIFY` where it works, else they poll. */
+  wakeUps: 'auto' as 'auto' | 'poll',
 });

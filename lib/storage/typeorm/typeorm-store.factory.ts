@@ -36,6 +36,15 @@ export interface IdempotencyTypeOrmStoreOptions {
    * @defaultValue `DEFAULT_TYPEORM_STORE_OPTIONS.preparedStatements` (`true`)
    */
   preparedStatements?: boolean;
+  /**
+   * How requests waiting for a key in flight (the `wait` option) learn that it settled on
+   * another instance: `'auto'` listens on one dedicated connection (`LISTEN/NOTIFY`, opened at
+   * the first request of a route that may wait) unless a self-test shows notifications cannot
+   * reach it, as behind PgBouncer in transaction pooling mode; then, or with `'poll'`, waiters
+   * look again every `wait.pollIntervalSeconds`.
+   * @defaultValue `DEFAULT_TYPEORM_STORE_OPTIONS.wakeUps` (`'auto'`)
+   */
+  wakeUps?: 'auto' | 'poll';
 }
 
 const TABLE_NAME = /^([a-z_][a-z0-9_]{0,62}\.)?[a-z_][a-z0-9_]{0,62}$/;
@@ -91,12 +100,19 @@ export function typeOrmStore(
     given.preparedStatements ?? DEFAULT_TYPEORM_STORE_OPTIONS.preparedStatements,
     'Use true, or false behind PgBouncer in transaction pooling mode before 1.21.',
   );
+  const wakeUps = given.wakeUps ?? DEFAULT_TYPEORM_STORE_OPTIONS.wakeUps;
+  check(
+    wakeUps === 'auto' || wakeUps === 'poll',
+    'wakeUps',
+    wakeUps,
+    'Use "auto" (LISTEN/NOTIFY where it works, else polling) or "poll".',
+  );
   return {
     create: (moduleRef) =>
       new TypeOrmIdempotencyStore(
         typeof dataSource === 'object' ? dataSource : () => findDataSource(dataSource, moduleRef),
         tableName,
-        { timeoutMs: timeoutSeconds * 1000, preparedStatements },
+        { timeoutMs: timeoutSeconds * 1000, preparedStatements, wakeUps },
       ),
   };
 }
