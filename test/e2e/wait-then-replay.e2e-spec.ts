@@ -383,3 +383,93 @@ describe.each(ADAPTERS)("two instances with typeOrmStore({ wakeUps: 'poll' }) (%
     expect(listeners[0].n).toBe(0);
   });
 });
+
+describe.each(ADAPTERS)('the listening connection (%s)', (adapter) => {
+  let db: TestDatabase;
+  let a: TestApp;
+  let b: TestApp;
+  const logged: string[] = [];
+  const logger = {
+    log: (message: unknown) => logged.push(`log ${String(message)}`),
+    warn: (message: unknown) => logged.push(`warn ${String(message)}`),
+    error: (message: unknown) => logged.push(`error ${String(message)}`),
+  };
+  let n = 0;
+  const newKey = () => `listen-${adapter}-${++n}-${Date.now()}`;
+  const listeners = async () =>
+    (
+      await db.query<{ pid: number }>(
+        `SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND query LIKE 'LISTEN %'`,
+      )
+    ).map((row) => row.pid);
+
+  beforeAll(async () => {
+    db = await createTestDatabase();
+    const options = { controllers: [WaitingController], module: { scope: () => 'waiting' } };
+    // Only B listens: A announces, and polls itself.
+    a = await createTestApp(adapter, db, {
+      ...options,
+      module: { ...options.module, store: typeOrmStore({ wakeUps: 'poll' }) },
+    });
+    b = await createTestApp(adapter, db, { ...options, logger });
+  });
+
+  afterAll(async () => {
+    await a?.close();
+    await b?.close();
+    await db?.drop();
+  });
+
+  const post = (t: TestApp, path: string, key: string, prefer?: string) => {
+    const req = request(t.server).post(path).set('Idempotency-Key', key);
+    return (prefer ? req.set('Prefer', prefer) : req).send({ gate: key });
+  };
+
+  it('opens at the first request of a route that may wait, not before', async () => {
+    expect(typeOrmWakeUpsOf(b.app)?.status).toBe('idle');
+    expect(await listeners()).toEqual([]);
+    const key = newKey();
+    b.probe.open(`${key}#1`);
+    expect((await post(b, '/waiting/no-wait', key)).status).toBe(201);
+    expect(typeOrmWakeUpsOf(b.app)?.status).toBe('idle');
+    const other = newKey();
+    b.probe.open(`${other}#1`);
+    expect((await post(b, '/waiting', other)).status).toBe(201);
+    await waitFor(async () => typeOrmWakeUpsOf(b.app)?.status === 'listening');
+    expect(await listeners()).toHaveLength(1);
+  });
+
+  it('when it fails: logged once, waiters poll, and a later request opens it again', async () => {
+    const [pid] = await listeners();
+    await db.query('SELECT pg_terminate_backend($1)', [pid]);
+    await waitFor(async () => typeOrmWakeUpsOf(b.app)?.status === 'down');
+    expect(logged.filter((line) => line.includes('listening connection failed'))).toHaveLength(1);
+
+    // Meanwhile a waiter on B is woken by its poll.
+    const key = newKey();
+    const first = post(a, '/waiting/polled', key).then((response) => response);
+    await waitFor(async () => a.probe.ran('polled') === 1);
+    const waiter = post(b, '/waiting/polled', key, 'wait=10').then((response) => response);
+    await waitFor(async () => waitersOf(b.app) === 1);
+    a.probe.open(`${key}#1`);
+    await first;
+    expect((await waiter).headers['idempotent-replayed']).toBe('true');
+
+    // Reopened by a request of a waiting route once the backoff (about 1 s) has passed.
+    await waitFor(async () => {
+      const next = newKey();
+      b.probe.open(`${next}#1`);
+      await post(b, '/waiting', next);
+      return typeOrmWakeUpsOf(b.app)?.status === 'listening';
+    }, 5000);
+    expect(await listeners()).toHaveLength(1);
+    expect(logged.filter((line) => line.includes('listening connection failed'))).toHaveLength(1);
+    expect(logged).toContainEqual(expect.stringContaining('Wake-ups: listening again'));
+  });
+
+  it('is closed at shutdown', async () => {
+    await b.close();
+    b = undefined as never;
+    expect(await listeners()).toEqual([]);
+  });
+});
