@@ -37,7 +37,9 @@ export interface LocalFirstStoreLimits {
  *   once, then looks again.
  *
  * Anything else — a first execution, a takeover, another instance's key — is decided by the
- * wrapped store. Writes always go to the wrapped store; this layer only learns from them.
+ * wrapped store. Writes always go to the wrapped store; this layer only learns from them, and
+ * tells this instance's waiters (`wait`) when a record it completed or released settled, through
+ * the `wakeUps` ability it adds to the wrapped store's.
  */
 export class LocalFirstIdempotencyStore extends IdempotencyStore {
   private readonly cache: ReplayCache;

@@ -51,8 +51,8 @@ export interface TypeOrmIdempotencyStoreSettings {
   /**
    * How waiters (`wait`) on other instances learn that a record settled: `'auto'` listens on a
    * dedicated connection (`LISTEN/NOTIFY`) unless a self-test shows notifications cannot reach
-   * it (PgBouncer in transaction pooling mode), then they poll; `'poll'` never listens. The
-   * module passes its `wakeUps` option.
+   * it (PgBouncer in transaction pooling mode), then they poll; `'poll'` never listens.
+   * `typeOrmStore()` passes its `wakeUps` option.
    * @defaultValue 'auto'
    */
   wakeUps?: 'auto' | 'poll';
