@@ -3,7 +3,10 @@
  * is charging (the fake provider takes 300 ms here), a retry that asks to wait gets the payment
  * once it is done — the same bytes, one charge — and a retry that does not ask gets 409.
  */
+import { Client } from 'pg';
 import request from 'supertest';
+import { wakeUpChannelOf } from '../../lib/storage/typeorm/typeorm-wake-ups';
+import { wakeTokenOf } from '../../lib/waiting/wake-token';
 import { createTestDatabase } from '../fixtures/database';
 import type { TestDatabase } from '../fixtures/database';
 import { countRows, startSampleApp } from '../fixtures/sample-app';
@@ -61,6 +64,23 @@ describe.each(['express', 'fastify'] as const)(
         expect(response.text).toBe(original.text);
       }
       expect(await countRows(db, 'cus_wait')).toEqual({ payments: 1, charges: 1 });
+    });
+
+    it("the operation's last step announces the payment to other instances (NOTIFY at its commit)", async () => {
+      const listener = new Client({ connectionString: db.url });
+      await listener.connect();
+      const heard: string[] = [];
+      listener.on('notification', (message) => heard.push(message.payload ?? ''));
+      try {
+        await listener.query(`LISTEN ${wakeUpChannelOf('idempotency_records')}`);
+        const key = `announced-${adapter}`;
+        const body = { amount: 991, currency: 'eur', customerId: 'cus_wait_announced' };
+        expect((await pay(key, body)).status).toBe(201);
+        await waitFor(async () => heard.length === 1);
+        expect(heard).toEqual([wakeTokenOf('acct_wait', key)]);
+      } finally {
+        await listener.end();
+      }
     });
   },
 );
