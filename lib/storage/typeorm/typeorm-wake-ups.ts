@@ -129,7 +129,8 @@ export class TypeOrmWakeUps implements IdempotencyStoreWakeUps {
         await opened.end().catch(() => undefined);
         return this.poll(
           'a notification sent through the pool did not reach the listening connection ' +
-            '(PgBouncer in transaction pooling mode?)',
+            '(PgBouncer in transaction pooling mode, or a server such as PGlite that shares ' +
+            'one session between connections?)',
         );
       }
       if (this.state !== 'connecting') return;
