@@ -126,6 +126,8 @@ export class TypeOrmWakeUps implements IdempotencyStoreWakeUps {
       await this.bounded(opened.query(`LISTEN ${this.channel}`), 'LISTEN');
       if (!(await this.selfTest())) {
         this.client = undefined;
+        // Best effort: where connections share a session, the LISTEN would outlive this one.
+        await this.bounded(opened.query(`UNLISTEN ${this.channel}`), 'UNLISTEN').catch(() => 0);
         await opened.end().catch(() => undefined);
         return this.poll(
           'a notification sent through the pool did not reach the listening connection ' +
