@@ -86,9 +86,11 @@ export class KeyWatch {
 /**
  * The requests of this instance that wait for a key in flight (`wait`, `Prefer: wait=N`), and
  * their wake-ups: records settled on this instance (the local-first store reports them), records
- * settled elsewhere (the store's `wakeUps` ability: PostgreSQL `LISTEN`), and, while the store
- * cannot push those, one poll per key every `wait.pollIntervalSeconds` that wakes one of the
- * key's waiters (which wakes the others once the key is no longer in flight).
+ * settled elsewhere (the store's `wakeUps` ability: PostgreSQL `LISTEN`), and one poll per key
+ * every `wait.pollIntervalSeconds` that wakes one of the key's waiters (which wakes the others
+ * once the key is no longer in flight). The poll runs even while the store pushes wake-ups: it
+ * finds what no notification announces (a completion by the completer or by a route without
+ * `wait`, a lease that lapsed because its instance died).
  *
  * At most `maxWaiters` requests wait at once: past it a request is answered 409 at once, so
  * guessed keys cannot pin the server. Nothing runs while nobody waits: the store's listening
@@ -172,7 +174,7 @@ export class IdempotencyWaiters implements IdempotencyWakeUpListener, OnModuleDe
     return true;
   }
 
-  /** @internal A watch fell asleep: its key polls while wake-ups are not pushed. */
+  /** @internal A watch fell asleep: its key polls while any of its watches sleeps. */
   asleep(watch: KeyWatch, pollMs: number): void {
     const key = this.keys.get(watch.token);
     if (!key || key.poll) return;
@@ -190,8 +192,8 @@ export class IdempotencyWaiters implements IdempotencyWakeUpListener, OnModuleDe
   }
 
   /**
-   * One poll of a key: while wake-ups are not pushed, one of its waiters looks again (and wakes
-   * the others if the key settled); the timer stops once none is asleep.
+   * One poll of a key: one of its waiters looks again (and wakes the others if the key settled);
+   * the timer stops once none is asleep.
    */
   private poll(token: string): void {
     const key = this.keys.get(token);
@@ -208,6 +210,6 @@ export class IdempotencyWaiters implements IdempotencyWakeUpListener, OnModuleDe
       key.poll = undefined;
       return;
     }
-    if (!this.capabilities.wakeUps?.pushing) leader.wake();
+    leader.wake();
   }
 }

@@ -337,6 +337,61 @@ describe.each(ADAPTERS)('two instances on one database (%s)', (adapter) => {
   });
 });
 
+describe.each(ADAPTERS)('a completion that announces nothing (%s)', (adapter) => {
+  // A completes the key on a route without wait (no NOTIFY); on B the same route may wait (the
+  // module's wait, polled every 0.2 s), and B listens: its poll finds the completion.
+  let db: TestDatabase;
+  let a: TestApp;
+  let b: TestApp;
+  let n = 0;
+  const newKey = () => `silent-${adapter}-${++n}-${Date.now()}`;
+
+  beforeAll(async () => {
+    db = await createTestDatabase();
+    a = await createTestApp(adapter, db, {
+      controllers: [WaitingController],
+      module: { scope: () => 'waiting' },
+    });
+    b = await createTestApp(adapter, db, {
+      controllers: [WaitingController],
+      module: { scope: () => 'waiting', wait: { maxSeconds: 10, pollIntervalSeconds: 0.2 } },
+    });
+  });
+
+  afterAll(async () => {
+    await a?.close();
+    await b?.close();
+    await db?.drop();
+  });
+
+  it('is found by the poll of a waiter on B while B listens for notifications', async () => {
+    await request(b.server).post('/waiting/no-wait').set('Idempotency-Key', newKey()).send({});
+    await waitFor(async () => typeOrmWakeUpsOf(b.app)?.status === 'listening');
+    const key = newKey();
+    const first = request(a.server)
+      .post('/waiting/no-wait')
+      .set('Idempotency-Key', key)
+      .send({ gate: key })
+      .then((response) => response);
+    await waitFor(async () => a.probe.ran('no-wait') === 1);
+    const waiter = request(b.server)
+      .post('/waiting/no-wait')
+      .set('Idempotency-Key', key)
+      .set('Prefer', 'wait=10')
+      .send({ gate: key })
+      .then((response) => ({ response, at: performance.now() }));
+    await waitFor(async () => waitersOf(b.app) === 1);
+    const opened = performance.now();
+    a.probe.open(`${key}#1`);
+    const original = await first;
+    const { response, at } = await waiter;
+    expect(response.status).toBe(201);
+    expect(response.headers['idempotent-replayed']).toBe('true');
+    expect(response.text).toBe(original.text);
+    expect(at - opened).toBeLessThan(2000);
+  });
+});
+
 describe.each(ADAPTERS)("two instances with typeOrmStore({ wakeUps: 'poll' }) (%s)", (adapter) => {
   let db: TestDatabase;
   let a: TestApp;
