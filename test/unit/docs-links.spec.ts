@@ -235,6 +235,11 @@ describe('the manual', () => {
     return seen;
   }
 
+  it('starts from a README short enough to read in a sitting (at most 250 lines)', () => {
+    const lines = readFileSync(join(ROOT, 'README.md'), 'utf8').trimEnd().split('\n').length;
+    expect(lines).toBeLessThanOrEqual(250);
+  });
+
   it('has every page reachable from the README by its links', () => {
     const from = reachable();
     expect(manualFiles().filter((page) => !from.has(page))).toEqual([]);
