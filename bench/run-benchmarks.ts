@@ -19,6 +19,7 @@ import { runPurgePhase } from './runner/phases/purge.phase';
 import { combineStormRounds, runStorm } from './runner/phases/storm.phase';
 import type { StormResult } from './runner/phases/storm.phase';
 import { runThroughputPhase } from './runner/phases/throughput.phase';
+import { runWaitStormPhase } from './runner/phases/wait-storm.phase';
 import { ROUTES } from './runner/phases/bench-routes';
 import { redisAnswers } from './runner/redis-ping';
 import { formatAdapterReport, formatSummary } from './runner/report';
@@ -164,6 +165,37 @@ async function benchAdapter(
         },
         log,
       );
+    }
+    if (runs('wait-storm')) {
+      log(
+        `[${adapter}] wait storm: ${options.waitRounds} key(s) × ${options.waitRequests} requests per route, ` +
+          `handler ${options.waitHoldMs} ms, on two servers (at ${elapsed(started)})`,
+      );
+      // A second server of the same adapter on the same database: the waiters woken across
+      // instances (by a notification, or by their poll) run there.
+      const second = await startBenchServer({
+        adapter,
+        databaseUrl: db.url,
+        redisUrl: undefined,
+        poolSize: options.poolSize,
+        peerKeyPrefix: `nest-idempotency-bench:${runId}:${adapter}:b`,
+        logFile: resolve(ROOT, 'bench/results/logs', `server-${adapter}-b.log`),
+      });
+      try {
+        log(`[${adapter}] second server: pid ${second.pid} on ${second.url}`);
+        result.waitStorm = await runWaitStormPhase(
+          [server, second],
+          db,
+          {
+            requests: options.waitRequests,
+            rounds: options.waitRounds,
+            holdMs: options.waitHoldMs,
+          },
+          log,
+        );
+      } finally {
+        await second.stop();
+      }
     }
     log(`[${adapter}] done in ${elapsed(started)}`);
     result.targets = evaluateTargets(result);

@@ -1,3 +1,5 @@
+import { DEFAULT_WAIT_HOLD_MS } from './wait-storm.routes';
+
 /** HTTP adapters the bench app runs on. */
 export type BenchHttpAdapter = 'express' | 'fastify';
 
@@ -29,6 +31,11 @@ export interface BenchAppConfig {
    * 0); a request may choose its own with `?providerLatencyMs=`.
    */
   providerLatencyMs: number;
+  /**
+   * `BENCH_WAIT_HOLD_MS`: how long the handler of the wait-storm routes takes (default 200); a
+   * request may choose its own with `?holdMs=`.
+   */
+  waitHoldMs: number;
 }
 
 /** Start of the line `bench:serve` prints once listening, followed by JSON with the port. */
@@ -79,5 +86,6 @@ export function loadBenchAppConfig(env: NodeJS.ProcessEnv = process.env): BenchA
         ? undefined
         : readInteger(env, 'IDEMPOTENCY_PURGE_BATCH_SIZE', 1000, 1),
     providerLatencyMs: readInteger(env, 'BENCH_PROVIDER_LATENCY_MS', 0, 0),
+    waitHoldMs: readInteger(env, 'BENCH_WAIT_HOLD_MS', DEFAULT_WAIT_HOLD_MS, 0),
   };
 }

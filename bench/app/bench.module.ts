@@ -29,6 +29,7 @@ import { HealthController } from './health.controller';
 import { PeerController } from './peer.controller';
 import { PurgeController } from './purge.controller';
 import { sizedBodyModules } from './sized-body.module';
+import { waitStormModules } from './wait-storm.module';
 
 /** The root module of the bench app. Build it with `createBenchModule()`. */
 @Module({})
@@ -79,6 +80,8 @@ export function createBenchModule(config: BenchAppConfig): DynamicModule {
       IdempotencyPhasesModule.forRoot({ completer: false }),
       // The encryption phase's routes, each on an IdempotencyModule instance of its own.
       ...sizedBodyModules(),
+      // The wait-storm phase's routes: LISTEN/NOTIFY and polling wake-ups, a module each.
+      ...waitStormModules(config.waitHoldMs),
       ...(peer
         ? [
             NodeIdempotencyModule.forRootAsync({

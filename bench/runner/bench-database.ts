@@ -1,5 +1,15 @@
 import { Client } from 'pg';
 
+/** `application_name` of the runner's listening connection (left out of `listeningSessions()`). */
+const RUNNER_LISTENER = 'nest-idempotency-bench-listener';
+
+/** The runner's own `LISTEN` on a channel: when each payload first arrived. */
+export interface BenchListener {
+  /** `performance.now()` at the first arrival of each payload. */
+  readonly arrivals: Map<string, number>;
+  close(): Promise<void>;
+}
+
 /** The tables the bench app writes; emptied between phases so every phase starts alike. */
 const BENCH_TABLES = [
   'bench_entries',
@@ -119,6 +129,89 @@ export class BenchDatabase {
       [key],
     );
     return rows[0]?.id ?? null;
+  }
+
+  /** Rows in `bench_entries` whose `note` is `note`: the wait storm's executions of one key. */
+  async countEntriesNoted(note: string): Promise<number> {
+    const { rows } = await this.client.query(
+      'SELECT count(*)::int AS n FROM bench_entries WHERE note = $1',
+      [note],
+    );
+    return rows[0].n;
+  }
+
+  /**
+   * The record of `key`: its status, and when it was last written (`updated_at`, which the
+   * completion sets to `clock_timestamp()` in its own statement, just before its commit), in
+   * epoch milliseconds with microseconds; `undefined` when there is no record.
+   */
+  async record(key: string): Promise<{ status: string; updatedAtMs: number } | undefined> {
+    const { rows } = await this.client.query(
+      `SELECT status, (EXTRACT(EPOCH FROM updated_at) * 1000)::float8 AS "updatedAtMs"
+         FROM idempotency_records WHERE idempotency_key = $1`,
+      [key],
+    );
+    return rows[0];
+  }
+
+  /**
+   * Sessions on the bench database whose last statement was a `LISTEN` on the library's wake-up
+   * channel: the listening connections of the servers' stores, one per store that listens.
+   */
+  async listeningSessions(): Promise<number> {
+    const { rows } = await this.client.query(
+      `SELECT count(*)::int AS n FROM pg_stat_activity
+        WHERE datname = current_database() AND pid <> pg_backend_pid()
+          AND application_name <> '${RUNNER_LISTENER}'
+          AND query LIKE 'LISTEN nest\\_idempotency\\_%'`,
+    );
+    return rows[0].n;
+  }
+
+  /**
+   * Opens a connection of the runner's own that listens on `channel` and notes when each payload
+   * first arrives: a notification is delivered once its transaction has committed, so its
+   * arrival is when a listening connection can learn of the commit.
+   */
+  async listen(channel: string): Promise<BenchListener> {
+    if (!/^[a-z_][a-z0-9_]*$/.test(channel))
+      throw new Error(`not a plain channel name: ${channel}`);
+    const client = new Client({ connectionString: this.url, application_name: RUNNER_LISTENER });
+    const arrivals = new Map<string, number>();
+    client.on('notification', (message) => {
+      const at = performance.now();
+      if (message.payload !== undefined && !arrivals.has(message.payload)) {
+        arrivals.set(message.payload, at);
+      }
+    });
+    await client.connect();
+    await client.query(`LISTEN ${channel}`);
+    return { arrivals, close: () => client.end() };
+  }
+
+  /**
+   * PostgreSQL's clock (`clock_timestamp()`) minus this process's
+   * (`performance.timeOrigin + performance.now()`), in milliseconds, read in the middle of a
+   * round trip: the best of `samples` reads (the shortest round trip), with half of that round
+   * trip as its uncertainty.
+   */
+  async clockOffset(samples = 20): Promise<{ offsetMs: number; uncertaintyMs: number }> {
+    let best = { offsetMs: 0, uncertaintyMs: Infinity };
+    for (let i = 0; i < samples; i++) {
+      const before = performance.now();
+      const { rows } = await this.client.query(
+        'SELECT (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::float8 AS ms',
+      );
+      const after = performance.now();
+      const uncertaintyMs = (after - before) / 2;
+      if (uncertaintyMs < best.uncertaintyMs) {
+        best = {
+          offsetMs: rows[0].ms - (performance.timeOrigin + before + uncertaintyMs),
+          uncertaintyMs,
+        };
+      }
+    }
+    return best;
   }
 
   /** Rows in the idempotency record table. */

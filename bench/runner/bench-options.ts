@@ -12,6 +12,7 @@ export const BENCH_PHASES = [
   'leak',
   'phased',
   'encryption',
+  'wait-storm',
 ] as const;
 export type BenchPhase = (typeof BENCH_PHASES)[number];
 
@@ -41,6 +42,12 @@ export interface BenchOptions {
   probeRequests: number;
   /** `--storm-requests`: concurrent requests on one key in the storm. */
   stormRequests: number;
+  /** `--wait-requests`: requests per key in the wait storm, the first included. */
+  waitRequests: number;
+  /** `--wait-rounds`: keys (storms) per wait-storm route. */
+  waitRounds: number;
+  /** `--wait-hold`: milliseconds the wait storm's handler takes. */
+  waitHoldMs: number;
   /** `--purge-rows`: expired records bulk-inserted before each purge. */
   purgeRows: number;
   /**
@@ -79,7 +86,8 @@ export const BASELINE_DEFAULT_CASES: readonly BenchCase['id'][] = ['first', 'fir
 const HELP = `Usage: npm run bench -- [flags]
 
   --adapters <list>        express,fastify (default both)
-  --phases <list>          throughput,probe,storm,purge,leak,phased,encryption (default all)
+  --phases <list>          throughput,probe,storm,purge,leak,phased,encryption,wait-storm
+                           (default all)
   --cases <list>           throughput cases by id, e.g. plain,floor,first (default all)
   --duration <s>           measured seconds per case and round (default 4)
   --warmup <s>             warm-up seconds before each case (default 2; 1 after round 1)
@@ -87,6 +95,9 @@ const HELP = `Usage: npm run bench -- [flags]
   --rounds <n>             interleaved rounds of the throughput cases and the storms, medians kept (default 3)
   --probe-requests <n>     sequential requests per route for the unloaded p50 (default 1000)
   --storm-requests <n>     concurrent requests on one key (default 1000)
+  --wait-requests <n>      wait storm: requests per key, the first included (default 200)
+  --wait-rounds <n>        wait storm: keys per route, one storm each (default 5)
+  --wait-hold <ms>         wait storm: how long the handler takes (default 200)
   --purge-rows <n>         expired records to purge (default 1000000)
   --leak-requests <n>      requests between the first and last RSS sample (default 50000)
   --provider-latencies <l> provider latencies in ms of the phased comparison (default 0,50)
@@ -137,6 +148,9 @@ export function parseBenchOptions(
       rounds: { type: 'string' },
       'probe-requests': { type: 'string' },
       'storm-requests': { type: 'string' },
+      'wait-requests': { type: 'string' },
+      'wait-rounds': { type: 'string' },
+      'wait-hold': { type: 'string' },
       'purge-rows': { type: 'string' },
       'leak-requests': { type: 'string' },
       'provider-latencies': { type: 'string' },
@@ -203,6 +217,11 @@ export function parseBenchOptions(
       `--provider-latencies ${values['provider-latencies']}: use a list of integers from 0 to 60000 (ms).`,
     );
   }
+  if (values['wait-requests'] !== undefined && Number(values['wait-requests']) < 2) {
+    throw new Error(
+      `--wait-requests ${values['wait-requests']}: use at least 2 (the first request and a waiter).`,
+    );
+  }
   const database = values.database ?? 'bench';
   if (!/^[a-z_][a-z0-9_]*$/.test(database)) {
     throw new Error(`--database ${database}: use lower-case letters, digits and underscores.`);
@@ -218,6 +237,9 @@ export function parseBenchOptions(
     rounds: positive('rounds', values.rounds, quick ? 1 : 3),
     probeRequests: positive('probe-requests', values['probe-requests'], quick ? 20 : 1000),
     stormRequests: positive('storm-requests', values['storm-requests'], quick ? 200 : 1000),
+    waitRequests: positive('wait-requests', values['wait-requests'], quick ? 40 : 200),
+    waitRounds: positive('wait-rounds', values['wait-rounds'], quick ? 1 : 5),
+    waitHoldMs: positive('wait-hold', values['wait-hold'], 200),
     purgeRows: positive('purge-rows', values['purge-rows'], quick ? 10_000 : 1_000_000),
     leakRequests: positive('leak-requests', values['leak-requests'], quick ? 1_000 : 50_000),
     providerLatenciesMs: [...new Set(latencies)],

@@ -9,6 +9,7 @@ import type { PhasedRow } from './phases/phased.phase';
 import type { PurgeResult } from './phases/purge.phase';
 import type { StormResult } from './phases/storm.phase';
 import type { ThroughputRow } from './phases/throughput.phase';
+import type { WaitStormPhaseResult } from './phases/wait-storm.phase';
 import type { TargetCheck } from './targets';
 
 /** Everything measured on one adapter. */
@@ -26,6 +27,10 @@ export interface AdapterResult {
   phased?: PhasedRow[];
   /** First executions and replays at 1 KB and 64 KB, sealed and in the clear (reported only). */
   encryption?: EncryptionRow[];
+  /**
+   * Same-key storms with `Prefer: wait` on two servers, woken by `LISTEN/NOTIFY` and by polling.
+   */
+  waitStorm?: WaitStormPhaseResult;
   /** `--baseline`: each case on this checkout and on the baseline commit (the only part run). */
   baseline?: BaselineRow[];
   targets: TargetCheck[];

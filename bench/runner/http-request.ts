@@ -8,6 +8,8 @@ export interface HttpAnswer {
   body: string;
   /** Milliseconds from writing the request to the end of the response. */
   ms: number;
+  /** `performance.now()` at the end of the response (add `performance.timeOrigin` for epoch ms). */
+  endedAt: number;
 }
 
 /** What to send. */
@@ -46,14 +48,16 @@ export function httpRequest(baseUrl: string, call: HttpCall): Promise<HttpAnswer
       (res) => {
         const chunks: Buffer[] = [];
         res.on('data', (chunk: Buffer) => chunks.push(chunk));
-        res.on('end', () =>
+        res.on('end', () => {
+          const endedAt = performance.now();
           resolve({
             status: res.statusCode ?? 0,
             headers: res.headers,
             body: Buffer.concat(chunks).toString('utf8'),
-            ms: performance.now() - started,
-          }),
-        );
+            ms: endedAt - started,
+            endedAt,
+          });
+        });
         res.on('error', reject);
       },
     );

@@ -1,6 +1,7 @@
 import type { BenchOptions } from './bench-options';
 import type { AdapterResult, BenchResults } from './bench-results';
 import { SAMPLE_INTERVAL_MS } from './phases/phased.phase';
+import { medianOverRounds } from './phases/wait-storm.phase';
 import type { Align } from './text-table';
 import { formatTable } from './text-table';
 
@@ -297,6 +298,87 @@ function encryptionSection(result: AdapterResult, options: BenchOptions): string
   );
 }
 
+function waitStormSection(result: AdapterResult, options: BenchOptions): string | undefined {
+  const phase = result.waitStorm;
+  if (!phase) return undefined;
+  const title =
+    `Wait storm — per key ${options.waitRequests} requests with Prefer: wait=10 on two servers of ` +
+    `one database: the first to A, then, once its claim is in, ${options.waitRequests - 1} waiters ` +
+    `at once, alternately to B and A; handler ${options.waitHoldMs} ms; ${options.waitRounds} ` +
+    `key(s) per route, the routes alternating; wake-up latency from the completion's commit`;
+  const rows = phase.paths.flatMap((path) =>
+    (['same', 'other', 'all'] as const).map((instance) => {
+      const statusCounts =
+        instance === 'all'
+          ? Object.fromEntries(
+              [
+                ...new Set([
+                  ...Object.keys(path.statuses.same),
+                  ...Object.keys(path.statuses.other),
+                ]),
+              ].map((status) => [
+                status,
+                (path.statuses.same[status] ?? 0) + (path.statuses.other[status] ?? 0),
+              ]),
+            )
+          : path.statuses[instance];
+      const from = path.fromCommit[instance];
+      const fromWrite = path.fromWrite[instance];
+      const fromFirst = path.fromFirstAnswer[instance];
+      return [
+        instance === 'same' ? (path.wakeUps === 'notify' ? 'LISTEN/NOTIFY' : 'polling') : '',
+        instance === 'same' ? path.path : '',
+        instance === 'same' ? 'A (first request)' : instance === 'other' ? 'B' : 'both',
+        instance === 'all' ? path.rounds.map((round) => round.executions).join('/') : '',
+        statuses(statusCounts),
+        instance === 'all'
+          ? String(path.waited.same + path.waited.other)
+          : String(path.waited[instance]),
+        fixed(from.p50),
+        fixed(from.p99),
+        fixed(from.max),
+        `${fixed(fromWrite.p50)} / ${fixed(fromWrite.p99)}`,
+        `${fixed(fromFirst.p50)} / ${fixed(fromFirst.p99)}`,
+      ];
+    }),
+  );
+  const header = [
+    'wake-ups',
+    'route',
+    'waiters on',
+    'executions',
+    'statuses',
+    'waited',
+    'p50 ms',
+    'p99 ms',
+    'max ms',
+    'from write p50 / p99 ms',
+    'from 1st answer p50 / p99 ms',
+  ];
+  const align = header.map((_, column): Align => (column < 3 || column === 4 ? 'left' : 'right'));
+  const notWaited = phase.paths.map((path) => `${path.path} ${path.notWaited}`).join(', ');
+  const lag = (field: 'commitAfterWriteMs' | 'firstAnswerAfterCommitMs') =>
+    phase.paths.map((path) => `${path.path} ${fixed(medianOverRounds(path, field))} ms`).join(', ');
+  const perRound = phase.paths
+    .map((path) => `${path.path} ${path.rounds.map((round) => fixed(round.p99)).join('/')}`)
+    .join('; ');
+  return (
+    `${title}\n${formatTable(header, rows, align)}\n` +
+    `p50/p99/max: from the completion's commit, as the runner's own listening connection sees it ` +
+    `(the completion's notification arrives), to each waiter's answer at the runner. From write: ` +
+    `from the record's updated_at (clock_timestamp() in the completing statement, before its ` +
+    `commit). "waited": answers with Preference-Applied (the waiter slept); waiters answered ` +
+    `without sleeping (they came after the completion; not in the latencies): ${notWaited}. ` +
+    `Executions per key; statuses over all keys (the first request counted on A). Poll interval ` +
+    `${phase.paths[0]?.pollIntervalSeconds ?? '–'} s (wait.pollIntervalSeconds; the LISTEN/NOTIFY ` +
+    `route polls too). Listening connections of the servers: ${phase.listening} (one per server ` +
+    `expected). p99 per key: ${perRound}. Medians over keys: commit seen after the write ` +
+    `${lag('commitAfterWriteMs')}; first request's answer after the commit ` +
+    `${lag('firstAnswerAfterCommitMs')}. Clock check, PostgreSQL − runner: ` +
+    `${fixed(phase.clock.offsetMs, 3)} ms ± ${fixed(phase.clock.uncertaintyMs, 3)} ms (not corrected).`
+  );
+}
+
 function baselineSection(result: AdapterResult, options: BenchOptions): string | undefined {
   if (!result.baseline) return undefined;
   const title =
@@ -376,6 +458,7 @@ export function formatAdapterReport(result: AdapterResult, options: BenchOptions
     leakSection(result),
     phasedSection(result, options),
     encryptionSection(result, options),
+    waitStormSection(result, options),
     baselineSection(result, options),
     targetsSection(result),
   ]

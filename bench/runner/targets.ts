@@ -3,8 +3,13 @@ import type { ProbeRow } from './phases/latency-probe.phase';
 import type { PurgeResult } from './phases/purge.phase';
 import type { StormResult } from './phases/storm.phase';
 import type { ThroughputRow } from './phases/throughput.phase';
+import type { EncryptionRow } from './phases/encryption.phase';
+import type { WaitStormPhaseResult, WaitStormResult } from './phases/wait-storm.phase';
 
-/** One target (issue 14; the purge's from issue 4), checked against what was measured. */
+/**
+ * One target (issue 14; the purge's from issue 4; encryption and the wait storm's from issue 25),
+ * checked against what was measured.
+ */
 export interface TargetCheck {
   name: string;
   target: string;
@@ -19,6 +24,8 @@ export interface TargetInputs {
   probe?: ProbeRow[];
   storms?: StormResult[];
   purge?: PurgeResult;
+  encryption?: EncryptionRow[];
+  waitStorm?: WaitStormPhaseResult;
 }
 
 /** The targets (issue 14), in the units they are stated in. */
@@ -31,6 +38,10 @@ export const TARGETS = {
   stormP99ToFloor: 1.5,
   purgeRowsPerSecond: 200_000,
   purgeP99Ratio: 2,
+  /** Sealed throughput over the clear twin's at 1 KB bodies (at most 5 % lost). */
+  sealedToClear1KB: 0.95,
+  /** Wake-up p99 of the wait storm's waiters with `LISTEN/NOTIFY`, from the completion. */
+  waitNotifyP99Ms: 5,
 } as const;
 
 const ms = (value: number) => `${value.toFixed(2)} ms`;
@@ -86,6 +97,73 @@ function stormChecks(storms: StormResult[] | undefined, path: string): TargetChe
         : undefined,
     ),
   ];
+}
+
+function encryptionChecks(rows: EncryptionRow[] | undefined): TargetCheck[] {
+  return (['first', 'replay'] as const).map((mode) => {
+    const sealed = rows?.find((row) => row.mode === mode && row.bytes === 1024 && row.sealed);
+    return check(
+      `encryption at rest, 1 KB ${mode === 'first' ? 'first execution' : 'replay'}: sealed vs clear (req/s)`,
+      `≥ ${TARGETS.sealedToClear1KB.toFixed(2)}×`,
+      () =>
+        sealed
+          ? {
+              measured: `${ratio(sealed.ratioToClear)}${perRound(sealed.roundsRatio, (r) => r.toFixed(2))}`,
+              pass: sealed.ratioToClear >= TARGETS.sealedToClear1KB,
+            }
+          : undefined,
+    );
+  });
+}
+
+function waitStormChecks(phase: WaitStormPhaseResult | undefined): TargetCheck[] {
+  const storm = (wakeUps: WaitStormResult['wakeUps']) =>
+    phase?.paths.find((path) => path.wakeUps === wakeUps);
+  const label = { notify: 'LISTEN/NOTIFY', poll: 'polling' } as const;
+  const checks: TargetCheck[] = [];
+  for (const wakeUps of ['notify', 'poll'] as const) {
+    const result = storm(wakeUps);
+    checks.push(
+      check(`wait storm (${label[wakeUps]}): executions per key`, 'exactly 1 (every key)', () =>
+        result
+          ? {
+              measured: result.rounds.map((round) => round.executions).join('/'),
+              pass: result.rounds.every((round) => round.executions === 1),
+            }
+          : undefined,
+      ),
+      check(`wait storm (${label[wakeUps]}): statuses`, 'all 201 (no 409, no 5xx)', () => {
+        if (!result) return undefined;
+        const counts: Record<string, number> = {};
+        for (const round of result.rounds) {
+          for (const [status, count] of Object.entries(round.statuses)) {
+            counts[status] = (counts[status] ?? 0) + count;
+          }
+        }
+        const measured = Object.entries(counts)
+          .map(([status, count]) => `${status}×${count}`)
+          .join(' ');
+        return { measured, pass: Object.keys(counts).every((status) => status === '201') };
+      }),
+    );
+  }
+  const notify = storm('notify');
+  checks.push(
+    check(
+      "wait storm (LISTEN/NOTIFY): wake-up p99 from the completion's commit",
+      `≤ ${TARGETS.waitNotifyP99Ms} ms`,
+      () =>
+        notify && notify.fromCommit.all.count > 0
+          ? {
+              measured:
+                `${ms(notify.fromCommit.all.p99)} (same instance ${ms(notify.fromCommit.same.p99)}, ` +
+                `other ${ms(notify.fromCommit.other.p99)}; ${phase!.listening} of 2 servers listening)`,
+              pass: notify.fromCommit.all.p99 <= TARGETS.waitNotifyP99Ms,
+            }
+          : undefined,
+    ),
+  );
+  return checks;
 }
 
 /**
@@ -182,5 +260,7 @@ export function evaluateTargets(inputs: TargetInputs): TargetCheck[] {
           }
         : undefined,
     ),
+    ...encryptionChecks(inputs.encryption),
+    ...waitStormChecks(inputs.waitStorm),
   ];
 }
