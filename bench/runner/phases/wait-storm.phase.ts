@@ -100,7 +100,10 @@ interface Sent {
   answer: HttpAnswer;
 }
 
-/** One key's storm: its answers, and when (`performance.now()`) its completion was written, seen committed and answered. */
+/**
+ * One key's storm: its answers, and when (`performance.now()`) its completion was written, seen
+ * committed by the runner's listener, and answered to the first request.
+ */
 interface Storm {
   sent: Sent[];
   executions: number;
@@ -137,8 +140,8 @@ async function claimed(db: BenchDatabase, key: string, path: string): Promise<vo
 
 /**
  * One key's storm: the first request to instance A; once its claim is in the record table,
- * `requests - 1` waiters with `Prefer: wait=<max>`, alternately to B and A, all at once. Each
- * waiter's answer is timed against the completion's write read from the record afterwards.
+ * `requests - 1` waiters with `Prefer: wait=<max>`, alternately to B and A, all at once. The
+ * completion's write is read from the record afterwards, its commit from the runner's listener.
  */
 async function stormOnce(
   [a, b]: [BenchServer, BenchServer],
