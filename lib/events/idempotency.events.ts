@@ -181,6 +181,29 @@ export type IdempotencyEvent =
       /** What the handler threw, or the timeout. */
       error: unknown;
     }
+  /**
+   * An operator changed records through the operator tool (`nest-idempotency/cli`), for the
+   * audit trail: emitted once per `release`, `resolve` or `purge`, whatever its result.
+   */
+  | {
+      /** Which event this is. */
+      type: 'operator_action';
+      /** The command: `release` a stuck key, `resolve` an abandoned operation, `purge` now. */
+      action: 'release' | 'resolve' | 'purge';
+      /** Caller identity of the key acted on (`release`, `resolve`). */
+      scope?: string;
+      /** The Idempotency-Key acted on (`release`, `resolve`). */
+      key?: string;
+      /**
+       * `done`: the change was made; `refused`: the record is not in a state the action may
+       * change (a live lease, say); `not_found`: no such record; `failed`: the store failed.
+       */
+      result: 'done' | 'refused' | 'not_found' | 'failed';
+      /** Why it was refused or failed, e.g. `lease_live`, `not_in_flight`, the store's error. */
+      reason?: string;
+      /** For `purge`: how many records were deleted. */
+      count?: number;
+    }
   /** A store call failed (the request failed closed, or background work retries later). */
   | {
       /** Which event this is. */

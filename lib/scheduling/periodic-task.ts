@@ -1,6 +1,22 @@
+import { AsyncLocalStorage } from 'node:async_hooks';
 import type { ModuleRef } from '@nestjs/core';
 import type * as Schedule from '@nestjs/schedule';
 import { loadOptionalPeer } from '../utils/load-optional-peer';
+
+/** Set while an application is created that must not run background work (the operator tool). */
+const unscheduled = new AsyncLocalStorage<true>();
+
+/**
+ * Runs `create` (the creation of an application context) so that no periodic task it starts is
+ * scheduled: the purge, the completer and the job drainer stay idle in that application, while
+ * a call of their own (`purgeExpired()`) still runs. Used by the operator tool, whose short-lived
+ * context must not do an instance's background work.
+ * @param create - creates and initialises the application
+ * @returns what `create` returns
+ */
+export function withoutSchedules<T>(create: () => Promise<T>): Promise<T> {
+  return unscheduled.run(true, create);
+}
 
 /** How a scheduled run of a periodic task ended: its result, or its error. */
 export type PeriodicRunOutcome<T> = { result: T; error?: undefined } | { error: unknown };
@@ -59,6 +75,7 @@ export class PeriodicTask<T> {
     onError: (error: unknown) => void,
     pacing?: (outcome: PeriodicRunOutcome<T>) => number,
   ): Promise<void> {
+    if (unscheduled.getStore()) return;
     this.timer = setInterval(() => this.tick(onError, pacing), intervalSeconds * 1000);
     this.timer.unref();
     this.registry = await findSchedulerRegistry(moduleRef);

@@ -53,6 +53,77 @@ export interface IdempotencyStoreWakeUps {
   close(): Promise<void>;
 }
 
+/** A record as the operator tool shows it. Times are the database's. */
+export interface IdempotencyOperatorRecord {
+  /** Caller identity the key belongs to (`''` when none). */
+  scope: string;
+  /** The Idempotency-Key. */
+  key: string;
+  /** `in_flight`, `completed`, `released` or `abandoned`. */
+  status: string;
+  /** In flight with a lapsed lease: nobody runs it, and `release` may free it. */
+  stuck: boolean;
+  /** Stable id of the record (derived keys of operations in phases are made from it). */
+  recordId: string;
+  /** The request's method. */
+  method: string;
+  /** The request's path. */
+  path: string;
+  /** The operation in phases bound to the record, if any. */
+  operation: string | null;
+  /** Its recovery point: `started`, a step name or `finished`; null for a plain route. */
+  recoveryPoint: string | null;
+  /** Runs of the record: claims and takeovers, completer runs included. */
+  attempts: number;
+  /** Seconds the lease has left (0 once lapsed); null when no lease is held. */
+  leaseSecondsLeft: number | null;
+  /** When the record expires (its replay window ends). */
+  expiresAt: Date;
+  /** When the record was created. */
+  createdAt: Date;
+  /** When it last changed. */
+  updatedAt: Date;
+  /** The stored response's status; null while none is stored. */
+  storedStatus: number | null;
+  /** The stored response's body, as stored (sealed when the store seals); only when asked for. */
+  body?: Buffer | null;
+}
+
+/** Which records `IdempotencyStoreOperator.list()` reads. */
+export type IdempotencyOperatorListKind = 'in_flight' | 'stuck' | 'abandoned';
+
+/** How `IdempotencyStoreOperator.releaseStuck()` ended. */
+export type IdempotencyOperatorReleaseResult =
+  'released' | 'lease_live' | 'not_in_flight' | 'not_found';
+
+/**
+ * What the operator tool reads and changes, each call one statement bounded by the store's
+ * timeout. Nothing here is used while serving requests.
+ */
+export interface IdempotencyStoreOperator {
+  /**
+   * One record.
+   * @param withBody - read the stored body too
+   * @returns undefined when there is no record for (scope, key)
+   */
+  inspect(
+    scope: string,
+    key: string,
+    withBody: boolean,
+  ): Promise<IdempotencyOperatorRecord | undefined>;
+  /**
+   * Records of one kind: `in_flight` (oldest first), `stuck` (in flight with a lapsed lease,
+   * longest lapsed first) or `abandoned` (longest abandoned first). Bodies are not read.
+   * @param limit - at most this many
+   */
+  list(kind: IdempotencyOperatorListKind, limit: number): Promise<IdempotencyOperatorRecord[]>;
+  /**
+   * Releases a record in flight whose lease lapsed, so that a retry runs it (an operation in
+   * phases resumes from its recovery point). A live lease is never touched.
+   */
+  releaseStuck(scope: string, key: string): Promise<IdempotencyOperatorReleaseResult>;
+}
+
 /**
  * What a store can do beyond the core contract of `IdempotencyStore`. The module asks once, at
  * bootstrap (`IdempotencyStore.capabilities()`), and each feature uses the ability it needs
@@ -68,6 +139,8 @@ export interface IdempotencyStoreCapabilities {
   readonly wakeUps?: IdempotencyStoreWakeUps;
   /** The counts of the health indicator. */
   readonly health?: IdempotencyStoreHealthQuery;
+  /** What the operator tool (`nest-idempotency/cli`) reads and changes. */
+  readonly operator?: IdempotencyStoreOperator;
   /**
    * Checks at bootstrap that the store can serve (tables and columns in place); throws an
    * `IdempotencyConfigurationError` that says how to fix it.

@@ -10,6 +10,7 @@ import * as phases from '../../lib/phases';
 import * as typeorm from '../../lib/storage/typeorm';
 import * as testing from '../../lib/testing';
 import * as webhooks from '../../lib/webhooks';
+import * as cli from '../../lib/cli';
 
 /** Every name an entry file exports, values and types, read from its source. */
 function exportedNames(file: string): string[] {
@@ -150,6 +151,20 @@ describe('public API', () => {
         'IdempotencyWebhookSignature',
         'IdempotentWebhookOptions',
         'IdempotentWebhookRouteOptions',
+      ].sort(),
+    );
+  });
+
+  it('nest-idempotency/cli exports the operator tool and the store port it uses', () => {
+    expect(Object.keys(cli)).toEqual(['runIdempotencyCli']);
+    expect(exportedNames('cli/index.ts')).toEqual(
+      [
+        'IdempotencyCliOptions',
+        'IdempotencyOperatorListKind',
+        'IdempotencyOperatorRecord',
+        'IdempotencyOperatorReleaseResult',
+        'IdempotencyStoreOperator',
+        'runIdempotencyCli',
       ].sort(),
     );
   });

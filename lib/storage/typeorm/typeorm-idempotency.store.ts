@@ -18,6 +18,7 @@ import { runOnNewQueryRunner } from './query-runner-statements';
 import { RECORD_TABLE_CHECK_SQL, recordTableProblem } from './record-table-check';
 import type { TypeOrmStoreConnection } from './store-connection';
 import { readTableHealth } from './typeorm-health.query';
+import { TypeOrmOperator } from './typeorm-operator.query';
 import { TypeOrmJobStore } from './typeorm-job.store';
 import { TypeOrmPhaseStore } from './typeorm-phase.store';
 import { TypeOrmStoreTransaction } from './typeorm-store-transaction';
@@ -434,7 +435,8 @@ export class TypeOrmIdempotencyStore extends IdempotencyStore implements TypeOrm
   }
 
   /**
-   * Operations in phases, staged jobs, health counts and the bootstrap check, all on this
+   * Operations in phases, staged jobs, health counts, the operator tool's reads and writes and
+   * the bootstrap check, all on this
    * store's DataSource, timeout and connection handling (the contract:
    * `IdempotencyStore.capabilities()`).
    * @internal
@@ -448,6 +450,7 @@ export class TypeOrmIdempotencyStore extends IdempotencyStore implements TypeOrm
       health: {
         read: (limit, timeoutMs) => readTableHealth(this, this.tableName, limit, timeoutMs),
       },
+      operator: new TypeOrmOperator(this, this.tableName),
       verify: () => this.verify(),
       wakeUps:
         this.wakeUps === 'auto'

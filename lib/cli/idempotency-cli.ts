@@ -1,0 +1,413 @@
+import { readFile } from 'node:fs/promises';
+import { NestFactory } from '@nestjs/core';
+import type { DynamicModule, INestApplicationContext, LogLevel, Type } from '@nestjs/common';
+import { IdempotencyEvents } from '../events/idempotency.events';
+import type { IdempotencyEvent } from '../events/idempotency.events';
+import { IDEMPOTENCY_STORE_CAPABILITIES } from '../idempotency.tokens';
+import { IdempotencyOperations } from '../phases/idempotency-operations.service';
+import type { AbandonedResolution } from '../phases/idempotency-operations.service';
+import { IdempotencyPurgeService } from '../purge/idempotency-purge.service';
+import { withoutSchedules } from '../scheduling/periodic-task';
+import type {
+  IdempotencyOperatorListKind,
+  IdempotencyOperatorRecord,
+  IdempotencyStoreCapabilities,
+  IdempotencyStoreOperator,
+} from '../storage/idempotency-store.capabilities';
+
+/** Where `runIdempotencyCli()` writes, and how it creates the application. */
+export interface IdempotencyCliOptions {
+  /**
+   * Receives the command's output (JSON or a table), each call a whole text ending in a newline.
+   * @defaultValue writes to `process.stdout`
+   */
+  stdout?: (text: string) => void;
+  /**
+   * Receives usage help and error messages.
+   * @defaultValue writes to `process.stderr`
+   */
+  stderr?: (text: string) => void;
+  /**
+   * Nest's log levels for the application context (`false`: no logs).
+   * @defaultValue `['error']`
+   */
+  logger?: LogLevel[] | false;
+}
+
+/** The usage text `runIdempotencyCli()` prints for `--help` and a wrong command line. */
+const USAGE = `Usage: <script> <command> [options]
+
+Commands:
+  inspect <scope> <key> [--body]           one record: status, recovery point, attempts, lease
+                                           left, expiry, stored status (the body with --body)
+  list in-flight|stuck|abandoned [--limit N]
+                                           records in flight, stuck (in flight, lease lapsed)
+                                           or abandoned; at most N (default 100)
+  release <scope> <key>                    frees a stuck key so a retry runs; refuses a live lease
+  resolve <scope> <key> [--response-file f.json]
+                                           settles an abandoned operation: retries replay the
+                                           file's {"status","body","headers"}; without a file
+                                           the record is deleted and the key runs again
+  purge                                    deletes expired records now, prints the count
+
+Options:
+  --format json|table                      output format (default json)
+  --help                                   this text
+
+The scope of a key without one is '' (pass "" on the command line).
+Exit codes: 0 done, 1 not found, refused or failed, 2 wrong command line.`;
+
+const LIST_KINDS: Record<string, IdempotencyOperatorListKind> = {
+  'in-flight': 'in_flight',
+  stuck: 'stuck',
+  abandoned: 'abandoned',
+};
+
+type Command =
+  | { name: 'help' }
+  | { name: 'inspect'; scope: string; key: string; body: boolean }
+  | { name: 'list'; kind: IdempotencyOperatorListKind; limit: number }
+  | { name: 'release'; scope: string; key: string }
+  | { name: 'resolve'; scope: string; key: string; resolution: AbandonedResolution }
+  | { name: 'purge' };
+
+/** A wrong command line: usage and exit code 2. */
+class UsageError extends Error {}
+
+/** What a command printed and its exit code. */
+interface Outcome {
+  output: unknown;
+  code: 0 | 1;
+}
+
+/**
+ * The operator tool: runs one command against the application's own module, prints its result
+ * and returns an exit code. It creates an application context (no HTTP server) with
+ * `NestFactory.createApplicationContext()`, in which the purge, the completer and the job
+ * drainer are not scheduled, runs the command, and closes the context. It never calls
+ * `process.exit()`: the script does, with the code returned.
+ *
+ * Reads and writes go through the store's `operator` ability (the TypeORM store has it), each
+ * bounded by the store's timeout; `release`, `resolve` and `purge` emit an `operator_action`
+ * event on `IdempotencyEvents` for the audit trail, so the app's own subscribers log them.
+ *
+ * Commands (`--format table` prints a table instead of JSON):
+ * - `inspect <scope> <key> [--body]`: one record, without its stored body unless `--body`;
+ * - `list in-flight|stuck|abandoned [--limit N]`: stuck is in flight with a lapsed lease;
+ * - `release <scope> <key>`: frees a stuck key (refuses a live lease) so a retry runs;
+ * - `resolve <scope> <key> [--response-file f.json]`: `IdempotencyOperations.resolveAbandoned()`,
+ *   the file holding `{ "status": 200, "body": …, "headers": {…} }`;
+ * - `purge`: `IdempotencyPurgeService.purgeExpired()` now, printing the count.
+ *
+ * @param module - the application's root module (the one `NestFactory.create()` gets)
+ * @param argv - the command line after the script's name: `process.argv.slice(2)`
+ * @param options - where output goes; Nest's log levels
+ * @returns 0 when the command did what it says; 1 when the record was not found, the action
+ *   was refused, the store lacks the ability or failed; 2 for a wrong command line
+ *
+ * @example
+ * // src/idempotency-cli.ts
+ * import { runIdempotencyCli } from 'nest-idempotency/cli';
+ * import { AppModule } from './app.module';
+ *
+ * void runIdempotencyCli(AppModule, process.argv.slice(2)).then((code) => {
+ *   process.exitCode = code;
+ * });
+ */
+export async function runIdempotencyCli(
+  module: Type | DynamicModule,
+  argv: readonly string[],
+  options: IdempotencyCliOptions = {},
+): Promise<number> {
+  const stdout = options.stdout ?? ((text: string) => void process.stdout.write(text));
+  const stderr = options.stderr ?? ((text: string) => void process.stderr.write(text));
+  let command: Command;
+  let table: boolean;
+  try {
+    ({ command, table } = await parse(argv));
+  } catch (error) {
+    if (!(error instanceof UsageError)) throw error;
+    stderr(`${error.message}\n\n${USAGE}\n`);
+    return 2;
+  }
+  if (command.name === 'help') {
+    stdout(`${USAGE}\n`);
+    return 0;
+  }
+  let app: INestApplicationContext | undefined;
+  try {
+    app = await withoutSchedules(() =>
+      NestFactory.createApplicationContext(module, {
+        logger: options.logger ?? ['error'],
+        // A failed bootstrap is an error to report, not a reason to end the process.
+        abortOnError: false,
+      }),
+    );
+    const { output, code } = await run(app, command);
+    stdout(table ? `${asTable(output)}\n` : `${JSON.stringify(output, null, 2)}\n`);
+    return code;
+  } catch (error) {
+    stderr(`nest-idempotency: ${command.name} failed: ${(error as Error)?.message ?? error}\n`);
+    return 1;
+  } finally {
+    await app?.close();
+  }
+}
+
+async function parse(argv: readonly string[]): Promise<{ command: Command; table: boolean }> {
+  const words: string[] = [];
+  const flags = new Map<string, string | true>();
+  const valued = new Set(['--format', '--limit', '--response-file']);
+  for (let i = 0; i < argv.length; i++) {
+    const word = argv[i];
+    if (!word.startsWith('--')) {
+      words.push(word);
+      continue;
+    }
+    const [name, inline] = word.split(/=(.*)/s, 2);
+    if (valued.has(name)) {
+      const value = inline ?? argv[++i];
+      if (value === undefined) throw new UsageError(`${name} needs a value.`);
+      flags.set(name, value);
+    } else if (name === '--body' || name === '--help') {
+      flags.set(name, true);
+    } else {
+      throw new UsageError(`Unknown option ${word}.`);
+    }
+  }
+  const format = flags.get('--format') ?? 'json';
+  if (format !== 'json' && format !== 'table') {
+    throw new UsageError(`--format is json or table, not ${String(format)}.`);
+  }
+  const table = format === 'table';
+  if (flags.has('--help')) return { command: { name: 'help' }, table };
+  const [name, ...args] = words;
+  const allowed: Record<string, string[]> = {
+    inspect: ['--format', '--body'],
+    list: ['--format', '--limit'],
+    release: ['--format'],
+    resolve: ['--format', '--response-file'],
+    purge: ['--format'],
+  };
+  if (name === undefined) throw new UsageError('No command given.');
+  if (!allowed[name]) throw new UsageError(`Unknown command ${name}.`);
+  for (const flag of flags.keys()) {
+    if (!allowed[name].includes(flag)) throw new UsageError(`${name} takes no ${flag}.`);
+  }
+  const arity = (n: number, shape: string) => {
+    if (args.length !== n) throw new UsageError(`${name} takes ${shape}.`);
+  };
+  switch (name) {
+    case 'inspect':
+      arity(2, '<scope> <key>');
+      return { command: { name, scope: args[0], key: args[1], body: flags.has('--body') }, table };
+    case 'list': {
+      arity(1, 'in-flight, stuck or abandoned');
+      const kind = LIST_KINDS[args[0]];
+      if (!kind) throw new UsageError(`list takes in-flight, stuck or abandoned, not ${args[0]}.`);
+      const limitText = String(flags.get('--limit') ?? '100');
+      const limit = Number(limitText);
+      if (!/^\d+$/.test(limitText) || !(limit >= 1 && limit <= 10_000)) {
+        throw new UsageError(`--limit is a whole number from 1 to 10000, not ${limitText}.`);
+      }
+      return { command: { name, kind, limit }, table };
+    }
+    case 'release':
+      arity(2, '<scope> <key>');
+      return { command: { name, scope: args[0], key: args[1] }, table };
+    case 'resolve': {
+      arity(2, '<scope> <key>');
+      const file = flags.get('--response-file');
+      const resolution = typeof file === 'string' ? await responseFrom(file) : {};
+      return { command: { name, scope: args[0], key: args[1], resolution }, table };
+    }
+    default:
+      arity(0, 'no arguments');
+      return { command: { name: 'purge' }, table };
+  }
+}
+
+/** Reads `{ status, body, headers? }` from a JSON file. */
+async function responseFrom(file: string): Promise<AbandonedResolution> {
+  let parsed: any;
+  try {
+    parsed = JSON.parse(await readFile(file, 'utf8'));
+  } catch (error) {
+    throw new UsageError(`--response-file ${file}: ${(error as Error).message}`);
+  }
+  const status = parsed?.status;
+  const headers = parsed?.headers;
+  const headersOk =
+    headers === undefined ||
+    (typeof headers === 'object' &&
+      headers !== null &&
+      Object.values(headers).every((value) => typeof value === 'string'));
+  if (
+    !Number.isInteger(status) ||
+    status < 100 ||
+    status > 599 ||
+    !('body' in parsed) ||
+    !headersOk
+  ) {
+    throw new UsageError(
+      `--response-file ${file} must hold {"status": 100-599, "body": …, "headers": {"name": "value"}}.`,
+    );
+  }
+  return { response: { status, body: parsed.body, headers } };
+}
+
+async function run(
+  app: INestApplicationContext,
+  command: Exclude<Command, { name: 'help' }>,
+): Promise<Outcome> {
+  switch (command.name) {
+    case 'inspect': {
+      const record = await operator(app).inspect(command.scope, command.key, command.body);
+      if (!record) return notFound(command);
+      return { output: shown(record), code: 0 };
+    }
+    case 'list': {
+      const records = await operator(app).list(command.kind, command.limit);
+      return { output: records.map(shown), code: 0 };
+    }
+    case 'release':
+      return act(app, command, async () => {
+        const result = await operator(app).releaseStuck(command.scope, command.key);
+        if (result === 'released') return { result: 'done' };
+        if (result === 'not_found') return { result: 'not_found' };
+        return { result: 'refused', reason: result };
+      });
+    case 'resolve': {
+      const operations = find(app, IdempotencyOperations);
+      if (!operations) {
+        throw new Error(
+          'the application has no IdempotencyPhasesModule: nothing can be abandoned.',
+        );
+      }
+      return act(app, command, async () => {
+        const settled = await operations.resolveAbandoned(
+          command.scope,
+          command.key,
+          command.resolution,
+        );
+        if (settled) return { result: 'done' };
+        // Tell a key that is not abandoned from one that does not exist.
+        const record = await operator(app).inspect(command.scope, command.key, false);
+        return record
+          ? { result: 'refused', reason: `not_abandoned (${record.status})` }
+          : { result: 'not_found' };
+      });
+    }
+    default: {
+      const purge = find(app, IdempotencyPurgeService);
+      if (!purge) throw new Error('the application has no IdempotencyModule.');
+      return act(app, command, async () => ({ result: 'done', count: await purge.purgeExpired() }));
+    }
+  }
+}
+
+type ActionResult = Pick<
+  Extract<IdempotencyEvent, { type: 'operator_action' }>,
+  'result' | 'reason' | 'count'
+>;
+
+/** Runs an action and emits its `operator_action` event, whatever the result. */
+async function act(
+  app: INestApplicationContext,
+  command: Extract<Command, { name: 'release' | 'resolve' | 'purge' }>,
+  action: () => Promise<ActionResult>,
+): Promise<Outcome> {
+  const target = 'key' in command ? { scope: command.scope, key: command.key } : {};
+  const events = find(app, IdempotencyEvents);
+  let outcome: ActionResult;
+  try {
+    outcome = await action();
+  } catch (error) {
+    const reason = (error as Error)?.message ?? String(error);
+    events?.emit({
+      type: 'operator_action',
+      action: command.name,
+      ...target,
+      result: 'failed',
+      reason,
+    });
+    throw error;
+  }
+  events?.emit({ type: 'operator_action', action: command.name, ...target, ...outcome });
+  return {
+    output: { action: command.name, ...target, ...outcome },
+    code: outcome.result === 'done' ? 0 : 1,
+  };
+}
+
+function notFound(command: { name: string; scope: string; key: string }): Outcome {
+  return {
+    output: { error: 'not_found', command: command.name, scope: command.scope, key: command.key },
+    code: 1,
+  };
+}
+
+function find<T>(app: INestApplicationContext, token: Type<T>): T | undefined {
+  try {
+    return app.get(token, { strict: false });
+  } catch {
+    return undefined;
+  }
+}
+
+function operator(app: INestApplicationContext): IdempotencyStoreOperator {
+  let capabilities: IdempotencyStoreCapabilities | undefined;
+  try {
+    capabilities = app.get<IdempotencyStoreCapabilities>(IDEMPOTENCY_STORE_CAPABILITIES, {
+      strict: false,
+    });
+  } catch {
+    throw new Error('the application has no IdempotencyModule.');
+  }
+  if (!capabilities.operator) {
+    throw new Error(
+      "the idempotency store has no operator ability (the TypeORM store has; the memory store doesn't).",
+    );
+  }
+  return capabilities.operator;
+}
+
+/** A record as printed: the body (when read) as text when it is UTF-8, else as base64. */
+function shown(record: IdempotencyOperatorRecord): Record<string, unknown> {
+  const { body, ...rest } = record;
+  if (body === undefined) return rest;
+  if (body === null) return { ...rest, body: null };
+  const text = body.toString('utf8');
+  return Buffer.from(text, 'utf8').equals(body)
+    ? { ...rest, body: text }
+    : { ...rest, bodyBase64: body.toString('base64') };
+}
+
+/** A list as a table with a column per field; an object as a table of fields and values. */
+function asTable(output: unknown): string {
+  const cell = (value: unknown) =>
+    value instanceof Date
+      ? value.toISOString()
+      : value === null || value === undefined
+        ? '-'
+        : typeof value === 'object'
+          ? JSON.stringify(value)
+          : String(value);
+  let rows: string[][];
+  if (Array.isArray(output)) {
+    if (output.length === 0) return '(none)';
+    const columns = Object.keys(output[0] as object);
+    rows = [columns, ...output.map((row) => columns.map((column) => cell((row as any)[column])))];
+  } else {
+    rows = [['field', 'value'], ...Object.entries(output as object).map(([k, v]) => [k, cell(v)])];
+  }
+  const widths = rows[0].map((_, i) => Math.max(...rows.map((row) => row[i].length)));
+  return rows
+    .map((row) =>
+      row
+        .map((text, i) => text.padEnd(widths[i]))
+        .join('  ')
+        .trimEnd(),
+    )
+    .join('\n');
+}
