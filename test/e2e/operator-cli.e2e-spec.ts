@@ -120,6 +120,20 @@ describe('operator tool (runIdempotencyCli)', () => {
     expect((await cli('--help')).code).toBe(0);
   });
 
+  it('says clearly that a store without the operator ability cannot serve it (exit code 1)', async () => {
+    @Module({ imports: [IdempotencyModule.forRoot({ store: 'memory' })] })
+    class MemoryAppModule {}
+    let out = '';
+    let err = '';
+    const code = await runIdempotencyCli(MemoryAppModule, ['list', 'stuck'], {
+      stdout: (text) => (out += text),
+      stderr: (text) => (err += text),
+      logger: false,
+    });
+    expect([code, out]).toEqual([1, '']);
+    expect(err).toContain('the idempotency store has no operator ability');
+  });
+
   it('inspects a completed key without its body, with it on --body, and as a table', async () => {
     expect((await order('done-1', { amount: 7 })).status).toBe(201);
     const { scope } = await record('done-1');
