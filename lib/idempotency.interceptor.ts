@@ -136,11 +136,9 @@ export class IdempotencyInterceptor implements NestInterceptor {
       route.wait.maxSeconds > 0
         ? await claimOrWait(
             this.waiters,
-            request,
-            context.switchToHttp().getResponse(),
+            this.events,
             route.wait,
-            scope,
-            key,
+            { request, response: context.switchToHttp().getResponse(), scope, key, route: label },
             claimOnce,
           )
         : await claimOnce();

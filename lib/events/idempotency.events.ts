@@ -52,6 +52,39 @@ export type IdempotencyEvent =
       /** The route, as `METHOD /pattern`. */
       route?: string;
     }
+  /**
+   * A duplicate found its key in flight on a route with `wait` and waited for the first request,
+   * or was refused a wait. Once per such request, before its answer's own event.
+   */
+  | {
+      /** Which event this is. */
+      type: 'waited';
+      /** Caller identity the key belongs to (`''` when none). */
+      scope: string;
+      /** The Idempotency-Key. */
+      key: string;
+      /**
+       * `replayed`: the key completed, its stored response is replayed; `claimed`: the key was
+       * given up (or its lease lapsed), the request claimed it and runs the handler;
+       * `timed_out`: still in flight when the wait ran out (409); `refused`: `maxWaiters`
+       * requests were waiting already (409 at once); `client_gone`: the client hung up;
+       * `shutdown`: the application closed; `rejected`: the key settled in a way the request is
+       * refused (422, 409 abandoned or not stored); `error`: the store failed (503).
+       */
+      outcome:
+        | 'replayed'
+        | 'claimed'
+        | 'timed_out'
+        | 'refused'
+        | 'client_gone'
+        | 'shutdown'
+        | 'rejected'
+        | 'error';
+      /** How long the request waited, in milliseconds (0 when refused). */
+      waitedMs: number;
+      /** The route, as `METHOD /pattern`. */
+      route?: string;
+    }
   /** The key was given up, so a retry can run it again. */
   | {
       /** Which event this is. */

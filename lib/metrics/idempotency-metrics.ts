@@ -24,6 +24,7 @@ interface Instruments {
   purged: OpenTelemetry.Counter;
   claimDuration: OpenTelemetry.Histogram;
   completionDuration: OpenTelemetry.Histogram;
+  waitDuration: OpenTelemetry.Histogram;
 }
 
 /** What a claim came to, for the claim latency histogram. */
@@ -36,12 +37,15 @@ export const IDEMPOTENCY_METER_NAME = 'nest-idempotency';
 const DURATION_BUCKETS = [
   0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10,
 ];
+/** Waits last up to `wait.maxSeconds` (at most 300 s); a refused one lasts 0. */
+const WAIT_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300];
 
 /**
  * OpenTelemetry metrics of the library through `@opentelemetry/api`, an optional peer loaded
  * here rather than imported (see `PeriodicTask` for why `require`, then `import()`). Without
- * it, or with `metrics: false`, every method does nothing. Counters come from
- * `IdempotencyEvents`; the two latencies are reported by the interceptor and the execution.
+ * it, or with `metrics: false`, every method does nothing. Counters and the wait duration come
+ * from `IdempotencyEvents`; the claim and completion latencies are reported by the interceptor
+ * and the execution.
  * Attributes hold the route and outcome, never the key or the scope.
  *
  * The instruments are made from the global MeterProvider in force at the time of a recording,
@@ -143,6 +147,12 @@ export class IdempotencyMetrics implements OnModuleInit, OnModuleDestroy {
       case 'purged':
         meters.purged.add(event.count);
         break;
+      case 'waited':
+        meters.waitDuration.record(event.waitedMs / 1000, {
+          ...routeAttributes(event.route),
+          'idempotency.wait.outcome': event.outcome,
+        });
+        break;
     }
   }
 
@@ -157,11 +167,11 @@ export class IdempotencyMetrics implements OnModuleInit, OnModuleDestroy {
     const meter = provider.getMeter(IDEMPOTENCY_METER_NAME);
     const counter = (name: string, description: string, unit = '{request}') =>
       meter.createCounter(name, { description, unit });
-    const duration = (name: string, description: string) =>
+    const duration = (name: string, description: string, buckets = DURATION_BUCKETS) =>
       meter.createHistogram(name, {
         description,
         unit: 's',
-        advice: { explicitBucketBoundaries: DURATION_BUCKETS },
+        advice: { explicitBucketBoundaries: buckets },
       });
     const executed = counter(
       'idempotency.executed',
@@ -183,6 +193,11 @@ export class IdempotencyMetrics implements OnModuleInit, OnModuleDestroy {
       completionDuration: duration(
         'idempotency.completion.duration',
         'Time to store a response (complete, and commit on transactional routes)',
+      ),
+      waitDuration: duration(
+        'idempotency.wait.duration',
+        'Time a duplicate waited for the request in flight with its key, by how the wait ended',
+        WAIT_BUCKETS,
       ),
     };
     return this.instruments.recording ? this.instruments : undefined;

@@ -110,7 +110,8 @@ function loadSwagger(): Promise<SwaggerApi | undefined> {
  * Documents every `@Idempotent()` route of the application in its OpenAPI metadata, when
  * `@nestjs/swagger` is installed and `openApi` is on: the key header parameter, the
  * `Idempotent-Replayed` header of the success response, and the 400 / 409 / 422 / 503 answers
- * with the shared problem+json schema.
+ * with the shared problem+json schema; on a route that may wait, the `Prefer` header parameter
+ * and `Preference-Applied` on the success responses and the 409.
  *
  * Written at bootstrap, when Nest instantiates the module's providers (inside
  * `NestFactory.create()`, before `SwaggerModule.createDocument()` can run): only then are the
@@ -281,9 +282,14 @@ function document(
   save(handler, [API_PARAMETERS, API_RESPONSE, API_EXTRA_MODELS]);
 
   const parameters: Record<string, any>[] = Reflect.getOwnMetadata(API_PARAMETERS, handler) ?? [];
-  // The key header, or the headers of the route's own key source (a webhook's signature).
+  // The key header, or the headers of the route's own key source (a webhook's signature), and
+  // Prefer on a route that may wait.
   const source = keySourceOf(handler);
-  const added = (source.openApi?.parameters ?? [keyParameter(route)]).filter(
+  const waits = route.wait.maxSeconds > 0;
+  const added = [
+    ...(source.openApi?.parameters ?? [keyParameter(route)]),
+    ...(waits ? [preferParameter(route)] : []),
+  ].filter(
     (added) =>
       !parameters.some(
         (p) =>
@@ -301,7 +307,11 @@ function document(
     if (/^2\d\d$/.test(status)) {
       responses[status] = {
         ...response,
-        headers: { [IDEMPOTENT_REPLAYED_HEADER]: REPLAYED_HEADER, ...response.headers },
+        headers: {
+          [IDEMPOTENT_REPLAYED_HEADER]: REPLAYED_HEADER,
+          ...(waits ? { [PREFERENCE_APPLIED_HEADER]: preferenceApplied(route) } : {}),
+          ...response.headers,
+        },
       };
     }
   }
@@ -359,6 +369,47 @@ function keyParameter(route: ResolvedIdempotencyRouteOptions): Record<string, un
       `content. ${use}`,
     schema: { type: 'string', minLength: 1, pattern: KEY_PATTERN, example: KEY_EXAMPLE },
   };
+}
+
+/**
+ * The `Prefer` request header of a route that may wait (RFC 7240 `wait`), in the shape
+ * `@ApiHeader()` gives it. No `pattern`: the header may carry other preferences too.
+ */
+function preferParameter(route: ResolvedIdempotencyRouteOptions): Record<string, unknown> {
+  const { maxSeconds, defaultSeconds } = route.wait;
+  const without =
+    defaultSeconds > 0
+      ? `Without it, such a duplicate waits ${defaultSeconds} s; wait=0 asks not to wait.`
+      : 'Without it, such a duplicate gets 409 at once.';
+  return {
+    name: 'Prefer',
+    in: 'header',
+    required: false,
+    description:
+      `Optional (RFC 7240): wait=N asks to wait up to N seconds (capped at ${maxSeconds}, the ` +
+      `route's wait.maxSeconds) for a request in flight with the same ${route.header}, then get ` +
+      `its answer, instead of 409 idempotency_key_in_use. ${without} An answer after such a ` +
+      'wait carries Preference-Applied.',
+    schema: { type: 'string', example: waitExample(route) },
+  };
+}
+
+const PREFERENCE_APPLIED_HEADER = 'Preference-Applied';
+
+/** The `Preference-Applied` response header of a route that may wait. */
+function preferenceApplied(route: ResolvedIdempotencyRouteOptions): Record<string, unknown> {
+  return {
+    description:
+      'Present when the request asked to wait (Prefer: wait=N) and waited for a request in ' +
+      'flight with the same key: wait= the seconds it was allowed (N, capped at ' +
+      `${route.wait.maxSeconds}).`,
+    schema: { type: 'string', pattern: '^wait=\\d+$', example: waitExample(route) },
+  };
+}
+
+/** `wait=10`, or the route's cap when it is lower. */
+function waitExample(route: ResolvedIdempotencyRouteOptions): string {
+  return `wait=${Math.min(10, Math.ceil(route.wait.maxSeconds))}`;
 }
 
 const REPLAYED_HEADER = {
@@ -429,8 +480,10 @@ function problemResponses(
     ],
     409: [
       `A request with this ${h} is still being processed (retry with the same key after ` +
-        'Retry-After seconds), the operation it started was abandoned to an operator, or it ' +
-        'completed and its response was not kept (do not retry).',
+        'Retry-After seconds' +
+        (route.wait.maxSeconds > 0 ? '; Prefer: wait=N waits for it first' : '') +
+        '), the operation it started was abandoned to an operator, or it completed and its ' +
+        'response was not kept (do not retry).',
       [
         IdempotencyProblemException.keyInUse(h, retry),
         IdempotencyProblemException.operationAbandoned(),
@@ -480,6 +533,9 @@ function problemResponses(
         schema: { type: 'string', enum: ['no-store'] },
       },
     };
+    if (status === '409' && route.wait.maxSeconds > 0) {
+      headers[PREFERENCE_APPLIED_HEADER] = preferenceApplied(route);
+    }
     if (retries) {
       headers['Retry-After'] = {
         description: `Seconds to wait before retrying with the same key (sent with ${problems

@@ -1,5 +1,8 @@
+import type { IdempotencyEvent, IdempotencyEvents } from '../events/idempotency.events';
+import { omittedBodyOf } from '../execution/stored-response';
 import type { IdempotencyWaitOptions } from '../interfaces/idempotency-module-options.interface';
-import type { IdempotencyWaiters } from './idempotency-waiters';
+import type { ClaimResult } from '../interfaces/idempotency-record.interface';
+import type { IdempotencyWaiters, WaitEnd } from './idempotency-waiters';
 import { preferredWaitSeconds } from './prefer-wait';
 import { wakeTokenOf } from './wake-token';
 
@@ -18,26 +21,40 @@ export function waitBudgetOf(
   return { seconds, preferred: asked !== undefined };
 }
 
+/** The request a wait is for: its key, and its route for the `waited` event. */
+export interface WaitingRequest {
+  /** The adapter's request (its `Prefer` header is read). */
+  request: any;
+  /** The adapter's response (Express `res` or Fastify `reply`). */
+  response: any;
+  /** Caller identity the key belongs to. */
+  scope: string;
+  /** The idempotency key. */
+  key: string;
+  /** The route, as `METHOD /pattern`. */
+  route: string;
+}
+
+type WaitOutcome = Extract<IdempotencyEvent, { type: 'waited' }>['outcome'];
+
 /**
  * Claims the key through `attempt`; while the claim finds it in flight, waits for a wake-up (up
  * to the request's budget) and claims again, so a duplicate gets the first request's stored
  * answer, or, after a release, claims the key itself and runs the handler as a retry would. A
  * request whose client hangs up stops waiting (and claims nothing more). An answer given after
  * a wait that the request asked for carries `Preference-Applied: wait=<seconds>` (RFC 7240).
+ * A request that waited, or was refused a wait, emits one `waited` event saying how it ended.
  *
- * @param request - the adapter's request (its `Prefer` header is read)
- * @param response - the adapter's response (Express `res` or Fastify `reply`)
  * @param attempt - one claim of the key
  * @returns the last claim's result: `in_flight` still when the wait ran out, the client left,
  *   `maxWaiters` requests were waiting already, or the application shuts down
+ * @throws what `attempt` throws (a store failure)
  */
-export async function claimOrWait<T extends { outcome: string }>(
+export async function claimOrWait<T extends ClaimResult>(
   waiters: IdempotencyWaiters,
-  request: any,
-  response: any,
+  events: IdempotencyEvents,
   wait: IdempotencyWaitOptions,
-  scope: string,
-  key: string,
+  { request, response, scope, key, route }: WaitingRequest,
   attempt: () => Promise<T>,
 ): Promise<T> {
   waiters.prepare();
@@ -50,14 +67,30 @@ export async function claimOrWait<T extends { outcome: string }>(
     gone = true;
     watch.wake('gone');
   });
+  let since: number | undefined;
+  let end: WaitEnd = 'timeout';
+  let reported = false;
+  // Once per request that waited (or was refused a wait), however it ended.
+  const report = (outcome: WaitOutcome) => {
+    if (reported || since === undefined || (!watch.waited && end !== 'full')) return;
+    reported = true;
+    const waitedMs = Math.round(performance.now() - since);
+    events.emit({ type: 'waited', scope, key, outcome, waitedMs, route });
+  };
   try {
     let result = await attempt();
+    since = performance.now();
     while (result.outcome === 'in_flight' && !gone) {
       const left = deadline - performance.now();
-      if (left <= 0) break;
-      if ((await watch.sleep(left, wait.pollIntervalSeconds * 1000)) !== 'woken' || gone) break;
+      if (left <= 0) {
+        end = 'timeout';
+        break;
+      }
+      end = await watch.sleep(left, wait.pollIntervalSeconds * 1000);
+      if (end !== 'woken' || gone) break;
       result = await attempt();
     }
+    report(gone && result.outcome === 'in_flight' ? 'client_gone' : outcomeOf(result, end));
     if (watch.waited) {
       // The key settled: the other waiters of the key here look again too (after a poll, only
       // this one did).
@@ -65,9 +98,35 @@ export async function claimOrWait<T extends { outcome: string }>(
       if (preferred) setHeader(response, 'preference-applied', `wait=${Math.ceil(seconds)}`);
     }
     return result;
+  } catch (error) {
+    report('error');
+    throw error;
   } finally {
     stopListening();
     watch.end();
+  }
+}
+
+/** How a wait ended, from the last claim's result and why the last sleep ended. */
+function outcomeOf(result: ClaimResult, end: WaitEnd): WaitOutcome {
+  switch (result.outcome) {
+    case 'claimed':
+      return 'claimed';
+    case 'completed':
+      return omittedBodyOf(result.response) ? 'rejected' : 'replayed';
+    case 'mismatch':
+    case 'abandoned':
+      return 'rejected';
+  }
+  switch (end) {
+    case 'full':
+      return 'refused';
+    case 'gone':
+      return 'client_gone';
+    case 'closed':
+      return 'shutdown';
+    default:
+      return 'timed_out';
   }
 }
 

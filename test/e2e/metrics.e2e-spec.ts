@@ -4,8 +4,12 @@
  * completion latencies recorded, with the route pattern and method as attributes and never the
  * key or the scope; `metrics: false` records nothing. Lost leases and store errors come from
  * real failures: a stale owner whose key was taken over after its lease lapsed, a renewal that
- * finds the record taken over, and a claim while the database refuses connections.
+ * finds the record taken over, and a claim while the database refuses connections. A duplicate
+ * that waits for its key in flight (`wait`) emits one `waited` event and one recording of
+ * `idempotency.wait.duration`, by how its wait ended: replayed, claimed after a release, timed
+ * out, refused past `maxWaiters`, its client gone.
  */
+import { request as httpRequest } from 'node:http';
 import { Body, Controller, Post, UseGuards } from '@nestjs/common';
 import { metrics } from '@opentelemetry/api';
 import type { Attributes } from '@opentelemetry/api';
@@ -19,6 +23,7 @@ import { createTestDatabase } from '../fixtures/database';
 import type { TestDatabase } from '../fixtures/database';
 import { DatabaseOutage } from '../fixtures/database-outage';
 import { FakeAuthGuard, OrdersController, Probe } from '../fixtures/orders.controller';
+import { WaitingController, waitersOf } from '../fixtures/waiting.controller';
 import { leaseLapsed } from '../fixtures/record-queries';
 import { ADAPTERS, createTestApp } from '../fixtures/test-app';
 import type { TestApp } from '../fixtures/test-app';
@@ -375,6 +380,227 @@ describe.each(ADAPTERS)('OpenTelemetry metrics on %s', (adapter) => {
           expect(name).not.toMatch(/key|scope/);
           for (const secret of [SCOPE, ...keys]) expect(String(value)).not.toContain(secret);
         }
+      }
+    }
+  });
+});
+
+describe.each(ADAPTERS)('a wait: its event and histogram on %s', (adapter) => {
+  const WAIT_SCOPE = 'tenant-wait-9c1e-secret-scope';
+  let db: TestDatabase;
+  let t: TestApp;
+  let provider: MeterProvider;
+  let reader: TestReader;
+  const keys: string[] = [];
+  const newKey = () => {
+    const key = `waited-${adapter}-${keys.length}-${Date.now()}`;
+    keys.push(key);
+    return key;
+  };
+  const route = { 'http.route': '/waiting', 'http.request.method': 'POST' };
+
+  beforeAll(async () => {
+    reader = new TestReader();
+    provider = new MeterProvider({ readers: [reader] });
+    metrics.setGlobalMeterProvider(provider);
+    db = await createTestDatabase();
+    t = await createTestApp(adapter, db, {
+      controllers: [WaitingController],
+      module: { scope: () => WAIT_SCOPE, maxWaiters: 1 },
+    });
+    await t.app.listen(0, '127.0.0.1');
+  });
+
+  afterAll(async () => {
+    await t?.close();
+    await db?.drop();
+    await provider?.shutdown();
+    metrics.disable();
+  });
+
+  const post = (path: string, key: string, body: object, prefer?: string) => {
+    const req = request(t.server).post(path).set('Idempotency-Key', key);
+    return (prefer ? req.set('Prefer', prefer) : req).send(body);
+  };
+  /** Starts the first request of `key` on `path`, held on its gate until the test opens it. */
+  const startFirst = async (key: string, path = '/waiting', counter = 'waits') => {
+    const before = t.probe.ran(counter);
+    const first = post(path, key, { gate: key }).then((response) => response);
+    await waitFor(async () => t.probe.ran(counter) === before + 1);
+    return { first };
+  };
+  /** Starts a duplicate with `Prefer: wait=5` and waits until it waits. */
+  const startWaiter = async (key: string) => {
+    const before = waitersOf(t.app);
+    const waiter = post('/waiting', key, { gate: key }, 'wait=5').then((response) => response);
+    await waitFor(async () => waitersOf(t.app) === before + 1);
+    return { waiter };
+  };
+  const waitedEvents = (key: string) =>
+    t.events.filter((e): e is Extract<typeof e, { type: 'waited' }> => {
+      return e.type === 'waited' && e.key === key;
+    });
+  /** The wait histogram's recordings for `outcome` on POST /waiting, and their sum (s). */
+  const waits = async (outcome: string) => {
+    const points = ((await collect(reader)).get('idempotency.wait.duration') ?? []).filter(
+      (p) =>
+        p.attributes['idempotency.wait.outcome'] === outcome &&
+        Object.entries(route).every(([k, v]) => p.attributes[k] === v),
+    );
+    const histograms = points.map((p) => p.value as Histogram);
+    return {
+      count: histograms.reduce((n, h) => n + h.count, 0),
+      sum: histograms.reduce((n, h) => n + (h.sum ?? 0), 0),
+    };
+  };
+
+  it('a duplicate that waits, then gets the replay: one replayed wait, timed', async () => {
+    const before = await waits('replayed');
+    const key = newKey();
+    const { first } = await startFirst(key);
+    const { waiter } = await startWaiter(key);
+    // The first request holds the key a little longer, so the wait has a length to measure.
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    t.probe.open(`${key}#1`);
+    expect((await first).status).toBe(201);
+    const response = await waiter;
+    expect(response.status).toBe(201);
+    expect(response.headers['idempotent-replayed']).toBe('true');
+
+    const [event, ...more] = waitedEvents(key);
+    expect(more).toEqual([]); // the first request, which did not wait, emits none
+    expect(event).toEqual({
+      type: 'waited',
+      scope: WAIT_SCOPE,
+      key,
+      outcome: 'replayed',
+      waitedMs: expect.any(Number),
+      route: 'POST /waiting',
+    });
+    expect(event.waitedMs).toBeGreaterThanOrEqual(150);
+    expect(event.waitedMs).toBeLessThan(5000);
+    // Before the answer's own event.
+    const order = t.events.filter((e) => 'key' in e && e.key === key).map((e) => e.type);
+    expect(order.filter((type) => type !== 'executed')).toEqual(['waited', 'replayed']);
+
+    const after = await waits('replayed');
+    expect(after.count - before.count).toBe(1);
+    expect(after.sum - before.sum).toBeCloseTo(event.waitedMs / 1000, 3);
+  });
+
+  it('a wait that runs out: one timed_out wait of about its length, then 409', async () => {
+    const before = await waits('timed_out');
+    const key = newKey();
+    const { first } = await startFirst(key);
+    const response = await post('/waiting', key, { gate: key }, 'wait=1');
+    expect(response.status).toBe(409);
+    expect(response.body.code).toBe('idempotency_key_in_use');
+    const events = waitedEvents(key);
+    expect(events).toEqual([expect.objectContaining({ outcome: 'timed_out', scope: WAIT_SCOPE })]);
+    expect(events[0].waitedMs).toBeGreaterThanOrEqual(900);
+    expect(events[0].waitedMs).toBeLessThan(3000);
+    const after = await waits('timed_out');
+    expect(after.count - before.count).toBe(1);
+    expect(after.sum - before.sum).toBeGreaterThanOrEqual(0.9);
+    t.probe.open(`${key}#1`);
+    expect((await first).status).toBe(201);
+  });
+
+  it('past maxWaiters (1 here): one refused wait of no length; the waiting one is replayed', async () => {
+    const refusedBefore = await waits('refused');
+    const replayedBefore = await waits('replayed');
+    const key = newKey();
+    const { first } = await startFirst(key);
+    const { waiter } = await startWaiter(key);
+    const refused = await post('/waiting', key, { gate: key }, 'wait=5');
+    expect(refused.status).toBe(409);
+    expect(refused.body.code).toBe('idempotency_key_in_use');
+    expect(waitedEvents(key)).toEqual([
+      expect.objectContaining({ outcome: 'refused', route: 'POST /waiting' }),
+    ]);
+    expect(waitedEvents(key)[0].waitedMs).toBeLessThan(500);
+    t.probe.open(`${key}#1`);
+    await first;
+    expect((await waiter).status).toBe(201);
+    expect(waitedEvents(key).map((e) => e.outcome)).toEqual(['refused', 'replayed']);
+
+    const refusedAfter = await waits('refused');
+    expect(refusedAfter.count - refusedBefore.count).toBe(1);
+    expect(refusedAfter.sum - refusedBefore.sum).toBeLessThan(0.5);
+    expect((await waits('replayed')).count - replayedBefore.count).toBe(1);
+  });
+
+  it('after a release the waiter claims the key and runs the handler: one claimed wait', async () => {
+    const before = await waits('claimed');
+    const key = newKey();
+    const { first } = await startFirst(key);
+    const { waiter } = await startWaiter(key);
+    t.probe.open(`${key}#2`);
+    t.probe.fail(`${key}#1`);
+    expect((await first).status).toBe(500);
+    const response = await waiter;
+    expect(response.status).toBe(201);
+    expect(response.body.attempt).toBe(2);
+    expect(waitedEvents(key).map((e) => e.outcome)).toEqual(['claimed']);
+    expect((await waits('claimed')).count - before.count).toBe(1);
+  });
+
+  it('a waiter whose client hangs up: one client_gone wait', async () => {
+    const before = await waits('client_gone');
+    const key = newKey();
+    const { first } = await startFirst(key);
+    const payload = JSON.stringify({ gate: key });
+    const req = httpRequest({
+      host: '127.0.0.1',
+      port: t.server.address().port,
+      method: 'POST',
+      path: '/waiting',
+      headers: {
+        'content-type': 'application/json',
+        'content-length': Buffer.byteLength(payload),
+        'idempotency-key': key,
+        prefer: 'wait=10',
+      },
+    });
+    req.on('error', () => undefined);
+    req.end(payload);
+    await waitFor(async () => waitersOf(t.app) === 1);
+    req.destroy();
+    await waitFor(async () => waitedEvents(key).length === 1, 2000);
+    expect(waitedEvents(key).map((e) => e.outcome)).toEqual(['client_gone']);
+    expect((await waits('client_gone')).count - before.count).toBe(1);
+    t.probe.open(`${key}#1`);
+    expect((await first).status).toBe(201);
+  });
+
+  it('nothing for a request that did not wait: a route without wait, Prefer: wait=0', async () => {
+    const plain = newKey();
+    const { first: plainFirst } = await startFirst(plain, '/waiting/no-wait', 'no-wait');
+    expect((await post('/waiting/no-wait', plain, { gate: plain }, 'wait=10')).status).toBe(409);
+    t.probe.open(`${plain}#1`);
+    await plainFirst;
+    const key = newKey();
+    const { first } = await startFirst(key);
+    expect((await post('/waiting', key, { gate: key }, 'wait=0')).status).toBe(409);
+    t.probe.open(`${key}#1`);
+    await first;
+    expect((await post('/waiting', key, { gate: key }, 'wait=5')).status).toBe(201); // completed
+    expect([...waitedEvents(plain), ...waitedEvents(key)]).toEqual([]);
+    const points = (await collect(reader)).get('idempotency.wait.duration') ?? [];
+    expect(points.some((p) => p.attributes['http.route'] === '/waiting/no-wait')).toBe(false);
+  });
+
+  it('no attribute of the wait histogram holds a key or the scope', async () => {
+    const points = (await collect(reader)).get('idempotency.wait.duration') ?? [];
+    expect(points.length).toBeGreaterThanOrEqual(5);
+    for (const { attributes } of points) {
+      expect(Object.keys(attributes).sort()).toEqual([
+        'http.request.method',
+        'http.route',
+        'idempotency.wait.outcome',
+      ]);
+      for (const value of Object.values(attributes)) {
+        for (const secret of [WAIT_SCOPE, ...keys]) expect(String(value)).not.toContain(secret);
       }
     }
   });

@@ -1,7 +1,8 @@
 /**
  * OpenAPI: with `@nestjs/swagger` installed, `@Idempotent()` documents its routes by itself (the
- * key header, `Idempotent-Replayed`, 400 / 409 / 413 / 422 / 503 with the shared problem+json schema),
- * and leaves every other route as the application declared it. The documents are checked by an
+ * key header, `Idempotent-Replayed`, 400 / 409 / 413 / 422 / 503 with the shared problem+json schema;
+ * `Prefer` and `Preference-Applied` on a route that may wait), and leaves every other route as
+ * the application declared it. The documents are checked by an
  * OpenAPI validator (@seriousme/openapi-schema-validator, ESM-only: run in a child process) and
  * field by field: the sample app's, served at /docs-json on both adapters, and those of small
  * apps with class-level, inherited and re-configured routes.
@@ -20,9 +21,12 @@ import {
   type Type,
 } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
+import { FastifyAdapter } from '@nestjs/platform-fastify';
 import {
   ApiBadRequestResponse,
   ApiCreatedResponse,
+  ApiHeader,
+  ApiOkResponse,
   ApiProperty,
   DocumentBuilder,
   SwaggerModule,
@@ -146,6 +150,59 @@ function expectProblemSchema(document: any): void {
   expect(schema.properties.type).toMatchObject({ type: 'string', format: 'uri' });
 }
 
+/**
+ * Checks one operation documents waiting: the optional `Prefer` parameter (unless `ownPrefer`,
+ * the application's own declaration, left alone) and `Preference-Applied` on its success
+ * response and its 409, nowhere else.
+ */
+function expectWaits(
+  operation: any,
+  { maxSeconds, example = `wait=${maxSeconds}`, success = '201', ownPrefer = false }: any,
+): void {
+  const prefer = operation.parameters.filter(
+    (p: any) => p.in === 'header' && p.name.toLowerCase() === 'prefer',
+  );
+  expect(prefer).toHaveLength(1);
+  if (ownPrefer) {
+    expect(prefer[0].description).toBe('Our own preferences.');
+  } else {
+    expect(prefer[0]).toEqual({
+      name: 'Prefer',
+      in: 'header',
+      required: false,
+      description: expect.stringContaining(
+        `wait=N asks to wait up to N seconds (capped at ${maxSeconds}`,
+      ),
+      schema: { type: 'string', example },
+    });
+    expect(prefer[0].description).toMatch(/request in flight with the same Idempotency-Key/);
+    expect(prefer[0].description).toMatch(/instead of 409 idempotency_key_in_use/);
+  }
+  for (const status of [success, '409']) {
+    const applied = operation.responses[status].headers['Preference-Applied'];
+    expect(applied).toEqual({
+      description: expect.stringContaining(`capped at ${maxSeconds}`),
+      schema: { type: 'string', pattern: '^wait=\\d+$', example },
+    });
+    const pattern = new RegExp(applied.schema.pattern);
+    expect(pattern.test(example)).toBe(true);
+    for (const bad of ['wait=', 'wait=1.5', 'return=minimal', 'wait=10, x']) {
+      expect(pattern.test(bad)).toBe(false);
+    }
+  }
+  for (const [status, response] of Object.entries<any>(operation.responses)) {
+    if (status !== success && status !== '409') {
+      expect(response.headers?.['Preference-Applied']).toBeUndefined();
+    }
+  }
+  expect(operation.responses['409'].description).toMatch(/Prefer: wait=N waits for it first/);
+}
+
+/** Checks one operation documents no waiting at all. */
+function expectNoWait(operation: any): void {
+  expect(JSON.stringify(operation)).not.toMatch(/Prefer/);
+}
+
 /** An operation as Swagger shows a route nobody documented: only its default response. */
 function expectUndocumented(operation: any, success = '201'): void {
   expect(operation.parameters.filter((p: any) => p.in === 'header')).toEqual([]);
@@ -206,6 +263,12 @@ describe.each(['express', 'fastify'] as const)('the sample app’s document (%s)
       });
       expect(Object.keys(operation.responses).sort()).toEqual(['201', ...PROBLEM_STATUSES]);
     }
+  });
+
+  it('documents Prefer and Preference-Applied on POST /payments (wait: 10 s), not on refunds', () => {
+    expectWaits(document.paths['/payments'].post, { maxSeconds: 10 });
+    expectNoWait(document.paths['/payments/{paymentId}/refunds'].post);
+    expectNoWait(document.paths['/webhooks/provider'].post);
   });
 
   it('documents POST /webhooks/provider by its signature header, with no key and no 413 or 422', () => {
@@ -542,3 +605,95 @@ describe('documenting @Idempotent() routes', () => {
     expect(shaped.components.schemas.IdempotencyProblem).toBeUndefined();
   });
 });
+
+@Controller('waits')
+class WaitsController {
+  @Post()
+  @Idempotent({ wait: { maxSeconds: 5 } })
+  create() {
+    return {};
+  }
+
+  @Post('long')
+  @HttpCode(200)
+  @Idempotent({ wait: { maxSeconds: 30, defaultSeconds: 2 } })
+  @ApiHeader({ name: 'prefer', description: 'Our own preferences.', required: false })
+  @ApiOkResponse({
+    description: 'Done.',
+    headers: { 'Preference-Applied': { description: 'Ours.', schema: { type: 'string' } } },
+  })
+  long() {
+    return {};
+  }
+
+  @Post('plain')
+  @Idempotent()
+  plain() {
+    return {};
+  }
+
+  @Post('never')
+  @Idempotent({ wait: { maxSeconds: 0 } })
+  never() {
+    return {};
+  }
+}
+
+describe.each(['express', 'fastify'] as const)(
+  'documenting routes that may wait (%s)',
+  (adapter) => {
+    async function waitDocumentOf(options: IdempotencyModuleOptions): Promise<any> {
+      @Module({
+        imports: [IdempotencyModule.forRoot({ store: 'memory', purge: false, ...options })],
+        controllers: [WaitsController],
+      })
+      class AppModule {}
+      const app =
+        adapter === 'fastify'
+          ? await NestFactory.create(AppModule, new FastifyAdapter(), { logger: false })
+          : await NestFactory.create(AppModule, { logger: false });
+      try {
+        const document = SwaggerModule.createDocument(app, new DocumentBuilder().build());
+        return JSON.parse(JSON.stringify(document));
+      } finally {
+        await app.close();
+      }
+    }
+
+    it('a route with wait gets Prefer and Preference-Applied; one without gets neither', async () => {
+      const document = await waitDocumentOf({});
+      expectValid(document);
+      expectWaits(document.paths['/waits'].post, { maxSeconds: 5 });
+      expectIdempotent(document.paths['/waits'].post);
+      expectNoWait(document.paths['/waits/plain'].post);
+      expectIdempotent(document.paths['/waits/plain'].post);
+      expectNoWait(document.paths['/waits/never'].post);
+    });
+
+    it('leaves the application’s own Prefer parameter and Preference-Applied header alone', async () => {
+      const document = await waitDocumentOf({});
+      const long = document.paths['/waits/long'].post;
+      expect(long.parameters.filter((p: any) => p.name.toLowerCase() === 'prefer')).toEqual([
+        expect.objectContaining({ name: 'prefer', description: 'Our own preferences.' }),
+      ]);
+      expect(long.responses['200'].description).toBe('Done.');
+      expect(long.responses['200'].headers['Preference-Applied']).toEqual({
+        description: 'Ours.',
+        schema: { type: 'string' },
+      });
+      expect(long.responses['409'].headers['Preference-Applied'].schema.example).toBe('wait=10');
+    });
+
+    it('follows the resolved wait: the module’s, unless the route turns it off', async () => {
+      const document = await waitDocumentOf({ wait: { maxSeconds: 3, defaultSeconds: 1 } });
+      expectValid(document);
+      expectWaits(document.paths['/waits/plain'].post, { maxSeconds: 3 });
+      expect(
+        document.paths['/waits/plain'].post.parameters.find((p: any) => p.name === 'Prefer')
+          .description,
+      ).toMatch(/Without it, such a duplicate waits 1 s; wait=0 asks not to wait/);
+      expectWaits(document.paths['/waits'].post, { maxSeconds: 5 });
+      expectNoWait(document.paths['/waits/never'].post);
+    });
+  },
+);
