@@ -254,14 +254,20 @@ export class IdempotencyJobs implements OnApplicationBootstrap, OnApplicationShu
       Math.random() * Math.min(maxBackoffSeconds, backoffSeconds * 2 ** (job.attempt - 1));
     const message = jobErrorText(error);
     let dead = false;
-    try {
-      dead = (await store.fail(job, message, delay, maxAttempts)) === 'dead';
-    } catch (recording) {
-      // The attempt is counted already; the job is due again when its claim lapses.
-      this.logger.warn(
-        `Could not record the failure of job ${job.name} (${job.id}): ` +
-          `${(recording as Error).message}`,
-      );
+    // Twice at most: the pool may hand out the connection the failure itself killed (its reset
+    // not yet noticed), and the statement only records what it would record the first time.
+    for (let tries = 1; tries <= 2; tries++) {
+      try {
+        dead = (await store.fail(job, message, delay, maxAttempts)) === 'dead';
+        break;
+      } catch (recording) {
+        if (tries < 2) continue;
+        // The attempt is counted already; the job is due again when its claim lapses.
+        this.logger.warn(
+          `Could not record the failure of job ${job.name} (${job.id}): ` +
+            `${(recording as Error).message}`,
+        );
+      }
     }
     run.failed++;
     if (dead) run.dead++;

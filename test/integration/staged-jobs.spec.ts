@@ -11,6 +11,7 @@ import { Inject } from '@nestjs/common';
 import { Client } from 'pg';
 import request from 'supertest';
 import { IdempotentJobHandler, IdempotencyJobs } from '../../lib/phases';
+import { IdempotencyStore } from '../../lib';
 import type { IdempotencyJobHandlerInstance, StagedJob } from '../../lib/phases';
 import type { IdempotencyPhasesModuleOptions } from '../../lib/phases';
 import { createTestDatabase } from '../fixtures/database';
@@ -199,6 +200,25 @@ describe('staged jobs on PostgreSQL', () => {
     expect(second.delivered).toBeGreaterThan(0);
     expect(seen.peak).toBe(2);
     expect(await jobRows()).toEqual([]);
+  });
+
+  it('records a failure on a second try when the first recording meets a dead connection', async () => {
+    // The pool may hand the failure's record the very connection the failure killed, before
+    // its reset is noticed (read ECONNRESET): the record is tried once more.
+    const id = await insertJob('test.flaky', 'recorded-late');
+    const jobs = (a.app.get(IdempotencyStore).capabilities() as any).jobs;
+    const fail = jest
+      .spyOn(jobs, 'fail')
+      .mockRejectedValueOnce(Object.assign(new Error('read ECONNRESET'), { code: 'ECONNRESET' }));
+    try {
+      expect(await drain(a)).toEqual({ delivered: 0, failed: 1, dead: 0 });
+      expect(fail).toHaveBeenCalledTimes(2);
+    } finally {
+      fail.mockRestore();
+    }
+    const [row] = await jobRows();
+    expect(row).toMatchObject({ id, status: 'pending', attempts: 1, later: true });
+    expect(row.last_error).toBe('flaky handler failed on attempt 1');
   });
 
   it('retries a failing handler, keeps it as dead after maxAttempts, and lets a human retry it', async () => {
