@@ -207,9 +207,8 @@ describe('staged jobs on PostgreSQL', () => {
     // its reset is noticed (read ECONNRESET): the record is tried once more.
     const id = await insertJob('test.flaky', 'recorded-late');
     const jobs = (a.app.get(IdempotencyStore).capabilities() as any).jobs;
-    const fail = jest
-      .spyOn(jobs, 'fail')
-      .mockRejectedValueOnce(Object.assign(new Error('read ECONNRESET'), { code: 'ECONNRESET' }));
+    const fail = jest.spyOn(jobs, 'fail');
+    fail.mockRejectedValueOnce(Object.assign(new Error('read ECONNRESET'), { code: 'ECONNRESET' }));
     try {
       expect(await drain(a)).toEqual({ delivered: 0, failed: 1, dead: 0 });
       expect(fail).toHaveBeenCalledTimes(2);
