@@ -22,6 +22,7 @@ import { routeLabelOf } from './utils/route-label';
 import { UnparsedContentTypeWarnings } from './utils/unparsed-content-types';
 import { IdempotencyWaiters } from './waiting/idempotency-waiters';
 import { claimOrWait } from './waiting/wait-for-claim';
+import type { WaitingRequest } from './waiting/wait-for-claim';
 
 /** A completed record found by the claim. */
 interface Replay {
@@ -138,7 +139,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
             this.waiters,
             this.events,
             route.wait,
-            { request, response: context.switchToHttp().getResponse(), scope, key, route: label },
+            this.waitingRequest(context, scope, key, label),
             claimOnce,
           )
         : await claimOnce();
@@ -179,6 +180,26 @@ export class IdempotencyInterceptor implements NestInterceptor {
         label,
       })
       .catch((error) => Promise.reject(this.storeUnavailable(error, route, 'begin', label)));
+  }
+
+  /** A request that may wait, with its answer's Node.js response and headers as its adapter has them. */
+  private waitingRequest(
+    context: ExecutionContext,
+    scope: string,
+    key: string,
+    route: string,
+  ): WaitingRequest {
+    const http = context.switchToHttp();
+    const response = http.getResponse();
+    const adapter = this.responses.get();
+    return {
+      request: http.getRequest(),
+      nodeResponse: adapter.nodeResponse(response),
+      setHeader: (name, value) => adapter.setHeader(response, name, value),
+      scope,
+      key,
+      route,
+    };
   }
 
   /**

@@ -1,3 +1,4 @@
+import type { ServerResponse } from 'node:http';
 import type { StoredResponse } from '../interfaces/idempotency-record.interface';
 import { lowerCaseHeaders, isStreamLike, responseBytes } from '../utils/response-bytes';
 import type { OutgoingResponse } from '../utils/response-bytes';
@@ -140,5 +141,15 @@ export class ExpressResponseAdapter extends IdempotencyResponseAdapter {
   /** @inheritDoc */
   snapshot(res: any): ResponseSnapshot {
     return { status: res.statusCode, headers: lowerCaseHeaders(res.getHeaders()) };
+  }
+
+  /** @inheritDoc */
+  setHeader(res: any, name: string, value: string): void {
+    if (!res.headersSent) res.setHeader(name, value);
+  }
+
+  /** @inheritDoc */
+  nodeResponse(res: any): ServerResponse {
+    return res;
   }
 }

@@ -1,3 +1,4 @@
+import type { ServerResponse } from 'node:http';
 import { Readable } from 'node:stream';
 import type { StoredResponse } from '../interfaces/idempotency-record.interface';
 import { isStreamLike, lowerCaseHeaders, responseBytes } from '../utils/response-bytes';
@@ -66,6 +67,16 @@ export class FastifyResponseAdapter extends IdempotencyResponseAdapter {
   /** @inheritDoc */
   snapshot(reply: any): ResponseSnapshot {
     return { status: reply.statusCode, headers: lowerCaseHeaders(reply.getHeaders()) };
+  }
+
+  /** @inheritDoc */
+  setHeader(reply: any, name: string, value: string): void {
+    reply.header(name, value);
+  }
+
+  /** @inheritDoc */
+  nodeResponse(reply: any): ServerResponse {
+    return reply.raw;
   }
 }
 

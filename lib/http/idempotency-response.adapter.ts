@@ -1,3 +1,4 @@
+import type { ServerResponse } from 'node:http';
 import type { StoredResponse } from '../interfaces/idempotency-record.interface';
 import type { ResponseSink, ResponseSnapshot } from './response-sink.interface';
 
@@ -26,4 +27,10 @@ export abstract class IdempotencyResponseAdapter {
 
   /** Status and headers set on the response so far. */
   abstract snapshot(response: any): ResponseSnapshot;
+
+  /** Sets a header on the answer to come (on Express, not once the headers are sent). */
+  abstract setHeader(response: any, name: string, value: string): void;
+
+  /** The Node.js response under the adapter's (its `close` says the client hung up). */
+  abstract nodeResponse(response: any): ServerResponse;
 }

@@ -1,3 +1,4 @@
+import type { ServerResponse } from 'node:http';
 import type { IdempotencyEvent, IdempotencyEvents } from '../events/idempotency.events';
 import { omittedBodyOf } from '../execution/stored-response';
 import type { IdempotencyWaitOptions } from '../interfaces/idempotency-module-options.interface';
@@ -25,8 +26,10 @@ export function waitBudgetOf(
 export interface WaitingRequest {
   /** The adapter's request (its `Prefer` header is read). */
   request: any;
-  /** The adapter's response (Express `res` or Fastify `reply`). */
-  response: any;
+  /** The Node.js response under the adapter's: its `close` before the answer is a hang-up. */
+  nodeResponse?: ServerResponse;
+  /** Sets a header on the answer to come (`Preference-Applied`), through the HTTP adapter. */
+  setHeader(name: string, value: string): void;
   /** Caller identity the key belongs to. */
   scope: string;
   /** The idempotency key. */
@@ -54,7 +57,7 @@ export async function claimOrWait<T extends ClaimResult>(
   waiters: IdempotencyWaiters,
   events: IdempotencyEvents,
   wait: IdempotencyWaitOptions,
-  { request, response, scope, key, route }: WaitingRequest,
+  { request, nodeResponse, setHeader, scope, key, route }: WaitingRequest,
   attempt: () => Promise<T>,
 ): Promise<T> {
   waiters.prepare();
@@ -63,7 +66,7 @@ export async function claimOrWait<T extends ClaimResult>(
   const deadline = performance.now() + seconds * 1000;
   const watch = waiters.watch(wakeTokenOf(scope, key));
   let gone = false;
-  const stopListening = onHangUp(response, () => {
+  const stopListening = onHangUp(nodeResponse, () => {
     gone = true;
     watch.wake('gone');
   });
@@ -95,7 +98,7 @@ export async function claimOrWait<T extends ClaimResult>(
       // The key settled: the other waiters of the key here look again too (after a poll, only
       // this one did).
       if (result.outcome !== 'in_flight') waiters.settled(watch.token);
-      if (preferred) setHeader(response, 'preference-applied', `wait=${Math.ceil(seconds)}`);
+      if (preferred) setHeader('preference-applied', `wait=${Math.ceil(seconds)}`);
     }
     return result;
   } catch (error) {
@@ -134,8 +137,7 @@ function outcomeOf(result: ClaimResult, end: WaitEnd): WaitOutcome {
  * Calls `gone` once if the client closes the connection before the response is written.
  * @returns a function that stops listening
  */
-function onHangUp(response: any, gone: () => void): () => void {
-  const raw = response?.raw ?? response;
+function onHangUp(raw: ServerResponse | undefined, gone: () => void): () => void {
   if (typeof raw?.once !== 'function') return () => undefined;
   const closed = () => {
     if (!raw.writableFinished) gone();
@@ -146,12 +148,4 @@ function onHangUp(response: any, gone: () => void): () => void {
   }
   raw.once('close', closed);
   return () => raw.removeListener('close', closed);
-}
-
-/** Sets a header on an Express response or a Fastify reply. */
-function setHeader(response: any, name: string, value: string): void {
-  if (response?.raw && typeof response.header === 'function') response.header(name, value);
-  else if (typeof response?.setHeader === 'function' && !response.headersSent) {
-    response.setHeader(name, value);
-  }
 }

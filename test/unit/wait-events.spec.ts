@@ -28,7 +28,13 @@ function setup() {
       waiters,
       events,
       WAIT,
-      { request: { headers: { prefer } }, response: {}, scope: 's', key: 'k', route: 'POST /w' },
+      {
+        request: { headers: { prefer } },
+        setHeader: () => undefined,
+        scope: 's',
+        key: 'k',
+        route: 'POST /w',
+      },
       async () => {
         const answer = answers[Math.min(i++, answers.length - 1)];
         if (answer instanceof Error) throw answer;

@@ -22,7 +22,7 @@ import { TypeOrmOperator } from './typeorm-operator.query';
 import { TypeOrmJobStore } from './typeorm-job.store';
 import { TypeOrmPhaseStore } from './typeorm-phase.store';
 import { TypeOrmStoreTransaction } from './typeorm-store-transaction';
-import { TypeOrmWakeUps, wakeUpChannelOf } from './typeorm-wake-ups';
+import { TypeOrmWakeUps, announcedWrite, notifyWritten, wakeUpChannelOf } from './typeorm-wake-ups';
 import { Deadline } from './with-deadline';
 
 /** How often a claim is retried when a concurrent writer changed the row under it. */
@@ -164,13 +164,14 @@ export class TypeOrmIdempotencyStore extends IdempotencyStore implements TypeOrm
     const expired =
       `r.expires_at <= ${at} AND (r.status = 'completed' OR (r.operation IS NULL ` +
       `AND (r.status <> 'in_flight' OR r.locked_until <= ${at})))`;
-    // A write of a route that may wait (`ref.announce`) tells the listening instances in the same
-    // statement, only when it changed the record: one more statement text, no more round trip.
-    // Inside a transaction the notification is sent at its commit.
-    const announced = (write: string, payload: string) => `
-        WITH written AS (${write} RETURNING 1)
-        SELECT count(*)::int AS n FROM written,
-               LATERAL (SELECT pg_notify('${this.channel}', ${payload}::text)) AS announced`;
+    // A record whose handler never started: deleted when it was new, else kept as released.
+    const forgetting = `
+        WITH forgotten AS (
+          DELETE FROM ${t} WHERE ${owned} AND attempts = 1 RETURNING 1
+        ), kept AS (
+          UPDATE ${t} SET status = 'released', locked_until = NULL, updated_at = ${written}
+           WHERE ${owned} AND attempts > 1 RETURNING 1
+        )`;
     const sql = {
       // The fast path of a first execution: a key nobody holds is one plain insert, without
       // the CTE below (its lookup, its outcome and its upsert cost PostgreSQL more on every new
@@ -265,13 +266,7 @@ export class TypeOrmIdempotencyStore extends IdempotencyStore implements TypeOrm
          WHERE ${owned}`,
       // A request rejected before its handler started leaves nothing behind, unless an earlier
       // attempt of the same key did run its handler: then the key stays released.
-      releaseForget: `
-        WITH forgotten AS (
-          DELETE FROM ${t} WHERE ${owned} AND attempts = 1 RETURNING 1
-        ), kept AS (
-          UPDATE ${t} SET status = 'released', locked_until = NULL, updated_at = ${written}
-           WHERE ${owned} AND attempts > 1 RETURNING 1
-        )
+      releaseForget: `${forgetting}
         SELECT (SELECT count(*) FROM forgotten) + (SELECT count(*) FROM kept) AS n`,
       // Oldest expiry first, from where the pass has got to ($2): the index scan starts there
       // rather than walking over the entries of every row the pass already deleted.
@@ -292,19 +287,16 @@ export class TypeOrmIdempotencyStore extends IdempotencyStore implements TypeOrm
         SELECT count(*)::int AS deleted, max(purge_after)::text AS last FROM gone`,
       verify: RECORD_TABLE_CHECK_SQL,
     };
+    // A write of a route that may wait (`ref.announce`) tells the listening instances in the same
+    // statement, only when it changed the record: one more statement text, no more round trip.
+    // Inside a transaction the notification is sent at its commit.
     const statements = {
       ...sql,
-      completeAnnounced: announced(sql.complete, '$8'),
-      releaseRetryAnnounced: announced(sql.releaseRetry, '$4'),
-      releaseForgetAnnounced: `
-        WITH forgotten AS (
-          DELETE FROM ${t} WHERE ${owned} AND attempts = 1 RETURNING 1
-        ), kept AS (
-          UPDATE ${t} SET status = 'released', locked_until = NULL, updated_at = ${written}
-           WHERE ${owned} AND attempts > 1 RETURNING 1
-        ), written AS (SELECT 1 FROM forgotten UNION ALL SELECT 1 FROM kept)
-        SELECT count(*)::int AS n FROM written,
-               LATERAL (SELECT pg_notify('${this.channel}', $4::text)) AS announced`,
+      completeAnnounced: announcedWrite(sql.complete, this.channel, '$8'),
+      releaseRetryAnnounced: announcedWrite(sql.releaseRetry, this.channel, '$4'),
+      releaseForgetAnnounced: `${forgetting}, written AS (
+          SELECT 1 FROM forgotten UNION ALL SELECT 1 FROM kept
+        ) ${notifyWritten(this.channel, '$4')}`,
     };
     this.sql = Object.fromEntries(
       Object.entries(statements).map(([name, text]) => [name, prepareStatement(text)]),

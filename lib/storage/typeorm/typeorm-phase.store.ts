@@ -17,7 +17,7 @@ import type {
 } from '../../phases/operation-record.store';
 import type { TypeOrmStoreConnection } from './store-connection';
 import { TypeOrmJobStore } from './typeorm-job.store';
-import { wakeUpChannelOf } from './typeorm-wake-ups';
+import { announcedWrite, wakeUpChannelOf } from './typeorm-wake-ups';
 import { wakeTokenOf } from '../../waiting/wake-token';
 import type { TypeOrmStoreTransaction } from './typeorm-store-transaction';
 
@@ -174,10 +174,9 @@ export class TypeOrmPhaseStore implements OperationRecordStore {
     );
     // The last step of a run whose route may wait announces the completion at its commit, as
     // the plain completion does (TypeOrmWakeUps).
-    this.sql.finishAnnounced = prepareStatement(`
-        WITH written AS (${sql.finish} RETURNING 1)
-        SELECT count(*)::int AS n FROM written,
-               LATERAL (SELECT pg_notify('${wakeUpChannelOf(tableName)}', $10::text)) AS announced`);
+    this.sql.finishAnnounced = prepareStatement(
+      announcedWrite(sql.finish, wakeUpChannelOf(tableName), '$10'),
+    );
   }
 
   /** @inheritDoc */

@@ -37,6 +37,27 @@ export function wakeUpChannelOf(tableName: string): string {
 }
 
 /**
+ * The end of a statement that announces its write: one `pg_notify` per row of the CTE `written`
+ * (none when the write changed nothing), and their count as `n`. In a transaction the
+ * notification is sent at its commit.
+ * @param channel - `wakeUpChannelOf(tableName)`
+ * @param payload - the parameter holding `wakeTokenOf(scope, key)`, e.g. `$4`
+ */
+export function notifyWritten(channel: string, payload: string): string {
+  return `
+        SELECT count(*)::int AS n FROM written,
+               LATERAL (SELECT pg_notify('${channel}', ${payload}::text)) AS announced`;
+}
+
+/**
+ * A write (an `UPDATE` or `DELETE` without `RETURNING`) that announces itself as it changes a
+ * record: the same round trip, one more statement text.
+ */
+export function announcedWrite(write: string, channel: string, payload: string): string {
+  return `WITH written AS (${write} RETURNING 1) ${notifyWritten(channel, payload)}`;
+}
+
+/**
  * Wake-ups over PostgreSQL `LISTEN/NOTIFY`. Writes of routes that may wait send
  * `pg_notify(channel, wakeTokenOf(scope, key))` in the statement that settles the record (so a
  * transactional completion announces at its commit, and a route without `wait` sends nothing);
