@@ -19,7 +19,7 @@ const path = require('node:path');
 const base = require('./jest.config.js');
 
 const NEST_PACKAGES =
-  'common|core|platform-express|platform-fastify|testing|typeorm|schedule|swagger|terminus';
+  'common|core|platform-express|platform-fastify|testing|typeorm|schedule|swagger|terminus|microservices|graphql|apollo';
 const nest12 = path.resolve(__dirname, process.env.NEST12_DIR || '.ci/nest12', 'node_modules');
 if (!fs.existsSync(path.join(nest12, '@nestjs/core/package.json'))) {
   throw new Error(`The Nest 12 line is not installed in ${nest12}: run bash .ci/install-nest12.sh`);

@@ -8,7 +8,7 @@
 const Module = require('node:module');
 
 const NEST =
-  /^@nestjs\/(common|core|platform-express|platform-fastify|testing|typeorm|schedule|swagger|terminus)(\/|$)/;
+  /^@nestjs\/(common|core|platform-express|platform-fastify|testing|typeorm|schedule|swagger|terminus|microservices|graphql|apollo)(\/|$)/;
 const resolve = Module._resolveFilename;
 
 Module._resolveFilename = function (request, parent, isMain, options) {

@@ -119,7 +119,18 @@ describe.each(ADAPTERS)('a global TimeoutInterceptor over a slow handler (%s)', 
       await blocker.query('ROLLBACK');
       await blocker.end();
     }
-    await waitFor(async () => (await recordOf(db, key)) === undefined, 3000);
+    // The row is also absent before the claim commits, so wait for the library to give it back.
+    await waitFor(
+      async () =>
+        t.events.some(
+          (event) =>
+            event.type === 'released' &&
+            event.key === key &&
+            event.reason === 'rejected_before_handler',
+        ),
+      3000,
+    );
+    expect(await recordOf(db, key)).toBeUndefined();
     expect(t.probe.ran(`slow:${key}`)).toBe(0);
 
     const retry = await postWithKey(t.server, '/slow', key, { amount: 3, note: key });
