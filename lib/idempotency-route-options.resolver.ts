@@ -27,12 +27,13 @@ export class IdempotencyRouteOptionsResolver {
   constructor(@Inject(IDEMPOTENCY_OPTIONS) private readonly options: ResolvedIdempotencyOptions) {}
 
   /**
-   * @param context - the execution context of an HTTP request
-   * @param method - the request method
+   * @param context - the execution context of an HTTP request, or of another kind of call
+   * @param method - the request method (for another kind of call, its context type)
    * @returns the route's options, or `undefined` when the request is not covered
    */
   resolve(context: ExecutionContext, method: string): ResolvedIdempotencyRouteOptions | undefined {
-    if (context.getType() !== 'http' || SAFE_METHODS.has(method.toUpperCase())) return undefined;
+    // A call that is not an HTTP request (a message, a mutation) has no safe method.
+    if (context.getType() === 'http' && SAFE_METHODS.has(method.toUpperCase())) return undefined;
     const handler = context.getHandler();
     let resolved = this.cache.get(handler);
     if (resolved === undefined) {

@@ -22,6 +22,8 @@ export class IdempotencyGuard implements CanActivate {
 
   /** @inheritDoc */
   canActivate(context: ExecutionContext): boolean {
+    // A message or a mutation: its transport reads the key, and refusals are its errors.
+    if (context.getType() !== 'http') return true;
     const request = context.switchToHttp().getRequest();
     const route = this.routes.resolve(context, request.method);
     if (!route) return true;

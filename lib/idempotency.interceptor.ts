@@ -1,36 +1,23 @@
-import { randomUUID } from 'node:crypto';
 import { Injectable, Logger } from '@nestjs/common';
 import type { CallHandler, ExecutionContext, NestInterceptor } from '@nestjs/common';
 import { Observable, of } from 'rxjs';
+import { IdempotentCallRunner } from './calls/idempotent-call.runner';
 import { IdempotencyConfigurationError } from './errors/idempotency-configuration.error';
 import { IdempotencyProblemException } from './errors/idempotency-problem.exception';
 import { IdempotencyEvents } from './events/idempotency.events';
-import { IdempotencyExecution } from './execution/idempotency-execution';
+import { IdempotencyClaims } from './execution/idempotency-claims';
+import type { Claimed } from './execution/idempotency-claims';
 import { IdempotencyExecutionFactory } from './execution/idempotency-execution.factory';
-import { IdempotencyMetrics } from './metrics/idempotency-metrics';
 import { fingerprintOf } from './execution/request-fingerprint';
-import { omittedBodyOf } from './execution/stored-response';
 import { ResponseAdapterResolver } from './http/response-adapter.resolver';
 import { keySourceOf } from './idempotency-key-source';
 import type { IdempotencyKeySource } from './idempotency-key-source';
 import { IdempotencyRouteOptionsResolver } from './idempotency-route-options.resolver';
 import type { ResolvedIdempotencyRouteOptions } from './interfaces/idempotency-module-options.interface';
-import type { StoredResponse } from './interfaces/idempotency-record.interface';
-import { IdempotencyStore } from './storage/idempotency.store';
 import { normaliseScope } from './utils/request-scope';
 import { routeLabelOf } from './utils/route-label';
 import { UnparsedContentTypeWarnings } from './utils/unparsed-content-types';
-import { IdempotencyWaiters } from './waiting/idempotency-waiters';
-import { claimOrWait } from './waiting/wait-for-claim';
 import type { WaitingRequest } from './waiting/wait-for-claim';
-
-/** A completed record found by the claim. */
-interface Replay {
-  scope: string;
-  key: string;
-  response: StoredResponse;
-  label: string;
-}
 
 /**
  * Claims the key, then either replays the stored response or runs the handler through an
@@ -48,16 +35,17 @@ export class IdempotencyInterceptor implements NestInterceptor {
   /** Built by Nest's injector, from the module's own providers. @internal */
   constructor(
     private readonly routes: IdempotencyRouteOptionsResolver,
-    private readonly store: IdempotencyStore,
+    private readonly claims: IdempotencyClaims,
     private readonly executions: IdempotencyExecutionFactory,
     private readonly responses: ResponseAdapterResolver,
     private readonly events: IdempotencyEvents,
-    private readonly metrics: IdempotencyMetrics,
-    private readonly waiters: IdempotencyWaiters,
+    private readonly calls: IdempotentCallRunner,
   ) {}
 
   /** @inheritDoc */
   intercept(context: ExecutionContext, next: CallHandler): Observable<unknown> {
+    // A message or a GraphQL mutation: the same claim and run, read and answered by its transport.
+    if (context.getType() !== 'http') return this.calls.intercept(context, next);
     const request = context.switchToHttp().getRequest();
     const route = this.routes.resolve(context, request.method);
     if (!route || this.handled.has(request)) return next.handle();
@@ -76,8 +64,8 @@ export class IdempotencyInterceptor implements NestInterceptor {
           if (subscriber.closed) return void this.unclaimed(claimed);
           try {
             const answer =
-              claimed instanceof IdempotencyExecution
-                ? claimed.handle(next)
+              claimed.kind === 'run'
+                ? claimed.execution.handle(next)
                 : this.replay(context, claimed);
             answer.subscribe(subscriber);
           } catch (error) {
@@ -96,90 +84,24 @@ export class IdempotencyInterceptor implements NestInterceptor {
     route: ResolvedIdempotencyRouteOptions,
     key: string,
     source: IdempotencyKeySource,
-  ): Promise<IdempotencyExecution | Replay> {
+  ): Promise<Claimed> {
     const request = context.switchToHttp().getRequest();
     const scope = this.scopeOf(request, route);
     const fingerprint =
       source.fingerprint?.(request, scope) ?? this.fingerprintOf(request, route, scope);
-    const ownerToken = randomUUID();
-    const path = request.originalUrl ?? request.url;
-    const { method } = request;
-    const { lockTimeoutSeconds, ttlSeconds } = route;
     const label = routeLabelOf(request);
-    const claimRequest = {
+    return this.claims.claim({
+      route,
+      keyName: route.header,
       scope,
       key,
       fingerprint,
-      method,
-      path,
-      ownerToken,
-      lockTimeoutSeconds,
-      ttlSeconds,
-    };
-    let claimedAt = Date.now();
-    const claimOnce = async () => {
-      claimedAt = Date.now();
-      const started = performance.now();
-      const claim = await this.store.claim(claimRequest).catch((error) => {
-        this.metrics.claimed(label, (performance.now() - started) / 1000, 'error');
-        // A record the store found but cannot read (sealed with a key that is gone): its own 500.
-        if (error instanceof IdempotencyProblemException) {
-          return Promise.reject(this.reject(error, label, scope, key));
-        }
-        return Promise.reject(this.storeUnavailable(error, route, 'claim', label));
-      });
-      this.metrics.claimed(label, (performance.now() - started) / 1000, claim.outcome);
-      return claim;
-    };
-    // On a route that may wait, a duplicate that finds the key in flight waits for the first
-    // request, then claims again.
-    const claim =
-      route.wait.maxSeconds > 0
-        ? await claimOrWait(
-            this.waiters,
-            this.events,
-            route.wait,
-            this.waitingRequest(context, scope, key, label),
-            claimOnce,
-          )
-        : await claimOnce();
-    switch (claim.outcome) {
-      case 'mismatch':
-        throw this.reject(IdempotencyProblemException.keyReused(route.header), label, scope, key);
-      case 'in_flight':
-        throw this.reject(
-          IdempotencyProblemException.keyInUse(route.header, route.retryAfterSeconds),
-          label,
-          scope,
-          key,
-        );
-      case 'abandoned':
-        throw this.reject(IdempotencyProblemException.operationAbandoned(), label, scope, key);
-      case 'completed': {
-        const omitted = omittedBodyOf(claim.response);
-        if (omitted) {
-          throw this.reject(
-            IdempotencyProblemException.responseNotStored(route.header, claim.response, omitted),
-            label,
-            scope,
-            key,
-          );
-        }
-        return { scope, key, response: claim.response, label };
-      }
-    }
-    const { recordId, attempt } = claim;
-    return this.executions
-      .start(context, route, {
-        scope,
-        key,
-        ownerToken,
-        recordId,
-        attempt,
-        claimedAt,
-        label,
-      })
-      .catch((error) => Promise.reject(this.storeUnavailable(error, route, 'begin', label)));
+      method: request.method,
+      path: request.originalUrl ?? request.url,
+      label,
+      waiting: () => this.waitingRequest(context, scope, key, label),
+      start: (won) => this.executions.start(context, route, won),
+    });
   }
 
   /** A request that may wait, with its answer's Node.js response and headers as its adapter has them. */
@@ -207,12 +129,15 @@ export class IdempotencyInterceptor implements NestInterceptor {
    * a key won for a handler that will never run is given back at once rather than held by its
    * lease; a replay has nothing left to do.
    */
-  private unclaimed(claimed: IdempotencyExecution | Replay): void {
-    if (claimed instanceof IdempotencyExecution) void claimed.abort();
+  private unclaimed(claimed: Claimed): void {
+    if (claimed.kind === 'run') void claimed.execution.abort();
   }
 
   /** Writes the stored response now, whatever the route's style. */
-  private replay(context: ExecutionContext, replay: Replay): Observable<undefined> {
+  private replay(
+    context: ExecutionContext,
+    replay: Extract<Claimed, { kind: 'replay' }>,
+  ): Observable<undefined> {
     this.responses.get().writeReplay(context.switchToHttp().getResponse(), replay.response);
     const { scope, key, response, label } = replay;
     this.events.emit({ type: 'replayed', scope, key, status: response.status, route: label });
@@ -225,7 +150,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
     } catch (error) {
       if (!(error instanceof IdempotencyConfigurationError)) throw error;
       this.logger.error(error.message);
-      throw this.reject(IdempotencyProblemException.scopeInvalid(), routeLabelOf(request));
+      throw this.claims.reject(IdempotencyProblemException.scopeInvalid(), routeLabelOf(request));
     }
   }
 
@@ -241,39 +166,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
       if (error.code === 'idempotency_body_unreadable') {
         this.unparsedTypes.warn(request.headers['content-type'], routeLabelOf(request));
       }
-      throw this.reject(error, routeLabelOf(request), scope);
+      throw this.claims.reject(error, routeLabelOf(request), scope);
     }
-  }
-
-  private storeUnavailable(
-    error: unknown,
-    route: ResolvedIdempotencyRouteOptions,
-    operation: string,
-    label: string,
-  ): IdempotencyProblemException {
-    this.events.emit({ type: 'store_error', operation, error, route: label });
-    this.logger.error(`Idempotency store unavailable during ${operation}`, error as Error);
-    return this.reject(
-      IdempotencyProblemException.storeUnavailable(route.retryAfterSeconds),
-      label,
-    );
-  }
-
-  private reject(
-    error: IdempotencyProblemException,
-    label: string,
-    scope?: string,
-    key?: string,
-  ): IdempotencyProblemException {
-    const { code } = error;
-    this.events.emit({
-      type: 'rejected',
-      scope,
-      key,
-      code,
-      status: error.getStatus(),
-      route: label,
-    });
-    return error;
   }
 }

@@ -7,6 +7,8 @@ import { IdempotencyConfigurationError } from './errors/idempotency-configuratio
 import { IdempotencyExceptionFilter } from './errors/idempotency-exception.filter';
 import { IdempotencyEvents } from './events/idempotency.events';
 import { resolveIdempotencyOptions } from './idempotency.defaults';
+import { IdempotentCallRunner } from './calls/idempotent-call.runner';
+import { IdempotencyClaims } from './execution/idempotency-claims';
 import { IdempotencyExecutionFactory } from './execution/idempotency-execution.factory';
 import { ResponseAdapterResolver } from './http/response-adapter.resolver';
 import { IdempotencyGuard } from './idempotency.guard';
@@ -101,6 +103,8 @@ const providers: Provider[] = [
   IdempotencyRouteOptionsResolver,
   ResponseAdapterResolver,
   IdempotencyExecutionFactory,
+  IdempotencyClaims,
+  IdempotentCallRunner,
   IdempotencyEvents,
   IdempotencyMetrics,
   IdempotencyGuard,
@@ -140,6 +144,8 @@ const providers: Provider[] = [
     IdempotencyRouteOptionsResolver,
     ResponseAdapterResolver,
     IdempotencyExecutionFactory,
+    IdempotencyClaims,
+    IdempotentCallRunner,
     IdempotencyEvents,
     IdempotencyMetrics,
     IdempotencyGuard,

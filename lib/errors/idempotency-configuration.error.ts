@@ -173,6 +173,18 @@ export class IdempotencyConfigurationError extends IdempotencyError {
       `nest-idempotency: @Idempotent() routes need the Express or Fastify HTTP adapter; got "${type}".`,
     );
   }
+
+  /**
+   * `@Idempotent()` on a handler that is not an HTTP route (a message, a resolver), with no
+   * decorator saying how its calls carry a key: refused rather than run unprotected.
+   */
+  static noCallTransport(type: string, handler: string): IdempotencyConfigurationError {
+    return new IdempotencyConfigurationError(
+      `nest-idempotency: ${handler} is an ${type} handler: @Idempotent() covers HTTP routes. ` +
+        'Use @IdempotentMessage() from nest-idempotency/microservices or @IdempotentMutation() ' +
+        'from nest-idempotency/graphql, which say where its key comes from.',
+    );
+  }
 }
 
 /**

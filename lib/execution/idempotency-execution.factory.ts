@@ -11,6 +11,7 @@ import type {
 } from '../interfaces/idempotency-module-options.interface';
 import { IdempotencyStore } from '../storage/idempotency.store';
 import { IdempotencyExecution } from './idempotency-execution';
+import type { IdempotencyExecutionDeps } from './idempotency-execution';
 import { IdempotencyRun } from './idempotency-run';
 import { IdempotencyMetrics } from '../metrics/idempotency-metrics';
 
@@ -58,6 +59,38 @@ export class IdempotencyExecutionFactory {
     const request = http.getRequest();
     const response = http.getResponse();
     const adapter = this.responses.get();
+    const execution = await this.begin(context, route, claim, {
+      warnUnstorable: (why) => this.warnOnce(routeOf(request), why),
+      before: adapter.snapshot(response),
+      textContentType: adapter.textContentType,
+    });
+    adapter.capture(response, execution);
+    return execution;
+  }
+
+  /**
+   * Starts the execution of a claimed call that is not an HTTP request (a message, a GraphQL
+   * mutation): its run and its transaction. Its caller hands the handler's value to it.
+   * @throws when the store cannot open the transaction (the key is then given back)
+   */
+  startCall(
+    context: ExecutionContext,
+    route: ResolvedIdempotencyRouteOptions,
+    claim: WonClaim,
+  ): Promise<IdempotencyExecution> {
+    return this.begin(context, route, claim, {
+      warnUnstorable: (why) => this.warnOnce(claim.label, why),
+      before: { status: 200, headers: {} },
+      textContentType: 'application/json; charset=utf-8',
+    });
+  }
+
+  private async begin(
+    context: ExecutionContext,
+    route: ResolvedIdempotencyRouteOptions,
+    claim: WonClaim,
+    transport: Pick<IdempotencyExecutionDeps, 'warnUnstorable' | 'before' | 'textContentType'>,
+  ): Promise<IdempotencyExecution> {
     const { scope, key, ownerToken, recordId, attempt, label } = claim;
     // This request's events carry its route.
     const events = {
@@ -95,10 +128,8 @@ export class IdempotencyExecutionFactory {
       logger: this.logger,
       problemTypeBaseUri: this.options.problemTypeBaseUri,
       errorBody: this.options.errorBody,
-      warnUnstorable: (why) => this.warnOnce(request, why),
-      before: adapter.snapshot(response),
-      textContentType: adapter.textContentType,
       startMarked: isHandlerStartMarked(context.getHandler()),
+      ...transport,
     });
     try {
       await execution.begin();
@@ -106,14 +137,17 @@ export class IdempotencyExecutionFactory {
       await execution.abort();
       throw error;
     }
-    adapter.capture(response, execution);
     return execution;
   }
 
-  private warnOnce(request: any, why: string): void {
-    const route = `${request.method} ${request.routeOptions?.url ?? request.route?.path ?? request.url}`;
+  private warnOnce(route: string, why: string): void {
     if (this.warned.has(route)) return;
     this.warned.add(route);
     this.logger.warn(`${route}: response not stored because ${why}; the key was released`);
   }
+}
+
+/** How a route is named in the unstorable warning: its pattern, or its URL when unknown. */
+function routeOf(request: any): string {
+  return `${request.method} ${request.routeOptions?.url ?? request.route?.path ?? request.url}`;
 }

@@ -50,6 +50,17 @@ const INTERNAL_ERROR: OutgoingResponse = {
   body: Buffer.from(JSON.stringify({ statusCode: 500, message: 'Internal server error' })),
 };
 
+/** The refusals an execution answered with, by the response rendered from each. */
+const refusals = new WeakMap<OutgoingResponse, IdempotencyProblemException>();
+
+/**
+ * The refusal a response decided by an execution stands for (a transactional completion that
+ * could not commit), so a transport that does not write HTTP responses can raise it its own way.
+ */
+export function refusalOf(outgoing: OutgoingResponse): IdempotencyProblemException | undefined {
+  return refusals.get(outgoing);
+}
+
 type Stage = 'begun' | 'running' | 'settled' | 'deciding' | 'done';
 
 /**
@@ -114,6 +125,14 @@ export class IdempotencyExecution implements ResponseSink {
   /** Gives the key back when the handler never ran (`begin()` failed, or nobody subscribed). */
   abort(): Promise<void> {
     return this.conclude('forget', 'rejected_before_handler');
+  }
+
+  /**
+   * Gives the key back after the handler threw, on a call that is not an HTTP request (a
+   * message, a mutation): nothing is stored, and the next delivery runs the handler again.
+   */
+  giveBack(): Promise<void> {
+    return this.conclude('retry', 'not_final');
   }
 
   /**
@@ -333,7 +352,9 @@ export class IdempotencyExecution implements ResponseSink {
       code: exception.code,
       status: exception.getStatus(),
     });
-    return renderProblem(exception, this.deps, this.deps.logger);
+    const rendered = renderProblem(exception, this.deps, this.deps.logger);
+    refusals.set(rendered, exception);
+    return rendered;
   }
 
   private async release(

@@ -1,0 +1,74 @@
+import type { ExecutionContext } from '@nestjs/common';
+import type { IdempotencyProblemException } from '../errors/idempotency-problem.exception';
+import type { ResolvedIdempotencyRouteOptions } from '../interfaces/idempotency-module-options.interface';
+import type { ParsedIdempotencyKey } from '../utils/parse-idempotency-key';
+
+/** One call of a handler that is not an HTTP route (a message, an event, a GraphQL mutation). */
+export interface IdempotentCall {
+  /** The call's key, as its transport carries it. */
+  key: ParsedIdempotencyKey;
+  /** How the key is named in refusals (`the message's "id" field`, `Idempotency-Key`). */
+  keyName: string;
+  /** Kept with the record in place of a method: the kind of call (`MESSAGE`, `MUTATION`). */
+  method: string;
+  /** Kept with the record in place of a path: what the call names (a pattern, a field). */
+  path: string;
+  /** What a retry under the same key must match: the call's data, as canonical JSON. */
+  payload: unknown;
+  /** What the route's `scope` function is given (for a GraphQL mutation, its HTTP request). */
+  scopeSource: unknown;
+}
+
+/**
+ * How a kind of call that is not an HTTP request reaches the run: the port through which an
+ * entry point (`nest-idempotency/microservices`, `nest-idempotency/graphql`) gives its handlers
+ * the claim, lease, transaction and replay of `@Idempotent()` routes. The core reads the call
+ * and answers it through the transport its decorator set; it knows no broker and no schema.
+ * @internal
+ */
+export interface IdempotencyCallTransport {
+  /**
+   * Reads one call from its context, after the handler's guards ran.
+   * @param context - the call's execution context (`rpc`, `graphql`)
+   * @param route - the handler's options
+   */
+  read(context: ExecutionContext, route: ResolvedIdempotencyRouteOptions): IdempotentCall;
+  /**
+   * The library's refusal (a key missing, in use or reused; the store down) as the error this
+   * transport's caller understands; it is thrown to the caller as the handler's error.
+   * @param problem - the refusal
+   * @param context - the call's execution context
+   */
+  refuse(problem: IdempotencyProblemException, context: ExecutionContext): unknown;
+  /**
+   * Called when a call is answered from its record without running the handler (a
+   * redelivery), before the answer is returned: for a transport that must settle the delivery
+   * itself (acknowledge a message the handler would have acknowledged).
+   * @param context - the call's execution context
+   */
+  replayed?(context: ExecutionContext): void;
+}
+
+/** Metadata key of a handler's call transport. */
+const CALL_TRANSPORT_METADATA = 'nest-idempotency:call-transport';
+
+/**
+ * Gives a handler its call transport. Called by a decorator, on the function Nest will call
+ * (`descriptor.value` once `@Idempotent()` has wrapped it).
+ * @param handler - the handler
+ * @param transport - how its calls are read and answered
+ * @internal
+ */
+export function setCallTransport(handler: object, transport: IdempotencyCallTransport): void {
+  Reflect.defineMetadata(CALL_TRANSPORT_METADATA, transport, handler);
+}
+
+/**
+ * The call transport a decorator set on a handler, if any.
+ * @param handler - `ExecutionContext.getHandler()`
+ * @internal
+ */
+export function callTransportOf(handler: unknown): IdempotencyCallTransport | undefined {
+  if (typeof handler !== 'function') return undefined;
+  return Reflect.getMetadata(CALL_TRANSPORT_METADATA, handler);
+}

@@ -1,0 +1,165 @@
+import { randomUUID } from 'node:crypto';
+import { Injectable, Logger } from '@nestjs/common';
+import { IdempotencyProblemException } from '../errors/idempotency-problem.exception';
+import { IdempotencyEvents } from '../events/idempotency.events';
+import type { ResolvedIdempotencyRouteOptions } from '../interfaces/idempotency-module-options.interface';
+import type { StoredResponse } from '../interfaces/idempotency-record.interface';
+import { IdempotencyMetrics } from '../metrics/idempotency-metrics';
+import { IdempotencyStore } from '../storage/idempotency.store';
+import { IdempotencyWaiters } from '../waiting/idempotency-waiters';
+import { claimOrWait } from '../waiting/wait-for-claim';
+import type { WaitingRequest } from '../waiting/wait-for-claim';
+import type { WonClaim } from './idempotency-execution.factory';
+import type { IdempotencyExecution } from './idempotency-execution';
+import { omittedBodyOf } from './stored-response';
+
+/** One request or call about to claim its key, as its transport (HTTP, a message) reads it. */
+export interface ClaimInput {
+  /** Options in force for the route. */
+  route: ResolvedIdempotencyRouteOptions;
+  /** How the key is named in refusals (the key header, a message's field). */
+  keyName: string;
+  /** Caller identity the key belongs to. */
+  scope: string;
+  /** The idempotency key. */
+  key: string;
+  /** What a retry must match (`fingerprintRequest`). */
+  fingerprint: string;
+  /** Kept with the record: the method, or the kind of call. */
+  method: string;
+  /** Kept with the record: the path, or what the call names (a pattern). */
+  path: string;
+  /** The route, as `METHOD /pattern`, for events and metrics. */
+  label: string;
+  /** The request waiting for a key in flight, on a route that may wait. */
+  waiting?: () => WaitingRequest;
+  /** Starts the execution of a claim this request won. */
+  start(claim: WonClaim): Promise<IdempotencyExecution>;
+}
+
+/** What a claim comes to: the handler is to run, or a completed record is to be replayed. */
+export type Claimed =
+  | { kind: 'run'; execution: IdempotencyExecution }
+  | { kind: 'replay'; scope: string; key: string; response: StoredResponse; label: string };
+
+/**
+ * Claims a key in the store and says what follows: run the handler (the key was won), replay the
+ * completed record, or refuse (in flight, reused, abandoned, store down). Shared by every
+ * transport, so that an HTTP request and a message meet the same rules.
+ */
+@Injectable()
+export class IdempotencyClaims {
+  private readonly logger = new Logger('Idempotency');
+
+  /** Built by Nest's injector, from the module's own providers. @internal */
+  constructor(
+    private readonly store: IdempotencyStore,
+    private readonly events: IdempotencyEvents,
+    private readonly metrics: IdempotencyMetrics,
+    private readonly waiters: IdempotencyWaiters,
+  ) {}
+
+  /**
+   * Claims the key of one request (waiting for a key in flight on a route that may wait).
+   * @throws IdempotencyProblemException the refusal its client gets
+   */
+  async claim(input: ClaimInput): Promise<Claimed> {
+    const { route, scope, key, label, keyName } = input;
+    const claimRequest = {
+      scope,
+      key,
+      fingerprint: input.fingerprint,
+      method: input.method,
+      path: input.path,
+      ownerToken: randomUUID(),
+      lockTimeoutSeconds: route.lockTimeoutSeconds,
+      ttlSeconds: route.ttlSeconds,
+    };
+    let claimedAt = Date.now();
+    const claimOnce = async () => {
+      claimedAt = Date.now();
+      const started = performance.now();
+      const claim = await this.store.claim(claimRequest).catch((error) => {
+        this.metrics.claimed(label, (performance.now() - started) / 1000, 'error');
+        // A record the store found but cannot read (sealed with a key that is gone): its own 500.
+        if (error instanceof IdempotencyProblemException) {
+          return Promise.reject(this.reject(error, label, scope, key));
+        }
+        return Promise.reject(this.storeUnavailable(error, route, 'claim', label));
+      });
+      this.metrics.claimed(label, (performance.now() - started) / 1000, claim.outcome);
+      return claim;
+    };
+    // On a route that may wait, a duplicate that finds the key in flight waits for the first
+    // request, then claims again.
+    const claim =
+      route.wait.maxSeconds > 0 && input.waiting
+        ? await claimOrWait(this.waiters, this.events, route.wait, input.waiting(), claimOnce)
+        : await claimOnce();
+    switch (claim.outcome) {
+      case 'mismatch':
+        throw this.reject(IdempotencyProblemException.keyReused(keyName), label, scope, key);
+      case 'in_flight':
+        throw this.reject(
+          IdempotencyProblemException.keyInUse(keyName, route.retryAfterSeconds),
+          label,
+          scope,
+          key,
+        );
+      case 'abandoned':
+        throw this.reject(IdempotencyProblemException.operationAbandoned(), label, scope, key);
+      case 'completed': {
+        const omitted = omittedBodyOf(claim.response);
+        if (omitted) {
+          throw this.reject(
+            IdempotencyProblemException.responseNotStored(keyName, claim.response, omitted),
+            label,
+            scope,
+            key,
+          );
+        }
+        return { kind: 'replay', scope, key, response: claim.response, label };
+      }
+    }
+    const { recordId, attempt } = claim;
+    const { ownerToken } = claimRequest;
+    const execution = await input
+      .start({ scope, key, ownerToken, recordId, attempt, claimedAt, label })
+      .catch((error) => Promise.reject(this.storeUnavailable(error, route, 'begin', label)));
+    return { kind: 'run', execution };
+  }
+
+  /** The store could not be reached: nothing runs, the client is told to retry (503). */
+  storeUnavailable(
+    error: unknown,
+    route: ResolvedIdempotencyRouteOptions,
+    operation: string,
+    label: string,
+  ): IdempotencyProblemException {
+    this.events.emit({ type: 'store_error', operation, error, route: label });
+    this.logger.error(`Idempotency store unavailable during ${operation}`, error as Error);
+    return this.reject(
+      IdempotencyProblemException.storeUnavailable(route.retryAfterSeconds),
+      label,
+    );
+  }
+
+  /** Emits the `rejected` event of a refusal, and returns it to be thrown. */
+  reject(
+    error: IdempotencyProblemException,
+    label: string,
+    scope?: string,
+    key?: string,
+  ): IdempotencyProblemException {
+    const { code } = error;
+    this.events.emit({
+      type: 'rejected',
+      scope,
+      key,
+      code,
+      status: error.getStatus(),
+      route: label,
+    });
+    return error;
+  }
+}
