@@ -10,6 +10,7 @@ import * as phases from '../../lib/phases';
 import * as typeorm from '../../lib/storage/typeorm';
 import * as testing from '../../lib/testing';
 import * as webhooks from '../../lib/webhooks';
+import * as microservices from '../../lib/microservices';
 import * as cli from '../../lib/cli';
 
 /** Every name an entry file exports, values and types, read from its source. */
@@ -153,6 +154,26 @@ describe('public API', () => {
         'IdempotentWebhookRouteOptions',
       ].sort(),
     );
+  });
+
+  it('nest-idempotency/microservices exports the message decorator, its defaults and its types', () => {
+    expect(Object.keys(microservices).sort()).toEqual([
+      'DEFAULT_IDEMPOTENCY_MESSAGE_OPTIONS',
+      'IdempotentMessage',
+    ]);
+    expect(exportedNames('microservices/index.ts')).toEqual(
+      [
+        'DEFAULT_IDEMPOTENCY_MESSAGE_OPTIONS',
+        'IdempotentMessage',
+        'IdempotencyMessage',
+        'IdempotencyMessageKey',
+        'IdempotencyMessageRefusal',
+        'IdempotencyMessageScope',
+        'IdempotentMessageOptions',
+        'IdempotentMessageRouteOptions',
+      ].sort(),
+    );
+    for (const value of Object.values(microservices)) expect(value).toBeDefined();
   });
 
   it('nest-idempotency/cli exports the operator tool and the store port it uses', () => {

@@ -1,0 +1,93 @@
+import { UseInterceptors } from '@nestjs/common';
+import { setCallTransport } from '../calls/idempotency-call-transport';
+import { Idempotent } from '../decorators/idempotent.decorator';
+import { IdempotencyConfigurationError } from '../errors/idempotency-configuration.error';
+import { DEFAULT_IDEMPOTENCY_MESSAGE_OPTIONS } from './idempotent-message.options';
+import type { IdempotencyMessage, IdempotentMessageOptions } from './idempotent-message.options';
+import { markHandlerStarted, messageCallTransport } from './message-call-transport';
+import { messageKeyReader } from './message-key';
+
+/** Options that are the decorator's own, not the route's. */
+const OWN_OPTIONS = ['key', 'ack', 'scope'];
+/** Route options of HTTP requests, or of features calls do not have. */
+const NOT_FOR_MESSAGES = [
+  'header',
+  'fingerprintHeaders',
+  'replayHeaders',
+  'storeStatuses',
+  'wait',
+  'storeBody',
+];
+
+/**
+ * Makes a `@MessagePattern()` or `@EventPattern()` handler run once per key, however many times
+ * the message is sent or delivered.
+ *
+ * The key comes from the message (a field of its data by default, `idempotencyKey`; or a
+ * header; or a function). The first delivery runs the handler and its result is stored; every
+ * later delivery of the key gets that result back without running it (a request's caller gets
+ * it as its reply; a duplicate event is acknowledged). A delivery that comes while the first
+ * runs is refused with `idempotency_key_in_use`, one with the key and other data with
+ * `idempotency_key_reused`, and when the store is unreachable nothing runs
+ * (`idempotency_store_unavailable`): a request's caller gets an `RpcException` carrying
+ * `{ status, code, title, detail }`. A handler that throws gives the key back, so the next
+ * delivery runs it.
+ *
+ * Other options are those of `@Idempotent()` (`transactional`, `ttlSeconds`, ...).
+ *
+ * @param options - where the key comes from, how deliveries are acknowledged, and route options
+ * @throws IdempotencyConfigurationError when an option is invalid (at class definition)
+ * @example
+ * \@EventPattern('payments.settled')
+ * \@IdempotentMessage({ key: { field: 'eventId' }, ack: 'manual', transactional: true })
+ * async settled(\@Payload() event: PaymentSettled, \@Ctx() context: RmqContext) {
+ *   await this.ledger.record(event);
+ *   context.getChannelRef().ack(context.getMessage());
+ * }
+ */
+export function IdempotentMessage(options: IdempotentMessageOptions = {}): MethodDecorator {
+  const given: Record<string, unknown> = { ...options };
+  for (const option of NOT_FOR_MESSAGES) {
+    if (option in given) {
+      throw IdempotencyConfigurationError.invalidOption(
+        option,
+        given[option],
+        `@IdempotentMessage() does not take "${option}": it is an option of HTTP routes.`,
+      );
+    }
+  }
+  const ack = options.ack ?? DEFAULT_IDEMPOTENCY_MESSAGE_OPTIONS.ack;
+  if (ack !== 'auto' && ack !== 'manual') {
+    throw IdempotencyConfigurationError.invalidOption(
+      'ack',
+      ack,
+      "Use 'manual' when the server runs with noAck: false, else 'auto'.",
+    );
+  }
+  const scope = options.scope ?? DEFAULT_IDEMPOTENCY_MESSAGE_OPTIONS.scope;
+  if (typeof scope !== 'function') {
+    throw IdempotencyConfigurationError.invalidOption(
+      'scope',
+      scope,
+      'Use a function (message) => string.',
+    );
+  }
+  const transport = messageCallTransport({
+    key: messageKeyReader(options.key ?? DEFAULT_IDEMPOTENCY_MESSAGE_OPTIONS.key),
+    ack,
+  });
+  // The route options alone: the decorator's own settings stay out of the route's metadata.
+  for (const own of OWN_OPTIONS) delete given[own];
+  const idempotent = Idempotent({
+    ...given,
+    scope: (message: IdempotencyMessage) => scope(message),
+  });
+  return (target, propertyKey, descriptor) => {
+    idempotent(target, propertyKey, descriptor);
+    // Inside the idempotency interceptor: it runs only when the handler is let run.
+    UseInterceptors(markHandlerStarted)(target, propertyKey, descriptor);
+    // On the function Nest calls, once @Idempotent() wrapped it.
+    setCallTransport(descriptor.value as object, transport);
+    return descriptor;
+  };
+}

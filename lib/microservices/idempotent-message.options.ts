@@ -1,0 +1,91 @@
+import type { IdempotencyRouteOptions } from '../interfaces/idempotency-module-options.interface';
+
+/**
+ * One delivery of a message or an event, as a key function and the `scope` function get it.
+ */
+export interface IdempotencyMessage {
+  /** `message` for a `@MessagePattern()` handler (a reply is awaited), `event` for `@EventPattern()`. */
+  kind: 'message' | 'event';
+  /** The pattern the delivery matched, as the transport names it (`orders.create`, `{"cmd":"sum"}`). */
+  pattern: string;
+  /** The message's data, as the handler gets it. */
+  data: any;
+  /** The transport's context (`RmqContext`, `NatsContext`, `KafkaContext`, ...), as `@Ctx()` gives it. */
+  context: any;
+}
+
+/**
+ * Where a message's key comes from:
+ * - `{ field }`: a field of the message's data (a top-level property of the payload object);
+ * - `{ header }`: a header of the message (RabbitMQ's `properties.headers`, NATS headers, Kafka
+ *   headers; the name in any case);
+ * - a function of the data and the transport's context, for anything else (RabbitMQ's
+ *   `properties.messageId`, a nested field).
+ *
+ * A key is a string of 1 to 255 printable ASCII characters, or a finite number (used as its
+ * decimal text); `undefined`, `null` and `''` mean no key.
+ */
+export type IdempotencyMessageKey =
+  { field: string } | { header: string } | ((data: any, context: any) => unknown);
+
+/** What the `scope` of `@IdempotentMessage()` returns: as the module's `scope` does. */
+export type IdempotencyMessageScope = (
+  message: IdempotencyMessage,
+) => string | number | bigint | undefined | null;
+
+/**
+ * The route options `@IdempotentMessage()` passes on, as `@Idempotent()` takes them: not those
+ * of an HTTP request (`header`, `fingerprintHeaders`, `replayHeaders`, `storeStatuses`), nor
+ * `wait` and `storeBody`, which calls do not support; `scope` is its own (it gets the message).
+ * @interface
+ */
+export type IdempotentMessageRouteOptions = Omit<
+  IdempotencyRouteOptions,
+  | 'header'
+  | 'fingerprintHeaders'
+  | 'replayHeaders'
+  | 'storeStatuses'
+  | 'wait'
+  | 'storeBody'
+  | 'scope'
+>;
+
+/** Options of `@IdempotentMessage()`: where the key comes from, acks, scope and route options. */
+export interface IdempotentMessageOptions extends IdempotentMessageRouteOptions {
+  /**
+   * Where each delivery's key comes from.
+   * @defaultValue `DEFAULT_IDEMPOTENCY_MESSAGE_OPTIONS.key` (`{ field: 'idempotencyKey' }`)
+   */
+  key?: IdempotencyMessageKey;
+  /**
+   * How deliveries are acknowledged: `auto` when the server acknowledges them itself (Nest's
+   * default, RabbitMQ `noAck: true`), `manual` when the handler does (`noAck: false`). With
+   * `manual`, a RabbitMQ delivery the library answers without running the handler is settled by
+   * the library: acknowledged when it is a duplicate or a refused request, put back on the queue
+   * (after `retryAfterSeconds`) when it is an event whose first delivery is still running or the
+   * store is down, rejected (dead-lettered when the queue has a dead-letter exchange) when it is
+   * an event without a valid key or whose key was used with other data.
+   * @defaultValue `DEFAULT_IDEMPOTENCY_MESSAGE_OPTIONS.ack` (`auto`)
+   */
+  ack?: 'auto' | 'manual';
+  /**
+   * The scope of the delivery's key; keys are unique per scope. By default, the pattern: the
+   * same key on two patterns names two messages.
+   * @defaultValue `DEFAULT_IDEMPOTENCY_MESSAGE_OPTIONS.scope` (`message:<pattern>`)
+   */
+  scope?: IdempotencyMessageScope;
+}
+
+/** The defaults of `@IdempotentMessage()`'s own options. */
+export const DEFAULT_IDEMPOTENCY_MESSAGE_OPTIONS: {
+  /** The key is the data's `idempotencyKey` field. */
+  readonly key: { readonly field: string };
+  /** The server acknowledges deliveries itself (Nest's default). */
+  readonly ack: 'auto' | 'manual';
+  /** One key space per pattern. */
+  readonly scope: IdempotencyMessageScope;
+} = Object.freeze({
+  key: Object.freeze({ field: 'idempotencyKey' }),
+  ack: 'auto',
+  scope: (message: IdempotencyMessage) => `message:${message.pattern}`,
+});

@@ -1,0 +1,136 @@
+import type { CallHandler, ExecutionContext, NestInterceptor } from '@nestjs/common';
+import { RpcException } from '@nestjs/microservices';
+import type { IdempotencyCallTransport } from '../calls/idempotency-call-transport';
+import type { IdempotencyProblemException } from '../errors/idempotency-problem.exception';
+import type { IdempotencyMessage } from './idempotent-message.options';
+import { acknowledge, settleRefusedEvent } from './message-deliveries';
+import { parseMessageKey } from './message-key';
+import type { MessageKeyReader } from './message-key';
+
+/**
+ * The metadata key `@MessagePattern()` and `@EventPattern()` set on their handler, with
+ * Nest's `PatternHandler.MESSAGE` (1) or `PatternHandler.EVENT` (2), an enum the package does
+ * not export; the same on Nest 11 and 12.
+ */
+const HANDLER_TYPE_METADATA = 'microservices:handler_type';
+const EVENT_HANDLER = 2;
+/** The metadata key of the patterns a handler serves. */
+const PATTERN_METADATA = 'microservices:pattern';
+
+/** `@IdempotentMessage()`'s settings, resolved once at class definition. */
+export interface MessageTransportSettings {
+  /** Where the key comes from. */
+  key: MessageKeyReader;
+  /** Whether the library settles the deliveries it answers. */
+  ack: 'auto' | 'manual';
+}
+
+/** What the refusal of a message carries to its caller (an `RpcException`'s error). */
+export interface IdempotencyMessageRefusal {
+  /** The HTTP status the same refusal has on a route (409 in use, 422 reused, 503 store down). */
+  status: number;
+  /** The stable code (`idempotency_key_reused`, ...). */
+  code: string;
+  /** Short summary of the code. */
+  title: string;
+  /** What went wrong with this message. */
+  detail: string;
+  /** When to send it again, in seconds, for a refusal a retry can get past (409, 503). */
+  retryAfterSeconds?: number;
+}
+
+/** Whether a handler is an `@EventPattern()` handler (no one awaits its answer). */
+function isEventHandler(handler: unknown): boolean {
+  return (
+    typeof handler === 'function' &&
+    Reflect.getMetadata(HANDLER_TYPE_METADATA, handler) === EVENT_HANDLER
+  );
+}
+
+/** The pattern a delivery matched, as its transport's context names it, else the handler's first. */
+function patternOf(context: any, handler: unknown): string {
+  for (const name of ['getPattern', 'getSubject', 'getTopic', 'getChannel']) {
+    const value = typeof context?.[name] === 'function' ? context[name]() : undefined;
+    if (typeof value === 'string') return value;
+  }
+  const patterns: unknown[] | undefined =
+    typeof handler === 'function' ? Reflect.getMetadata(PATTERN_METADATA, handler) : undefined;
+  const first = patterns?.[0];
+  return typeof first === 'string' ? first : JSON.stringify(first ?? null);
+}
+
+/**
+ * The deliveries whose handler was started (by their transport's context, one per delivery): a
+ * refusal that comes after the handler ran (its transactional completion could not commit) is
+ * the handler's to settle, as it settled its delivery itself.
+ */
+const started = new WeakSet<object>();
+
+/**
+ * Notes that a delivery's handler starts. Bound inside the idempotency interceptor, so it runs
+ * only when the library lets the handler run.
+ */
+export const markHandlerStarted: NestInterceptor = {
+  intercept(context: ExecutionContext, next: CallHandler) {
+    const transportContext = context.switchToRpc().getContext();
+    if (typeof transportContext === 'object' && transportContext !== null) {
+      started.add(transportContext);
+    }
+    return next.handle();
+  },
+};
+
+/**
+ * The call transport of `@IdempotentMessage()` handlers: reads the key from the message, keeps
+ * the record under `MESSAGE` or `EVENT` and the pattern, refuses with an `RpcException` that
+ * carries the problem, and settles the RabbitMQ deliveries it answers when acks are manual.
+ * @param settings - the decorator's resolved options
+ */
+export function messageCallTransport(settings: MessageTransportSettings): IdempotencyCallTransport {
+  return {
+    read(context: ExecutionContext) {
+      const rpc = context.switchToRpc();
+      const data = rpc.getData();
+      const transportContext = rpc.getContext();
+      const handler = context.getHandler();
+      const event = isEventHandler(handler);
+      const message: IdempotencyMessage = {
+        kind: event ? 'event' : 'message',
+        pattern: patternOf(transportContext, handler),
+        data,
+        context: transportContext,
+      };
+      return {
+        key: parseMessageKey(settings.key.read(data, transportContext)),
+        keyName: settings.key.name,
+        method: event ? 'EVENT' : 'MESSAGE',
+        path: message.pattern,
+        payload: data,
+        scopeSource: message,
+      };
+    },
+
+    refuse(problem: IdempotencyProblemException, context: ExecutionContext) {
+      const transportContext = context.switchToRpc().getContext();
+      if (settings.ack === 'manual' && !started.has(transportContext)) {
+        if (isEventHandler(context.getHandler())) settleRefusedEvent(transportContext, problem);
+        // A request is answered: its caller has the refusal and decides to send it again.
+        else acknowledge(transportContext);
+      }
+      const refusal: IdempotencyMessageRefusal = {
+        status: problem.getStatus(),
+        code: problem.code,
+        title: problem.title,
+        detail: problem.detail,
+      };
+      if (problem.retryAfterSeconds !== undefined) {
+        refusal.retryAfterSeconds = problem.retryAfterSeconds;
+      }
+      return new RpcException(refusal);
+    },
+
+    replayed(context: ExecutionContext) {
+      if (settings.ack === 'manual') acknowledge(context.switchToRpc().getContext());
+    },
+  };
+}

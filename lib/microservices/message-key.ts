@@ -1,0 +1,83 @@
+import { IdempotencyConfigurationError } from '../errors/idempotency-configuration.error';
+import type { ParsedIdempotencyKey } from '../utils/parse-idempotency-key';
+import type { IdempotencyMessageKey } from './idempotent-message.options';
+
+/** A key source, checked: reads the raw value of one delivery, and says how it names the key. */
+export interface MessageKeyReader {
+  /** How refusals name the key (`the message's "idempotencyKey" field`). */
+  name: string;
+  /** The raw value, as the delivery carries it. */
+  read(data: unknown, context: unknown): unknown;
+}
+
+/** What a valid key is: what a valid idempotency key is, 1 to 255 printable ASCII. */
+const KEY = /^[\x20-\x7e]{1,255}$/;
+
+/**
+ * Checks the `key` option of `@IdempotentMessage()` and makes its reader.
+ * @throws IdempotencyConfigurationError when it is none of the three forms
+ */
+export function messageKeyReader(key: IdempotencyMessageKey): MessageKeyReader {
+  if (typeof key === 'function') {
+    return { name: "the message's key", read: (data, context) => key(data, context) };
+  }
+  const field = (key as { field?: unknown } | null)?.field;
+  const header = (key as { header?: unknown } | null)?.header;
+  if (typeof field === 'string' && field !== '' && header === undefined) {
+    return {
+      name: `the message's "${field}" field`,
+      read: (data) =>
+        typeof data === 'object' && data !== null ? (data as any)[field] : undefined,
+    };
+  }
+  if (typeof header === 'string' && header !== '' && field === undefined) {
+    return {
+      name: `the message's "${header}" header`,
+      read: (_data, context) => headerOf(context, header),
+    };
+  }
+  throw IdempotencyConfigurationError.invalidOption(
+    'key',
+    key,
+    "Use { field: 'idempotencyKey' }, { header: 'x-idempotency-key' } or a function " +
+      '(data, context) => string.',
+  );
+}
+
+/**
+ * A delivery's key, from the raw value its source read: a string, a finite number (as its
+ * decimal text), a Buffer (Kafka headers, as UTF-8) or a list of one of them.
+ */
+export function parseMessageKey(value: unknown): ParsedIdempotencyKey {
+  if (Array.isArray(value) && value.length === 1) value = value[0];
+  if (Buffer.isBuffer(value)) value = value.toString('utf8');
+  if (typeof value === 'number' && Number.isFinite(value)) value = String(value);
+  if (value === undefined || value === null || value === '') return { kind: 'missing' };
+  if (typeof value !== 'string') {
+    return { kind: 'invalid', reason: 'the key is not a string or a number' };
+  }
+  if (!KEY.test(value)) {
+    return { kind: 'invalid', reason: 'the key is not 1 to 255 printable ASCII characters' };
+  }
+  return { kind: 'valid', key: value };
+}
+
+/**
+ * One header of a delivery, in any case, from the transport's context: NATS headers
+ * (`getHeaders().get()`), RabbitMQ's `properties.headers`, Kafka's message headers.
+ */
+function headerOf(context: any, name: string): unknown {
+  const nats = typeof context?.getHeaders === 'function' ? context.getHeaders() : undefined;
+  if (nats && typeof nats.get === 'function') {
+    // NATS answers '' for a header it does not have; its names are matched in any case.
+    return nats.get(name) || nats.get(name.toLowerCase()) || undefined;
+  }
+  const message = typeof context?.getMessage === 'function' ? context.getMessage() : undefined;
+  const headers = message?.properties?.headers ?? message?.headers;
+  if (typeof headers !== 'object' || headers === null) return undefined;
+  const wanted = name.toLowerCase();
+  for (const [header, value] of Object.entries(headers)) {
+    if (header.toLowerCase() === wanted) return value;
+  }
+  return undefined;
+}
