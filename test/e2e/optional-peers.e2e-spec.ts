@@ -1,5 +1,6 @@
 /**
- * `@nestjs/terminus`, `@nestjs/swagger` and `@opentelemetry/api` are optional peers, and the
+ * `@nestjs/terminus`, `@nestjs/swagger`, `@opentelemetry/api` and GraphQL's `graphql` and
+ * `@nestjs/graphql` (for `nest-idempotency/graphql`) are optional peers, and the
  * database packages (`typeorm`, `@nestjs/typeorm`, `pg`) belong to `nest-idempotency/typeorm`
  * alone: an application on the core with the memory store starts and serves idempotent requests
  * with no warning, and the package root never loads any of them. Run in a child process that

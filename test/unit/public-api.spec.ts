@@ -11,6 +11,7 @@ import * as typeorm from '../../lib/storage/typeorm';
 import * as testing from '../../lib/testing';
 import * as webhooks from '../../lib/webhooks';
 import * as microservices from '../../lib/microservices';
+import * as graphql from '../../lib/graphql';
 import * as cli from '../../lib/cli';
 
 /** Every name an entry file exports, values and types, read from its source. */
@@ -156,6 +157,13 @@ describe('public API', () => {
     );
   });
 
+  it('nest-idempotency/graphql exports the mutation decorator and its options', () => {
+    expect(Object.keys(graphql)).toEqual(['IdempotentMutation']);
+    expect(exportedNames('graphql/index.ts')).toEqual(
+      ['IdempotentMutation', 'IdempotentMutationOptions', 'IdempotentMutationRouteOptions'].sort(),
+    );
+  });
+
   it('nest-idempotency/microservices exports the message decorator, its defaults and its types', () => {
     expect(Object.keys(microservices).sort()).toEqual([
       'DEFAULT_IDEMPOTENCY_MESSAGE_OPTIONS',
@@ -191,7 +199,13 @@ describe('public API', () => {
   });
 
   it('exports no undefined values', () => {
-    for (const [name, value] of Object.entries({ ...root, ...typeorm, ...phases, ...webhooks })) {
+    for (const [name, value] of Object.entries({
+      ...root,
+      ...typeorm,
+      ...phases,
+      ...webhooks,
+      ...graphql,
+    })) {
       expect([name, value === undefined]).toEqual([name, false]);
     }
   });

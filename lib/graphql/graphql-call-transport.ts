@@ -1,0 +1,96 @@
+import type { ExecutionContext } from '@nestjs/common';
+import { GraphQLError } from 'graphql';
+import type { GraphQLResolveInfo } from 'graphql';
+import type { IdempotencyCallTransport, IdempotentCall } from '../calls/idempotency-call-transport';
+import { IdempotencyConfigurationError } from '../errors/idempotency-configuration.error';
+import type { IdempotencyProblemException } from '../errors/idempotency-problem.exception';
+import type { ResolvedIdempotencyRouteOptions } from '../interfaces/idempotency-module-options.interface';
+import { readIdempotencyKey } from '../utils/parse-idempotency-key';
+import type { ParsedIdempotencyKey } from '../utils/parse-idempotency-key';
+import { markReplayed } from './replayed-result';
+
+/** What a key is, wherever it comes from: 1 to 255 printable ASCII characters. */
+const KEY = /^[\x20-\x7e]{1,255}$/;
+
+/**
+ * The HTTP request of a GraphQL call, where the drivers put it in the context: `req` (Apollo,
+ * on Express and on Fastify, and a context function that keeps it) or `reply.request`
+ * (Mercurius).
+ */
+function requestOf(context: any): any {
+  return context?.req ?? context?.reply?.request;
+}
+
+/** A context with no HTTP request: a context function that dropped it, or a WebSocket. */
+function requestMissing(field: string): IdempotencyConfigurationError {
+  return new IdempotencyConfigurationError(
+    `nest-idempotency: the GraphQL context of mutation "${field}" has no HTTP request, so ` +
+      '@IdempotentMutation() cannot read its key or its scope. Keep the request in the ' +
+      'context as `req` (context: ({ req }) => ({ req, ... })); mutations over WebSockets ' +
+      'are not supported.',
+  );
+}
+
+/** The key carried by an argument: absent, not a key, or a key. */
+function argumentKey(value: unknown, name: string): ParsedIdempotencyKey {
+  if (value === undefined || value === null) return { kind: 'missing' };
+  if (typeof value !== 'string') return { kind: 'invalid', reason: `"${name}" is not a string` };
+  if (!KEY.test(value)) {
+    return { kind: 'invalid', reason: `"${name}" is not 1 to 255 printable ASCII characters` };
+  }
+  return { kind: 'valid', key: value };
+}
+
+/**
+ * A mutation's arguments without its key: a retry must send the same arguments, and the key
+ * itself names the call rather than being part of it.
+ */
+function argumentsWithout(args: Record<string, unknown> | undefined, keyArg?: string): object {
+  const payload: Record<string, unknown> = { ...args };
+  if (keyArg !== undefined) delete payload[keyArg];
+  return payload;
+}
+
+/**
+ * How `@IdempotentMutation()` resolvers are read and refused. A call is the mutation field:
+ * method `MUTATION`, path its field name, payload its arguments (without the key), scope the
+ * module's (or route's) scope of the HTTP request. Refusals are `GraphQLError`s whose
+ * `extensions.code` is the library's stable code.
+ * @param keyArg - the argument that carries the key; the HTTP header when undefined
+ * @internal
+ */
+export function graphqlCallTransport(keyArg: string | undefined): IdempotencyCallTransport {
+  return {
+    read(context: ExecutionContext, route: ResolvedIdempotencyRouteOptions): IdempotentCall {
+      const args = context.getArgByIndex<Record<string, unknown> | undefined>(1);
+      const info = context.getArgByIndex<GraphQLResolveInfo>(3);
+      const request = requestOf(context.getArgByIndex(2));
+      if (!request) throw requestMissing(info.fieldName);
+      return {
+        key:
+          keyArg === undefined
+            ? readIdempotencyKey(request, route.header)
+            : argumentKey(args?.[keyArg], keyArg),
+        keyName: keyArg === undefined ? route.header : `the "${keyArg}" argument`,
+        method: 'MUTATION',
+        path: info.fieldName,
+        payload: argumentsWithout(args, keyArg),
+        scopeSource: request,
+      };
+    },
+
+    refuse(problem: IdempotencyProblemException): GraphQLError {
+      const extensions: Record<string, unknown> = {
+        code: problem.code,
+        status: problem.getStatus(),
+      };
+      if (problem.retryAfterSeconds !== undefined) {
+        extensions.retryAfterSeconds = problem.retryAfterSeconds;
+      }
+      return new GraphQLError(problem.detail, { extensions });
+    },
+
+    // Its result is the stored JSON: the replay interceptor reads it back through its type.
+    replayed: markReplayed,
+  };
+}

@@ -1,0 +1,43 @@
+import { UseInterceptors } from '@nestjs/common';
+import { setCallTransport } from '../calls/idempotency-call-transport';
+import { Idempotent } from '../decorators/idempotent.decorator';
+import { graphqlCallTransport } from './graphql-call-transport';
+import { IdempotencyGraphqlReplayInterceptor } from './graphql-replay.interceptor';
+import { splitMutationOptions } from './idempotent-mutation.options';
+import type { IdempotentMutationOptions } from './idempotent-mutation.options';
+
+/**
+ * Makes a GraphQL mutation run once per key, however many times a client retries it.
+ *
+ * The key comes from the `Idempotency-Key` HTTP header of the GraphQL request (the route's
+ * `header`), or from an argument of the mutation (`keyArg`). The first call claims the key in
+ * the store and runs the resolver; its result is stored as JSON and a retry gets it back
+ * without the resolver running. A retry while the first runs gets a GraphQL error with
+ * `extensions.code` `idempotency_key_in_use`; the key sent with other arguments, or with
+ * another mutation, `idempotency_key_reused`; no key, `idempotency_key_missing`. A resolver
+ * that throws gives the key back, so the retry runs it. With `transactional: true` the
+ * resolver's writes (through `IdempotencyContext.entityManager`) commit with its record.
+ *
+ * Other options are those of `@Idempotent()` (`ttlSeconds`, `scope`, `required`, ...). The
+ * scope function gets the HTTP request, as on an HTTP route.
+ *
+ * @param options - where the key comes from, and route options
+ * @throws IdempotencyConfigurationError when an option is invalid (at class definition)
+ * @example
+ * \@Mutation(() => Payment)
+ * \@IdempotentMutation({ transactional: true })
+ * createPayment(@Args('input') input: CreatePaymentInput) { ... }
+ */
+export function IdempotentMutation(options: IdempotentMutationOptions = {}): MethodDecorator {
+  const { keyArg, route } = splitMutationOptions(options);
+  const idempotent = Idempotent(route);
+  const transport = graphqlCallTransport(keyArg);
+  return (target, propertyKey, descriptor) => {
+    // Outside the library's interceptor, so it sees what a replay answers.
+    UseInterceptors(IdempotencyGraphqlReplayInterceptor)(target, propertyKey, descriptor);
+    idempotent(target, propertyKey, descriptor);
+    // On the function Nest calls, once @Idempotent() wrapped it.
+    setCallTransport(descriptor.value as object, transport);
+    return descriptor;
+  };
+}
