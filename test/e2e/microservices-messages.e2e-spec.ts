@@ -12,8 +12,8 @@
  * Fastify does not apply here: there is one transport, RabbitMQ.
  */
 import { Controller } from '@nestjs/common';
-import { MessagePattern, Payload, RmqRecordBuilder } from '@nestjs/microservices';
-import type { ClientRMQ } from '@nestjs/microservices';
+import { Ctx, MessagePattern, Payload, RmqRecordBuilder } from '@nestjs/microservices';
+import type { ClientRMQ, RmqContext } from '@nestjs/microservices';
 import { DataSource } from 'typeorm';
 import { firstValueFrom, of } from 'rxjs';
 import { IdempotencyContext, Idempotent } from '../../lib';
@@ -97,6 +97,21 @@ class ChargesHandlers {
   plain() {
     this.probe.count('plain');
     return { ran: true };
+  }
+}
+
+/** On a server with `noAck: false`: the handler acknowledges the requests it runs. */
+@Controller()
+class ManualAckHandlers {
+  constructor(private readonly probe: Probe) {}
+
+  @MessagePattern('charges.create')
+  @IdempotentMessage({ ack: 'manual' })
+  async create(@Payload() charge: Charge, @Ctx() context: RmqContext) {
+    this.probe.count(`manual:${charge.idempotencyKey}`);
+    if (charge.gate) await this.probe.gate(`manual:${charge.idempotencyKey}`);
+    context.getChannelRef().ack(context.getMessage());
+    return { amount: charge.amount, run: this.probe.ran(`manual:${charge.idempotencyKey}`) };
   }
 }
 
@@ -323,5 +338,47 @@ describe('@IdempotentMessage() on @MessagePattern() handlers (RabbitMQ)', () => 
     const answer = await send('charges.plain', { idempotencyKey: 'p-1' });
     expect(answer).toEqual({ error: { status: 'error', message: 'Internal server error' } });
     expect(probe.ran('plain')).toBe(0);
+  });
+});
+
+describe('@IdempotentMessage({ ack: "manual" }) on a server with noAck: false', () => {
+  it('every request the library answers itself is acknowledged: none is left on the queue', async () => {
+    const manualQueue = queueName('messages-manual');
+    const manual = await startConsumer(db, manualQueue, {
+      controllers: [ManualAckHandlers],
+      providers: [{ provide: Probe, useValue: probe }],
+      noAck: false,
+    });
+    const manualClient = await rmqClient(manualQueue);
+    const broker = await rabbit();
+    try {
+      const ask = (data: Charge) =>
+        firstValueFrom(manualClient.send('charges.create', data)).catch((error) => ({ error }));
+      const first = ask({ idempotencyKey: 'm-1', amount: 8, gate: true });
+      await waitFor(async () => probe.ran('manual:m-1') === 1);
+      // In flight (409), then the key with other data (422), then no key (400).
+      const inUse: any = await ask({ idempotencyKey: 'm-1', amount: 8, gate: true });
+      const reused: any = await ask({ idempotencyKey: 'm-1', amount: 9 });
+      const missing: any = await ask({ amount: 8 });
+      probe.open('manual:m-1');
+      expect(await first).toEqual({ amount: 8, run: 1 });
+      // A resend, answered from the record.
+      expect(await ask({ idempotencyKey: 'm-1', amount: 8, gate: true })).toEqual({
+        amount: 8,
+        run: 1,
+      });
+      expect([inUse.error.code, reused.error.code, missing.error.code]).toEqual([
+        'idempotency_key_in_use',
+        'idempotency_key_reused',
+        'idempotency_key_missing',
+      ]);
+      expect(probe.ran('manual:m-1')).toBe(1);
+      await manual.close();
+      expect(await broker.messageCount(manualQueue)).toBe(0);
+    } finally {
+      await manualClient.close();
+      await manual.close();
+      await broker.close(manualQueue);
+    }
   });
 });
