@@ -15,4 +15,4 @@ export type {
   IdempotentMessageOptions,
   IdempotentMessageRouteOptions,
 } from './idempotent-message.options';
-export type { IdempotencyMessageRefusal } from './message-call-transport';
+export type { IdempotencyMessageRefusal } from './message-refusals';

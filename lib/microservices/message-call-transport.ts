@@ -5,6 +5,7 @@ import type { IdempotencyProblemException } from '../errors/idempotency-problem.
 import type { IdempotencyMessage } from './idempotent-message.options';
 import { acknowledge, settleRefusedEvent } from './message-deliveries';
 import { parseMessageKey } from './message-key';
+import { messageRefusal } from './message-refusals';
 import type { MessageKeyReader } from './message-key';
 
 /**
@@ -23,20 +24,6 @@ export interface MessageTransportSettings {
   key: MessageKeyReader;
   /** Whether the library settles the deliveries it answers. */
   ack: 'auto' | 'manual';
-}
-
-/** What the refusal of a message carries to its caller (an `RpcException`'s error). */
-export interface IdempotencyMessageRefusal {
-  /** The HTTP status the same refusal has on a route (409 in use, 422 reused, 503 store down). */
-  status: number;
-  /** The stable code (`idempotency_key_reused`, ...). */
-  code: string;
-  /** Short summary of the code. */
-  title: string;
-  /** What went wrong with this message. */
-  detail: string;
-  /** When to send it again, in seconds, for a refusal a retry can get past (409, 503). */
-  retryAfterSeconds?: number;
 }
 
 /** Whether a handler is an `@EventPattern()` handler (no one awaits its answer). */
@@ -117,16 +104,11 @@ export function messageCallTransport(settings: MessageTransportSettings): Idempo
         // A request is answered: its caller has the refusal and decides to send it again.
         else acknowledge(transportContext);
       }
-      const refusal: IdempotencyMessageRefusal = {
-        status: problem.getStatus(),
-        code: problem.code,
-        title: problem.title,
-        detail: problem.detail,
-      };
-      if (problem.retryAfterSeconds !== undefined) {
-        refusal.retryAfterSeconds = problem.retryAfterSeconds;
-      }
-      return new RpcException(refusal);
+      return new RpcException(
+        messageRefusal(problem, settings.key.name, () =>
+          parseMessageKey(settings.key.read(context.switchToRpc().getData(), transportContext)),
+        ),
+      );
     },
 
     replayed(context: ExecutionContext) {

@@ -4,7 +4,7 @@ import type { IdempotencyMessageKey } from './idempotent-message.options';
 
 /** A key source, checked: reads the raw value of one delivery, and says how it names the key. */
 export interface MessageKeyReader {
-  /** How refusals name the key (`the message's "idempotencyKey" field`). */
+  /** Where the key is, as refusals name it (`the "idempotencyKey" field`). */
   name: string;
   /** The raw value, as the delivery carries it. */
   read(data: unknown, context: unknown): unknown;
@@ -19,20 +19,20 @@ const KEY = /^[\x20-\x7e]{1,255}$/;
  */
 export function messageKeyReader(key: IdempotencyMessageKey): MessageKeyReader {
   if (typeof key === 'function') {
-    return { name: "the message's key", read: (data, context) => key(data, context) };
+    return { name: 'the value of the key function', read: (data, context) => key(data, context) };
   }
   const field = (key as { field?: unknown } | null)?.field;
   const header = (key as { header?: unknown } | null)?.header;
   if (typeof field === 'string' && field !== '' && header === undefined) {
     return {
-      name: `the message's "${field}" field`,
+      name: `the "${field}" field`,
       read: (data) =>
         typeof data === 'object' && data !== null ? (data as any)[field] : undefined,
     };
   }
   if (typeof header === 'string' && header !== '' && field === undefined) {
     return {
-      name: `the message's "${header}" header`,
+      name: `the "${header}" header`,
       read: (_data, context) => headerOf(context, header),
     };
   }

@@ -14,6 +14,7 @@
  * Fastify does not apply here: there is one transport, RabbitMQ.
  */
 import { Controller } from '@nestjs/common';
+import type { Type } from '@nestjs/common';
 import { Ctx, EventPattern, Payload } from '@nestjs/microservices';
 import type { RmqContext } from '@nestjs/microservices';
 import { IdempotencyContext } from '../../lib';
@@ -103,7 +104,7 @@ function newQueue(): string {
 }
 
 /** A consumer of `queue` acking by hand (noAck: false), sharing the file's probe. */
-async function consumer(queue: string, controllers = [SettlementsHandlers], noAck = false) {
+async function consumer(queue: string, controllers: Type[] = [SettlementsHandlers], noAck = false) {
   const started = await startConsumer(db, queue, {
     controllers,
     noAck,

@@ -241,6 +241,9 @@ describe('@IdempotentMessage() on @MessagePattern() handlers (RabbitMQ)', () => 
         detail: expect.any(String),
       },
     });
+    expect(reused.error.detail).toBe(
+      'The key in the "idempotencyKey" field was already used with other data. Use a new key for a new message.',
+    );
     expect(probe.ran('create:k-reuse')).toBe(1);
     expect(await rows('k-reuse')).toEqual([100]);
   });
@@ -252,7 +255,14 @@ describe('@IdempotentMessage() on @MessagePattern() handlers (RabbitMQ)', () => 
     expect(missing.error).toMatchObject({ status: 400, code: 'idempotency_key_missing' });
     expect(invalid.error).toMatchObject({ status: 400, code: 'idempotency_key_invalid' });
     expect(object.error).toMatchObject({ status: 400, code: 'idempotency_key_invalid' });
-    expect(missing.error.detail).toContain('"idempotencyKey" field');
+    // Each says where the message's key is, never an HTTP header, and never shows the key.
+    expect(missing.error.detail).toBe(
+      'This message needs a key in the "idempotencyKey" field: a unique value, the same on every resend of the message.',
+    );
+    expect(invalid.error.detail).toBe(
+      'The key in the "idempotencyKey" field is invalid: the key is not 1 to 255 printable ASCII characters. Send 1 to 255 printable ASCII characters.',
+    );
+    expect(object.error.detail).toContain('the key is not a string or a number');
     expect(probe.ran('create:undefined')).toBe(0);
   });
 
