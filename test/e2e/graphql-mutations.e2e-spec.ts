@@ -266,6 +266,20 @@ describe.each(ADAPTERS)('GraphQL mutations run once per key (%s)', (adapter) => 
     expect(probe.ran('refund')).toBe(before + 1);
   });
 
+  it('a result over maxResponseBytes: the first call gets it, a retry is told not to retry', async () => {
+    const key = newKey();
+    const query = `mutation { receipt(text: "${'r'.repeat(100)}") }`;
+    const before = probe.ran('receipt');
+    expect(await gql(query, {}, key)).toEqual({ data: { receipt: 'r'.repeat(100) } });
+    const retry = await gql(query, {}, key);
+    expect(retry.data).toBeNull();
+    expect(retry.errors![0].extensions).toMatchObject({
+      code: 'idempotency_response_not_stored',
+      status: 409,
+    });
+    expect(probe.ran('receipt')).toBe(before + 1);
+  });
+
   it('leaves queries alone: they run every time and store nothing', async () => {
     const key = newKey();
     const before = probe.ran('orders');
