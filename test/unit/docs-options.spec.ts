@@ -2,14 +2,15 @@
  * The manual's options tables and the defaults objects say the same thing: every option has a
  * row, every row is an option, and every default cell matches the code. The tables:
  * docs/routes-and-options.md (the module's options and the TypeORM store's),
- * docs/operations-and-jobs.md (the options of operations in phases) and docs/webhooks.md
- * (`@IdempotentWebhook()`'s own options).
+ * docs/operations-and-jobs.md (the options of operations in phases), docs/webhooks.md
+ * (`@IdempotentWebhook()`'s own options) and docs/microservices.md (`@IdempotentMessage()`'s).
  */
 import { normaliseScope } from '../../lib/utils/request-scope';
 import { DEFAULT_IDEMPOTENCY_OPTIONS } from '../../lib';
 import { DEFAULT_TYPEORM_STORE_OPTIONS } from '../../lib/storage/typeorm';
 import { DEFAULT_IDEMPOTENCY_PHASES_OPTIONS } from '../../lib/phases';
 import { DEFAULT_IDEMPOTENCY_WEBHOOK_OPTIONS } from '../../lib/webhooks';
+import { DEFAULT_IDEMPOTENCY_MESSAGE_OPTIONS } from '../../lib/microservices';
 import { namedRows } from '../shared/markdown';
 
 /** The first table under `heading` in `file`: option name → its default cell. */
@@ -141,5 +142,26 @@ describe("the options table of docs/webhooks.md (@IdempotentWebhook()'s own opti
     );
     expect(table.get('signature.prefix')).toBe(code(hmac.prefix));
     expect(table.get('signature.encoding')).toBe(code(hmac.encoding));
+  });
+});
+
+describe("the options table of docs/microservices.md (@IdempotentMessage()'s own options)", () => {
+  let table: Map<string, string>;
+  beforeAll(() => {
+    table = optionsTable('docs/microservices.md', '## Options');
+  });
+  const { key, ack, scope } = DEFAULT_IDEMPOTENCY_MESSAGE_OPTIONS;
+
+  it('has one row per option and no row for anything else', () => {
+    expect([...table.keys()].sort()).toEqual(
+      Object.keys(DEFAULT_IDEMPOTENCY_MESSAGE_OPTIONS).sort(),
+    );
+  });
+
+  it('documents the defaults of DEFAULT_IDEMPOTENCY_MESSAGE_OPTIONS', () => {
+    expect(table.get('key')).toBe(`\`{ field: '${key.field}' }\``);
+    expect(table.get('ack')).toBe(`\`${ack}\``);
+    const message = { kind: 'event', pattern: '<pattern>', data: {}, context: {} } as const;
+    expect(table.get('scope')).toBe(`\`${scope(message)}\``);
   });
 });
