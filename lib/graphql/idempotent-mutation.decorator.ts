@@ -12,9 +12,12 @@ import type { IdempotentMutationOptions } from './idempotent-mutation.options';
  * The key comes from the `Idempotency-Key` HTTP header of the GraphQL request (the route's
  * `header`), or from an argument of the mutation (`keyArg`). The first call claims the key in
  * the store and runs the resolver; its result is stored as JSON and a retry gets it back
- * without the resolver running. A retry while the first runs gets a GraphQL error with
- * `extensions.code` `idempotency_key_in_use`; the key sent with other arguments, or with
- * another mutation, `idempotency_key_reused`; no key, `idempotency_key_missing`. A resolver
+ * without the resolver running, read back through the mutation's type (a `DateTime` field
+ * replays as the date it was; return plain data: a class's getters and methods are not kept).
+ * A retry while the first runs gets a GraphQL error with `extensions.code`
+ * `idempotency_key_in_use`; the key sent with other arguments, or with
+ * another mutation, `idempotency_key_reused`; no key, `idempotency_key_missing` (each with
+ * `extensions.status`, and `extensions.retryAfterSeconds` where a retry should wait). A resolver
  * that throws gives the key back, so the retry runs it. With `transactional: true` the
  * resolver's writes (through `IdempotencyContext.entityManager`) commit with its record.
  *
