@@ -40,12 +40,16 @@ describe.each(['express', 'fastify'] as const)(
       const body = { amount: 4200, currency: 'eur', customerId: `cus_outage_${adapter}` };
       const newBody = { amount: 100, currency: 'eur', customerId: `cus_outage_new_${adapter}` };
       const inFlight = pay(`mid-${adapter}`, body).then((res) => res);
+      // Past its first step, calling the provider: the outage then meets the handler's own
+      // work, not the claim or the operation's start (which answer the library's 503).
       await waitFor(
         async () =>
           (
-            await db.query('SELECT 1 FROM idempotency_records WHERE idempotency_key = $1', [
-              `mid-${adapter}`,
-            ])
+            await db.query(
+              `SELECT 1 FROM idempotency_records
+                WHERE idempotency_key = $1 AND recovery_point = 'payment_created'`,
+              [`mid-${adapter}`],
+            )
           ).length === 1,
       );
       await outage.begin();
