@@ -26,7 +26,15 @@ export interface IdempotencyMessage {
  * decimal text); `undefined`, `null` and `''` mean no key.
  */
 export type IdempotencyMessageKey =
-  { field: string } | { header: string } | ((data: any, context: any) => unknown);
+  | {
+      /** A top-level property of the message's data. */
+      field: string;
+    }
+  | {
+      /** A header of the message, in any case. */
+      header: string;
+    }
+  | ((data: any, context: any) => unknown);
 
 /** What the `scope` of `@IdempotentMessage()` returns: as the module's `scope` does. */
 export type IdempotencyMessageScope = (
@@ -79,7 +87,10 @@ export interface IdempotentMessageOptions extends IdempotentMessageRouteOptions 
 /** The defaults of `@IdempotentMessage()`'s own options. */
 export const DEFAULT_IDEMPOTENCY_MESSAGE_OPTIONS: {
   /** The key is the data's `idempotencyKey` field. */
-  readonly key: { readonly field: string };
+  readonly key: {
+    /** The field's name. */
+    readonly field: string;
+  };
   /** The server acknowledges deliveries itself (Nest's default). */
   readonly ack: 'auto' | 'manual';
   /** One key space per pattern. */
