@@ -104,6 +104,27 @@ describe.each(ADAPTERS)('GraphQL mutations run once per key (%s)', (adapter) => 
     expect(await orderCount(db, key)).toBe(1);
   });
 
+  it('five identical calls at once: one runs, the four others get idempotency_key_in_use', async () => {
+    const key = newKey();
+    const variables = { amount: 11, note: key, gate: key };
+    const before = probe.ran('pay');
+    const answers: Array<Awaited<ReturnType<typeof gql>>> = [];
+    const calls = Array.from({ length: 5 }, () =>
+      gql(PAY, variables, key).then((answer) => answers.push(answer)),
+    );
+    await waitFor(async () => answers.length === 4);
+    expect(probe.ran('pay')).toBe(before + 1);
+    for (const refused of answers) {
+      expect(refused.errors![0].extensions.code).toBe('idempotency_key_in_use');
+    }
+    probe.open(key);
+    await Promise.all(calls);
+    expect(answers[4].errors).toBeUndefined();
+    expect(answers[4].data!.pay).toMatchObject({ amount: 11, note: key });
+    expect(probe.ran('pay')).toBe(before + 1);
+    expect(await orderCount(db, key)).toBe(1);
+  });
+
   it('refuses the key with other arguments, or with another mutation: idempotency_key_reused', async () => {
     const key = newKey();
     await gql(PAY, { amount: 5, note: key }, key);
@@ -153,7 +174,7 @@ describe.each(ADAPTERS)('GraphQL mutations run once per key (%s)', (adapter) => 
     expect(await orderCount(db, other)).toBe(1);
   });
 
-  it('refuses a required mutation without a key: idempotency_key_missing, nothing runs', async () => {
+  it('refuses a required mutation without a key, or with a malformed one; nothing runs', async () => {
     const before = probe.ran('pay');
     const answer = await gql(PAY, { amount: 1, note: 'no key' });
     expect(answer.data).toBeNull();
@@ -162,6 +183,12 @@ describe.each(ADAPTERS)('GraphQL mutations run once per key (%s)', (adapter) => 
       extensions: { code: 'idempotency_key_missing', status: 400 },
     });
     expect(answer.errors![0].message).toContain('Idempotency-Key');
+    // A malformed header (a bare key with a comma) is refused the way an HTTP route refuses it.
+    const malformed = await gql(PAY, { amount: 1, note: 'no key' }, 'a,b');
+    expect(malformed.errors![0].extensions).toMatchObject({
+      code: 'idempotency_key_invalid',
+      status: 400,
+    });
     expect(probe.ran('pay')).toBe(before);
     expect(await orderCount(db, 'no key')).toBe(0);
   });
