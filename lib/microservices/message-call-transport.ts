@@ -4,7 +4,7 @@ import type { IdempotencyCallTransport } from '../calls/idempotency-call-transpo
 import type { IdempotencyProblemException } from '../errors/idempotency-problem.exception';
 import type { IdempotencyMessage } from './idempotent-message.options';
 import { acknowledge, settleRefusedEvent } from './message-deliveries';
-import { parseMessageKey } from './message-key';
+import { readMessageKey } from './message-key';
 import { messageRefusal } from './message-refusals';
 import type { MessageKeyReader } from './message-key';
 
@@ -88,7 +88,7 @@ export function messageCallTransport(settings: MessageTransportSettings): Idempo
         context: transportContext,
       };
       return {
-        key: parseMessageKey(settings.key.read(data, transportContext)),
+        key: readMessageKey(settings.key, data, transportContext),
         keyName: settings.key.name,
         method: event ? 'EVENT' : 'MESSAGE',
         path: message.pattern,
@@ -106,7 +106,7 @@ export function messageCallTransport(settings: MessageTransportSettings): Idempo
       }
       return new RpcException(
         messageRefusal(problem, settings.key.name, () =>
-          parseMessageKey(settings.key.read(context.switchToRpc().getData(), transportContext)),
+          readMessageKey(settings.key, context.switchToRpc().getData(), transportContext),
         ),
       );
     },

@@ -45,10 +45,31 @@ export function messageKeyReader(key: IdempotencyMessageKey): MessageKeyReader {
 }
 
 /**
+ * The key of one delivery. A key function that throws gives an invalid key: the delivery is
+ * refused (and settled) rather than left to fail outside the library.
+ * @param reader - the handler's key source
+ * @param data - the message's data
+ * @param context - the transport's context
+ */
+export function readMessageKey(
+  reader: MessageKeyReader,
+  data: unknown,
+  context: unknown,
+): ParsedIdempotencyKey {
+  let value: unknown;
+  try {
+    value = reader.read(data, context);
+  } catch {
+    return { kind: 'invalid', reason: 'the key function threw' };
+  }
+  return parseMessageKey(value);
+}
+
+/**
  * A delivery's key, from the raw value its source read: a string, a finite number (as its
  * decimal text), a Buffer (Kafka headers, as UTF-8) or a list of one of them.
  */
-export function parseMessageKey(value: unknown): ParsedIdempotencyKey {
+function parseMessageKey(value: unknown): ParsedIdempotencyKey {
   if (Array.isArray(value) && value.length === 1) value = value[0];
   if (Buffer.isBuffer(value)) value = value.toString('utf8');
   if (typeof value === 'number' && Number.isFinite(value)) value = String(value);

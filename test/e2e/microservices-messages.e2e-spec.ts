@@ -92,6 +92,13 @@ class ChargesHandlers {
     return { amount: charge.amount, run: this.probe.ran('by-header') };
   }
 
+  @MessagePattern('charges.nested')
+  @IdempotentMessage({ key: (data: { meta: { id: string } }) => data.meta.id })
+  nested() {
+    this.probe.count('nested');
+    return { run: this.probe.ran('nested') };
+  }
+
   @MessagePattern('charges.plain')
   @Idempotent()
   plain() {
@@ -320,6 +327,15 @@ describe('@IdempotentMessage() on @MessagePattern() handlers (RabbitMQ)', () => 
       code: 'idempotency_key_missing',
     });
     expect(probe.ran('by-header')).toBe(1);
+  });
+
+  it('the key from a function; one that throws refuses the message (400), nothing runs', async () => {
+    const thrown = await send('charges.nested', { amount: 1 });
+    expect(thrown.error).toMatchObject({ status: 400, code: 'idempotency_key_invalid' });
+    expect(thrown.error.detail).toContain('the key function threw');
+    expect(probe.ran('nested')).toBe(0);
+    expect(await send('charges.nested', { meta: { id: 'n-1' } })).toEqual({ run: 1 });
+    expect(await send('charges.nested', { meta: { id: 'n-1' } })).toEqual({ run: 1 });
   });
 
   it('fails closed: with the store unreachable, the handler does not run (503)', async () => {
