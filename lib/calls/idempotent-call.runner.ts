@@ -30,6 +30,11 @@ const JSON_TYPE = 'application/json; charset=utf-8';
 @Injectable()
 export class IdempotentCallRunner {
   private readonly logger = new Logger('Idempotency');
+  /**
+   * Calls already handled, by their arguments (one array per call): a handler covered on its
+   * class and on itself binds the interceptor twice, and the inner one must not claim again.
+   */
+  private readonly handled = new WeakSet<object>();
 
   /** Built by Nest's injector, from the module's own providers. @internal */
   constructor(
@@ -47,7 +52,9 @@ export class IdempotentCallRunner {
    */
   intercept(context: ExecutionContext, next: CallHandler): Observable<unknown> {
     const route = this.routes.resolve(context, context.getType());
-    if (!route) return next.handle();
+    const args = context.getArgs();
+    if (!route || this.handled.has(args)) return next.handle();
+    this.handled.add(args);
     const transport = callTransportOf(context.getHandler());
     if (!transport) {
       const handler = `${context.getClass().name}.${context.getHandler().name}`;

@@ -293,6 +293,21 @@ describe.each(ADAPTERS)('GraphQL mutations run once per key (%s)', (adapter) => 
     expect(probe.ran('refund')).toBe(before + 1);
   });
 
+  it('under a class-level @Idempotent(): the mutation runs once, the query refuses to run', async () => {
+    const key = newKey();
+    const before = probe.ran('charge');
+    const first = await gql('mutation { charge(amount: 4) }', {}, key);
+    expect(first).toEqual({ data: { charge: 400 + before + 1 } });
+    expect(await gql('mutation { charge(amount: 4) }', {}, key)).toEqual(first);
+    expect(probe.ran('charge')).toBe(before + 1);
+    expect(await records(key)).toEqual([
+      { method: 'MUTATION', path: 'charge', status: 'completed' },
+    ]);
+    const query = await gql('{ charges }', {}, newKey());
+    expect(query.errors![0].message).toContain('@IdempotentMutation()');
+    expect(probe.ran('charges')).toBe(0);
+  });
+
   it('a result over maxResponseBytes: the first call gets it, a retry is told not to retry', async () => {
     const key = newKey();
     const query = `mutation { receipt(text: "${'r'.repeat(100)}") }`;
