@@ -99,6 +99,13 @@ class ChargesHandlers {
     return { run: this.probe.ran('nested') };
   }
 
+  @MessagePattern('charges.statement')
+  @IdempotentMessage({ maxResponseBytes: 64 })
+  statement(@Payload() charge: Charge) {
+    this.probe.count('statement');
+    return { lines: 'x'.repeat(charge.amount), run: this.probe.ran('statement') };
+  }
+
   @MessagePattern('charges.plain')
   @Idempotent()
   plain() {
@@ -336,6 +343,14 @@ describe('@IdempotentMessage() on @MessagePattern() handlers (RabbitMQ)', () => 
     expect(probe.ran('nested')).toBe(0);
     expect(await send('charges.nested', { meta: { id: 'n-1' } })).toEqual({ run: 1 });
     expect(await send('charges.nested', { meta: { id: 'n-1' } })).toEqual({ run: 1 });
+  });
+
+  it('a result over maxResponseBytes: the first caller gets it; a resend gets 409, not a second run', async () => {
+    const first = await send('charges.statement', { idempotencyKey: 'st-1', amount: 200 });
+    expect(first).toEqual({ lines: 'x'.repeat(200), run: 1 });
+    const again = await send('charges.statement', { idempotencyKey: 'st-1', amount: 200 });
+    expect(again.error).toMatchObject({ status: 409, code: 'idempotency_response_not_stored' });
+    expect(probe.ran('statement')).toBe(1);
   });
 
   it('fails closed: with the store unreachable, the handler does not run (503)', async () => {
