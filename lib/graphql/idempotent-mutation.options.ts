@@ -3,13 +3,12 @@ import type { IdempotencyRouteOptions } from '../interfaces/idempotency-module-o
 
 /**
  * The options of `@Idempotent()` that apply to a GraphQL mutation: those about the HTTP
- * answer (its statuses and headers, waiting with `Prefer`, fingerprinted headers, bodies not
- * kept) do not.
+ * answer (its statuses and headers, waiting with `Prefer`, fingerprinted headers) do not.
  * @interface
  */
 export type IdempotentMutationRouteOptions = Omit<
   IdempotencyRouteOptions,
-  'wait' | 'fingerprintHeaders' | 'storeStatuses' | 'replayHeaders' | 'storeBody'
+  'wait' | 'fingerprintHeaders' | 'storeStatuses' | 'replayHeaders'
 >;
 
 /** What `@IdempotentMutation()` accepts. */
@@ -26,7 +25,7 @@ export interface IdempotentMutationOptions extends IdempotentMutationRouteOption
 const GRAPHQL_NAME = /^[_A-Za-z][_0-9A-Za-z]*$/;
 
 /** Options that `@IdempotentMutation()` refuses: they shape an HTTP answer a mutation does not have. */
-const HTTP_ONLY = ['wait', 'fingerprintHeaders', 'storeStatuses', 'replayHeaders', 'storeBody'];
+const HTTP_ONLY = ['wait', 'fingerprintHeaders', 'storeStatuses', 'replayHeaders'];
 
 /**
  * Checks the options of `@IdempotentMutation()` and splits them into the key's argument and

@@ -322,6 +322,27 @@ describe.each(ADAPTERS)('GraphQL mutations run once per key (%s)', (adapter) => 
     expect(probe.ran('receipt')).toBe(before + 1);
   });
 
+  it('storeBody: false: the secret goes to the first call only, a retry is told it ran', async () => {
+    const key = newKey();
+    const query = 'mutation { createApiKey(name: "ci") }';
+    const before = probe.ran('createApiKey');
+    const first = await gql(query, {}, key);
+    expect(first).toEqual({ data: { createApiKey: `sk_ci_${before + 1}` } });
+    const retry = await gql(query, {}, key);
+    expect(retry.data).toBeNull();
+    expect(retry.errors![0].extensions).toMatchObject({
+      code: 'idempotency_response_not_stored',
+      status: 409,
+    });
+    expect(JSON.stringify(retry)).not.toContain('sk_ci_');
+    const [row] = await db.query<{ body: Buffer | null }>(
+      'SELECT response_body AS body FROM idempotency_records WHERE idempotency_key = $1',
+      [key],
+    );
+    expect(String(row.body ?? '')).not.toContain('sk_ci_');
+    expect(probe.ran('createApiKey')).toBe(before + 1);
+  });
+
   it('leaves queries alone: they run every time and store nothing', async () => {
     const key = newKey();
     const before = probe.ran('orders');

@@ -98,6 +98,7 @@ describe('@IdempotentMutation() options', () => {
     [{ keyArg: '' }, /"keyArg"/],
     [{ wait: { maxSeconds: 5 } }, /"wait".*does not take it/],
     [{ storeStatuses: [200] }, /"storeStatuses"/],
+    [{ replayHeaders: ['location'] }, /"replayHeaders"/],
     [{ ttlSeconds: -1 }, /"ttlSeconds"/],
   ])('refuses %j when the class is defined', (options, message) => {
     expect(define(options as IdempotentMutationOptions)).toThrow(IdempotencyConfigurationError);
