@@ -47,6 +47,14 @@ export interface IdempotencyCallTransport {
    * @param context - the call's execution context
    */
   replayed?(context: ExecutionContext): void;
+  /**
+   * The value a replay returns, from the stored JSON: for a transport whose caller needs it in
+   * another form than JSON gives back (a GraphQL `DateTime` field wants a `Date`). Without it,
+   * the stored JSON is returned as parsed.
+   * @param stored - the handler's first value, as JSON brings it back
+   * @param context - the call's execution context
+   */
+  revive?(stored: unknown, context: ExecutionContext): unknown;
 }
 
 /** Metadata key of a handler's call transport. */

@@ -150,7 +150,8 @@ export class IdempotentCallRunner {
       const { scope, key, response, label } = replay;
       transport.replayed?.(context);
       this.events.emit({ type: 'replayed', scope, key, status: response.status, route: label });
-      subscriber.next(valueOf(response));
+      const stored = valueOf(response);
+      subscriber.next(transport.revive ? transport.revive(stored, context) : stored);
       subscriber.complete();
     });
   }

@@ -7,7 +7,7 @@ import type { IdempotencyProblemException } from '../errors/idempotency-problem.
 import type { ResolvedIdempotencyRouteOptions } from '../interfaces/idempotency-module-options.interface';
 import { readIdempotencyKey } from '../utils/parse-idempotency-key';
 import type { ParsedIdempotencyKey } from '../utils/parse-idempotency-key';
-import { markReplayed } from './replayed-result';
+import { reviveResult } from './replayed-result';
 
 /** What a key is, wherever it comes from: 1 to 255 printable ASCII characters. */
 const KEY = /^[\x20-\x7e]{1,255}$/;
@@ -110,7 +110,10 @@ export function graphqlCallTransport(keyArg: string | undefined): IdempotencyCal
       return new GraphQLError(messageOf(problem, keyArg), { extensions });
     },
 
-    // Its result is the stored JSON: the replay interceptor reads it back through its type.
-    replayed: markReplayed,
+    // The stored JSON, read back through the mutation's return type (a DateTime into a Date).
+    revive(stored: unknown, context: ExecutionContext): unknown {
+      const info = context.getArgByIndex<GraphQLResolveInfo | undefined>(3);
+      return info ? reviveResult(stored, info.returnType) : stored;
+    },
   };
 }

@@ -1,8 +1,6 @@
-import { UseInterceptors } from '@nestjs/common';
 import { setCallTransport } from '../calls/idempotency-call-transport';
 import { Idempotent } from '../decorators/idempotent.decorator';
 import { graphqlCallTransport } from './graphql-call-transport';
-import { IdempotencyGraphqlReplayInterceptor } from './graphql-replay.interceptor';
 import { splitMutationOptions } from './idempotent-mutation.options';
 import type { IdempotentMutationOptions } from './idempotent-mutation.options';
 
@@ -36,8 +34,6 @@ export function IdempotentMutation(options: IdempotentMutationOptions = {}): Met
   const idempotent = Idempotent(route);
   const transport = graphqlCallTransport(keyArg);
   return (target, propertyKey, descriptor) => {
-    // Outside the library's interceptor, so it sees what a replay answers.
-    UseInterceptors(IdempotencyGraphqlReplayInterceptor)(target, propertyKey, descriptor);
     idempotent(target, propertyKey, descriptor);
     // On the function Nest calls, once @Idempotent() wrapped it.
     setCallTransport(descriptor.value as object, transport);

@@ -1,4 +1,3 @@
-import type { ExecutionContext } from '@nestjs/common';
 import {
   getNullableType,
   isListType,
@@ -6,29 +5,7 @@ import {
   isScalarType,
   isSpecifiedScalarType,
 } from 'graphql';
-import type { GraphQLOutputType, GraphQLResolveInfo, GraphQLScalarType } from 'graphql';
-
-/** The calls answered from their record, by their resolve info (one per field execution). */
-const replays = new WeakSet<object>();
-
-/**
- * Marks a call as answered from its record: its result is the stored JSON.
- * @param context - the call's execution context
- * @internal
- */
-export function markReplayed(context: ExecutionContext): void {
-  const info = context.getArgByIndex<GraphQLResolveInfo | undefined>(3);
-  if (info) replays.add(info);
-}
-
-/**
- * Whether a call was answered from its record.
- * @param info - the call's resolve info
- * @internal
- */
-export function wasReplayed(info: GraphQLResolveInfo | undefined): boolean {
-  return info !== undefined && replays.has(info);
-}
+import type { GraphQLOutputType, GraphQLScalarType } from 'graphql';
 
 /** Whether a scalar can serialize this value, as graphql-js would when it answers. */
 function serializes(scalar: GraphQLScalarType, value: unknown): boolean {
