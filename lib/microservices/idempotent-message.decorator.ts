@@ -38,7 +38,7 @@ const NOT_FOR_MESSAGES = [
  * @param options - where the key comes from, how deliveries are acknowledged, and route options
  * @throws IdempotencyConfigurationError when an option is invalid (at class definition)
  * @example
- * \@EventPattern('payments.settled')
+ * \@EventPattern<string>('payments.settled')
  * \@IdempotentMessage({ key: { field: 'eventId' }, ack: 'manual', transactional: true })
  * async settled(\@Payload() event: PaymentSettled, \@Ctx() context: RmqContext) {
  *   await this.ledger.record(event);

@@ -45,7 +45,8 @@ const probe = new Probe();
 class SettlementsHandlers {
   constructor(private readonly idempotency: IdempotencyContext) {}
 
-  @EventPattern('payments.settled')
+  // <string>: without it, Nest 12 types a named event's handler as (data, ...args: unknown[]).
+  @EventPattern<string>('payments.settled')
   @IdempotentMessage({
     key: { field: 'eventId' },
     ack: 'manual',
@@ -70,7 +71,7 @@ class SettlementsHandlers {
     else if (!event.keepUnacked) channel.ack(message);
   }
 
-  @EventPattern('payments.refunded')
+  @EventPattern<string>('payments.refunded')
   @IdempotentMessage({
     key: (_data, context: RmqContext) => context.getMessage().properties.messageId,
     ack: 'manual',
