@@ -29,6 +29,7 @@ import { HealthController } from './health.controller';
 import { PeerController } from './peer.controller';
 import { PurgeController } from './purge.controller';
 import { sizedBodyModules } from './sized-body.module';
+import { WaitFloorController } from './wait-floor.controller';
 import { waitStormModules } from './wait-storm.module';
 
 /** The root module of the bench app. Build it with `createBenchModule()`. */
@@ -99,6 +100,7 @@ export function createBenchModule(config: BenchAppConfig): DynamicModule {
       DurablePeerController,
       HealthController,
       PurgeController,
+      WaitFloorController,
       ...(peer ? [PeerController] : []),
       // Last, so the routes the other phases measure keep their place in Express's router.
       BenchPaymentsController,

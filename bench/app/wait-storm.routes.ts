@@ -2,9 +2,14 @@
  * The wait-storm phase's routes: `POST /<prefix>`, one per `IdempotencyModule` instance of the
  * bench app, with `@Idempotent({ wait: { maxSeconds: WAIT_STORM_MAX_SECONDS, pollIntervalSeconds:
  * WAIT_STORM_POLL_SECONDS } })`. `notify` is on the TypeORM store as applications get it
- * (wake-ups over `LISTEN/NOTIFY`), `poll` on `typeOrmStore({ wakeUps: 'poll' })`.
+ * (wake-ups over `LISTEN/NOTIFY`), `poll` on `typeOrmStore({ wakeUps: 'poll' })`; `floor` is the
+ * wake-up floor, no library (`WaitFloorController`).
  */
-export const WAIT_STORM_PREFIXES = { notify: 'wait-notify', poll: 'wait-poll' } as const;
+export const WAIT_STORM_PREFIXES = {
+  notify: 'wait-notify',
+  poll: 'wait-poll',
+  floor: 'wait-floor',
+} as const;
 
 /** How the waiters of a wait-storm route learn that the key settled on another instance. */
 export type WaitStormWakeUps = keyof typeof WAIT_STORM_PREFIXES;

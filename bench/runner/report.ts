@@ -298,6 +298,13 @@ function encryptionSection(result: AdapterResult, options: BenchOptions): string
   );
 }
 
+/** How the waiters of each wait-storm route are woken. */
+const WAKE_UPS_LABEL = {
+  notify: 'LISTEN/NOTIFY',
+  poll: 'polling',
+  floor: 'floor, no library',
+} as const;
+
 function waitStormSection(result: AdapterResult, options: BenchOptions): string | undefined {
   const phase = result.waitStorm;
   if (!phase) return undefined;
@@ -326,7 +333,7 @@ function waitStormSection(result: AdapterResult, options: BenchOptions): string 
       const fromWrite = path.fromWrite[instance];
       const fromFirst = path.fromFirstAnswer[instance];
       return [
-        instance === 'same' ? (path.wakeUps === 'notify' ? 'LISTEN/NOTIFY' : 'polling') : '',
+        instance === 'same' ? WAKE_UPS_LABEL[path.wakeUps] : '',
         instance === 'same' ? path.path : '',
         instance === 'same' ? 'A (first request)' : instance === 'other' ? 'B' : 'both',
         instance === 'all' ? path.rounds.map((round) => round.executions).join('/') : '',

@@ -218,7 +218,7 @@ export async function runWaitStormPhase(
     await openAgent(servers[1], perServer),
   ];
   try {
-    const routes: WaitStormWakeUps[] = ['notify', 'poll'];
+    const routes: WaitStormWakeUps[] = ['notify', 'poll', 'floor'];
     // Warm-up (not measured): the first request of a route that may wait opens its store's
     // listening connection, on each server.
     for (const wakeUps of routes) {
