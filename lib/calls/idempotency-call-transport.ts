@@ -38,8 +38,14 @@ export interface IdempotencyCallTransport {
    * transport's caller understands; it is thrown to the caller as the handler's error.
    * @param problem - the refusal
    * @param context - the call's execution context
+   * @param handlerRan - whether the handler ran before the refusal (its transactional
+   *   completion could not commit): then the handler settled its delivery itself
    */
-  refuse(problem: IdempotencyProblemException, context: ExecutionContext): unknown;
+  refuse(
+    problem: IdempotencyProblemException,
+    context: ExecutionContext,
+    handlerRan: boolean,
+  ): unknown;
   /**
    * Called when a call is answered from its record without running the handler (a
    * redelivery), before the answer is returned: for a transport that must settle the delivery

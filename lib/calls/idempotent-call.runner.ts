@@ -73,7 +73,9 @@ export class IdempotentCallRunner {
         },
         (error: unknown) =>
           subscriber.error(
-            error instanceof IdempotencyProblemException ? transport.refuse(error, context) : error,
+            error instanceof IdempotencyProblemException
+              ? transport.refuse(error, context, false)
+              : error,
           ),
       );
     });
@@ -131,7 +133,7 @@ export class IdempotentCallRunner {
           }
           void execution.onResponse(outgoing).then((decided) => {
             const refusal = decided && refusalOf(decided);
-            if (refusal) return subscriber.error(transport.refuse(refusal, context));
+            if (refusal) return subscriber.error(transport.refuse(refusal, context, true));
             subscriber.next(last);
             subscriber.complete();
           });

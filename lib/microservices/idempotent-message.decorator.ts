@@ -1,10 +1,9 @@
-import { UseInterceptors } from '@nestjs/common';
 import { setCallTransport } from '../calls/idempotency-call-transport';
 import { Idempotent } from '../decorators/idempotent.decorator';
 import { IdempotencyConfigurationError } from '../errors/idempotency-configuration.error';
 import { DEFAULT_IDEMPOTENCY_MESSAGE_OPTIONS } from './idempotent-message.options';
 import type { IdempotencyMessage, IdempotentMessageOptions } from './idempotent-message.options';
-import { markHandlerStarted, messageCallTransport } from './message-call-transport';
+import { messageCallTransport } from './message-call-transport';
 import { messageKeyReader } from './message-key';
 
 /** Options that are the decorator's own, not the route's. */
@@ -84,8 +83,6 @@ export function IdempotentMessage(options: IdempotentMessageOptions = {}): Metho
   });
   return (target, propertyKey, descriptor) => {
     idempotent(target, propertyKey, descriptor);
-    // Inside the idempotency interceptor: it runs only when the handler is let run.
-    UseInterceptors(markHandlerStarted)(target, propertyKey, descriptor);
     // On the function Nest calls, once @Idempotent() wrapped it.
     setCallTransport(descriptor.value as object, transport);
     return descriptor;

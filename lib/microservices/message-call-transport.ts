@@ -1,4 +1,4 @@
-import type { CallHandler, ExecutionContext, NestInterceptor } from '@nestjs/common';
+import type { ExecutionContext } from '@nestjs/common';
 import { RpcException } from '@nestjs/microservices';
 import type { IdempotencyCallTransport } from '../calls/idempotency-call-transport';
 import type { IdempotencyProblemException } from '../errors/idempotency-problem.exception';
@@ -47,27 +47,6 @@ function patternOf(context: any, handler: unknown): string {
 }
 
 /**
- * The deliveries whose handler was started (by their transport's context, one per delivery): a
- * refusal that comes after the handler ran (its transactional completion could not commit) is
- * the handler's to settle, as it settled its delivery itself.
- */
-const started = new WeakSet<object>();
-
-/**
- * Notes that a delivery's handler starts. Bound inside the idempotency interceptor, so it runs
- * only when the library lets the handler run.
- */
-export const markHandlerStarted: NestInterceptor = {
-  intercept(context: ExecutionContext, next: CallHandler) {
-    const transportContext = context.switchToRpc().getContext();
-    if (typeof transportContext === 'object' && transportContext !== null) {
-      started.add(transportContext);
-    }
-    return next.handle();
-  },
-};
-
-/**
  * The call transport of `@IdempotentMessage()` handlers: reads the key from the message, keeps
  * the record under `MESSAGE` or `EVENT` and the pattern, refuses with an `RpcException` that
  * carries the problem, and settles the RabbitMQ deliveries it answers when acks are manual.
@@ -97,9 +76,10 @@ export function messageCallTransport(settings: MessageTransportSettings): Idempo
       };
     },
 
-    refuse(problem: IdempotencyProblemException, context: ExecutionContext) {
+    refuse(problem: IdempotencyProblemException, context: ExecutionContext, handlerRan: boolean) {
       const transportContext = context.switchToRpc().getContext();
-      if (settings.ack === 'manual' && !started.has(transportContext)) {
+      // After the handler ran, its delivery is the handler's own to settle, as it did.
+      if (settings.ack === 'manual' && !handlerRan) {
         if (isEventHandler(context.getHandler())) settleRefusedEvent(transportContext, problem);
         // A request is answered: its caller has the refusal and decides to send it again.
         else acknowledge(transportContext);
