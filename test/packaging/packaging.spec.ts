@@ -56,6 +56,24 @@ describe('the packed tarball', () => {
     expect(unexpected).toEqual([]);
   });
 
+  it('holds the files of every entry point its exports map names', () => {
+    const manifest = JSON.parse(
+      execFileSync('tar', ['-xzOf', tarball, 'package/package.json'], { encoding: 'utf8' }),
+    );
+    const targets = Object.entries(manifest.exports as Record<string, unknown>).flatMap(
+      ([subpath, target]) =>
+        typeof target === 'string'
+          ? [[subpath, target]]
+          : Object.values(target as Record<string, string>).map((file) => [subpath, file]),
+    );
+    const list = new Set(files());
+    const missing = targets.filter(([, file]) => !list.has(file.replace(/^\.\//, '')));
+    expect(targets.map(([subpath]) => subpath)).toEqual(
+      expect.arrayContaining(['.', './microservices', './graphql', './webhooks', './cli']),
+    );
+    expect(missing).toEqual([]);
+  });
+
   it('ships source maps that carry their sources', () => {
     const map = JSON.parse(
       execFileSync('tar', ['-xzOf', tarball, 'package/dist/lib/index.js.map'], {
