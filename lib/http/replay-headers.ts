@@ -2,16 +2,29 @@ import { validateHeaderName, validateHeaderValue } from 'node:http';
 import { IDEMPOTENT_REPLAYED_HEADER } from '../idempotency.constants';
 import type { StoredResponse } from '../interfaces/idempotency-record.interface';
 
+/** The header every replay carries, as it is written. */
+const REPLAYED = IDEMPOTENT_REPLAYED_HEADER.toLowerCase();
+
+/**
+ * Headers already checked, by the stored response they came from: a response the replay cache
+ * holds is the same object at every replay, and never changes, so it is checked once.
+ */
+const checked = new WeakMap<StoredResponse, Readonly<Record<string, string | string[]>>>();
+
 /**
  * The headers a replay sends, checked before anything is written: a stored header that can't
  * be written (a record edited by hand) fails the replay without touching the response.
+ * @returns the headers, not to be changed (the same object for the same stored response)
  */
-export function replayHeaders(stored: StoredResponse): Record<string, string | string[]> {
-  const headers = { ...stored.headers, [IDEMPOTENT_REPLAYED_HEADER.toLowerCase()]: 'true' };
+export function replayHeaders(stored: StoredResponse): Readonly<Record<string, string | string[]>> {
+  const known = checked.get(stored);
+  if (known) return known;
+  const headers = { ...stored.headers, [REPLAYED]: 'true' };
   for (const [name, value] of Object.entries(headers)) {
     validateHeaderName(name);
     for (const one of Array.isArray(value) ? value : [value]) validateHeaderValue(name, one);
   }
+  checked.set(stored, headers);
   return headers;
 }
 
