@@ -3,7 +3,7 @@ import type { StoredResponse } from '../interfaces/idempotency-record.interface'
 import { lowerCaseHeaders, isStreamLike, responseBytes } from '../utils/response-bytes';
 import type { OutgoingResponse } from '../utils/response-bytes';
 import { IdempotencyResponseAdapter } from './idempotency-response.adapter';
-import { hookMethod, silenceMethods } from './method-hook';
+import { hookMethod, silenceMethodsByPrototype } from './method-hook';
 import { replayBody, replayHeaders } from './replay-headers';
 import { REPLACED_HEADERS, ResponseCaptureState, failClosed } from './response-capture-state';
 import type { ResponseSink, ResponseSnapshot } from './response-sink.interface';
@@ -135,7 +135,7 @@ export class ExpressResponseAdapter extends IdempotencyResponseAdapter {
       // Express's send adds Content-Length and ETag and answers HEAD and conditional requests.
       res.send(body);
     }
-    silenceMethods(res, WRITERS);
+    silenceMethodsByPrototype(res, WRITERS);
   }
 
   /** @inheritDoc */
