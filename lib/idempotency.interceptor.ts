@@ -92,7 +92,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
     const label = routeLabelOf(request);
     return this.claims.claim({
       route,
-      keyName: route.header,
+      keyPlace: route.header,
       scope,
       key,
       fingerprint,

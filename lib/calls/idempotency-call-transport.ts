@@ -1,5 +1,8 @@
 import type { ExecutionContext } from '@nestjs/common';
-import type { IdempotencyProblemException } from '../errors/idempotency-problem.exception';
+import type {
+  IdempotencyKeyPlace,
+  IdempotencyProblemException,
+} from '../errors/idempotency-problem.exception';
 import type { ResolvedIdempotencyRouteOptions } from '../interfaces/idempotency-module-options.interface';
 import type { ParsedIdempotencyKey } from '../utils/parse-idempotency-key';
 
@@ -7,8 +10,11 @@ import type { ParsedIdempotencyKey } from '../utils/parse-idempotency-key';
 export interface IdempotentCall {
   /** The call's key, as its transport carries it. */
   key: ParsedIdempotencyKey;
-  /** How the key is named in refusals (`the message's "id" field`, `Idempotency-Key`). */
-  keyName: string;
+  /**
+   * Where the key is, as refusals name it: what the call is and where it keeps its key
+   * (`{ call: 'message', where: 'the "idempotencyKey" field' }`), or a key header's name.
+   */
+  keyPlace: IdempotencyKeyPlace;
   /** Kept with the record in place of a method: the kind of call (`MESSAGE`, `MUTATION`). */
   method: string;
   /** Kept with the record in place of a path: what the call names (a pattern, a field). */

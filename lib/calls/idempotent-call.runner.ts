@@ -88,11 +88,11 @@ export class IdempotentCallRunner {
   ): Promise<Claimed> {
     const label = `${call.method} ${call.path}`;
     if (call.key.kind === 'missing') {
-      throw this.claims.reject(IdempotencyProblemException.keyMissing(call.keyName), label);
+      throw this.claims.reject(IdempotencyProblemException.keyMissing(call.keyPlace), label);
     }
     if (call.key.kind === 'invalid') {
       throw this.claims.reject(
-        IdempotencyProblemException.keyInvalid(call.keyName, call.key.reason),
+        IdempotencyProblemException.keyInvalid(call.keyPlace, call.key.reason),
         label,
       );
     }
@@ -100,7 +100,7 @@ export class IdempotentCallRunner {
     const scope = this.scopeOf(route, call, label);
     return this.claims.claim({
       route,
-      keyName: call.keyName,
+      keyPlace: call.keyPlace,
       scope,
       key,
       fingerprint: this.fingerprintOf(route, call, scope, label),

@@ -129,6 +129,14 @@ export interface IdempotencyProblem {
 }
 
 /**
+ * Where a key is, as refusals name it: the route's key header (`Idempotency-Key`), or, for a
+ * call that is not an HTTP request, what it is and where it keeps its key (`message`, `the
+ * "idempotencyKey" field`).
+ * @inline
+ */
+export type IdempotencyKeyPlace = string | { call: string; where: string };
+
+/**
  * An error the library answers a request with. Rendered as `application/problem+json` with
  * `Cache-Control: no-store` (and `Retry-After` where set) by `IdempotencyExceptionFilter`,
  * which `@Idempotent()` binds to the route.
@@ -154,40 +162,76 @@ export class IdempotencyProblemException extends HttpException {
 
   /**
    * No key on a route that requires one. The title names the route's header, so a client of an
-   * API that configured `X-Request-Key` is not told to send `Idempotency-Key`.
+   * API that configured `X-Request-Key` is not told to send `Idempotency-Key`; a call that is
+   * not an HTTP request is told where its key goes.
    */
-  static keyMissing(header: string): IdempotencyProblemException {
+  static keyMissing(place: IdempotencyKeyPlace): IdempotencyProblemException {
+    if (typeof place !== 'string') {
+      return new IdempotencyProblemException(
+        'idempotency_key_missing',
+        `This ${place.call} needs a key in ${place.where}: a unique value, the same on every retry of the ${place.call}.`,
+        undefined,
+        `The ${place.call} has no idempotency key`,
+      );
+    }
     return new IdempotencyProblemException(
       'idempotency_key_missing',
-      `This request needs an ${header} header: send a unique value (a UUID is a good choice) and reuse it when you retry.`,
+      `This request needs an ${place} header: send a unique value (a UUID is a good choice) and reuse it when you retry.`,
       undefined,
-      `${header} is missing`,
+      `${place} is missing`,
     );
   }
 
-  /** A key that is not 1–255 printable ASCII characters, bare or quoted; titled by its header. */
-  static keyInvalid(header: string, reason: string): IdempotencyProblemException {
+  /** A key that is not 1–255 printable ASCII characters, bare or quoted; titled by its place. */
+  static keyInvalid(place: IdempotencyKeyPlace, reason: string): IdempotencyProblemException {
+    if (typeof place !== 'string') {
+      return new IdempotencyProblemException(
+        'idempotency_key_invalid',
+        `The key in ${place.where} is invalid: ${reason}. Send 1 to 255 printable ASCII characters.`,
+        undefined,
+        `The ${place.call} has an invalid idempotency key`,
+      );
+    }
     return new IdempotencyProblemException(
       'idempotency_key_invalid',
-      `The ${header} header is invalid: ${reason}. Send 1 to 255 printable ASCII characters, bare or as a quoted string.`,
+      `The ${place} header is invalid: ${reason}. Send 1 to 255 printable ASCII characters, bare or as a quoted string.`,
       undefined,
-      `${header} is invalid`,
+      `${place} is invalid`,
     );
   }
 
   /** The key was used before with another request (another payload, path or method). */
-  static keyReused(header: string): IdempotencyProblemException {
+  static keyReused(place: IdempotencyKeyPlace): IdempotencyProblemException {
+    if (typeof place !== 'string') {
+      return new IdempotencyProblemException(
+        'idempotency_key_reused',
+        `The key in ${place.where} was already used with other data. Use a new key for a new ${place.call}.`,
+        undefined,
+        'The idempotency key is already used',
+      );
+    }
     return new IdempotencyProblemException(
       'idempotency_key_reused',
-      `This ${header} was already used with a different request. Use a new key for a new request.`,
+      `This ${place} was already used with a different request. Use a new key for a new request.`,
     );
   }
 
   /** The same request is still being processed. */
-  static keyInUse(header: string, retryAfterSeconds: number): IdempotencyProblemException {
+  static keyInUse(
+    place: IdempotencyKeyPlace,
+    retryAfterSeconds: number,
+  ): IdempotencyProblemException {
+    if (typeof place !== 'string') {
+      return new IdempotencyProblemException(
+        'idempotency_key_in_use',
+        `A ${place.call} with the key in ${place.where} is still being processed. Retry after it finishes.`,
+        retryAfterSeconds,
+        `A ${place.call} is outstanding for this idempotency key`,
+      );
+    }
     return new IdempotencyProblemException(
       'idempotency_key_in_use',
-      `A request with this ${header} is still being processed. Retry after it finishes.`,
+      `A request with this ${place} is still being processed. Retry after it finishes.`,
       retryAfterSeconds,
     );
   }
@@ -282,12 +326,12 @@ export class IdempotencyProblemException extends HttpException {
    * The request was completed before, but its response body was not kept: the route keeps no
    * bodies (it mints secrets) or the body was over `maxResponseBytes`. Carries the stored
    * headers (its `Location`, say) and the status the operation completed with.
-   * @param header - the route's key header
+   * @param place - the route's key header, or where a call keeps its key
    * @param completed - the stored response, without its body
    * @param reason - why the body was not kept
    */
   static responseNotStored(
-    header: string,
+    place: IdempotencyKeyPlace,
     completed: StoredResponse,
     reason: 'too_large' | 'not_kept',
   ): IdempotencyProblemException {
@@ -295,11 +339,16 @@ export class IdempotencyProblemException extends HttpException {
       reason === 'not_kept'
         ? 'its response is not kept because it holds a secret that is shown only once'
         : 'its response was too large to be kept';
+    const done =
+      typeof place === 'string'
+        ? `The request with this ${place} was completed (status ${completed.status})`
+        : `The ${place.call} with the key in ${place.where} was completed`;
     const exception = new IdempotencyProblemException(
       'idempotency_response_not_stored',
-      `The request with this ${header} was completed (status ${completed.status}), but ${why}. ` +
-        'Do not retry it: look the result up instead' +
+      `${done}, but ${why}. Do not retry it: look the result up instead` +
         (completed.headers.location !== undefined ? ' at its Location.' : '.'),
+      undefined,
+      typeof place === 'string' ? undefined : 'The result for this idempotency key was not stored',
     );
     exception.completed = completed;
     return exception;

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { Injectable, Logger } from '@nestjs/common';
 import { IdempotencyProblemException } from '../errors/idempotency-problem.exception';
+import type { IdempotencyKeyPlace } from '../errors/idempotency-problem.exception';
 import { IdempotencyEvents } from '../events/idempotency.events';
 import type { ResolvedIdempotencyRouteOptions } from '../interfaces/idempotency-module-options.interface';
 import type { StoredResponse } from '../interfaces/idempotency-record.interface';
@@ -17,8 +18,8 @@ import { omittedBodyOf } from './stored-response';
 export interface ClaimInput {
   /** Options in force for the route. */
   route: ResolvedIdempotencyRouteOptions;
-  /** How the key is named in refusals (the key header, a message's field). */
-  keyName: string;
+  /** Where the key is, as refusals name it (the key header, a message's field). */
+  keyPlace: IdempotencyKeyPlace;
   /** Caller identity the key belongs to. */
   scope: string;
   /** The idempotency key. */
@@ -64,7 +65,7 @@ export class IdempotencyClaims {
    * @throws IdempotencyProblemException the refusal its client gets
    */
   async claim(input: ClaimInput): Promise<Claimed> {
-    const { route, scope, key, label, keyName } = input;
+    const { route, scope, key, label, keyPlace } = input;
     const claimRequest = {
       scope,
       key,
@@ -98,10 +99,10 @@ export class IdempotencyClaims {
         : await claimOnce();
     switch (claim.outcome) {
       case 'mismatch':
-        throw this.reject(IdempotencyProblemException.keyReused(keyName), label, scope, key);
+        throw this.reject(IdempotencyProblemException.keyReused(keyPlace), label, scope, key);
       case 'in_flight':
         throw this.reject(
-          IdempotencyProblemException.keyInUse(keyName, route.retryAfterSeconds),
+          IdempotencyProblemException.keyInUse(keyPlace, route.retryAfterSeconds),
           label,
           scope,
           key,
@@ -112,7 +113,7 @@ export class IdempotencyClaims {
         const omitted = omittedBodyOf(claim.response);
         if (omitted) {
           throw this.reject(
-            IdempotencyProblemException.responseNotStored(keyName, claim.response, omitted),
+            IdempotencyProblemException.responseNotStored(keyPlace, claim.response, omitted),
             label,
             scope,
             key,

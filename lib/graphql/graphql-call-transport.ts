@@ -52,25 +52,6 @@ function argumentsWithout(args: Record<string, unknown> | undefined, keyArg?: st
 }
 
 /**
- * A refusal's message; those about the key name its argument rather than a header, when the
- * key is an argument.
- */
-function messageOf(problem: IdempotencyProblemException, keyArg: string | undefined): string {
-  if (keyArg === undefined) return problem.detail;
-  switch (problem.code) {
-    case 'idempotency_key_missing':
-      return (
-        `This mutation needs its "${keyArg}" argument: send a unique value (a UUID is a good ` +
-        'choice) and reuse it when you retry.'
-      );
-    case 'idempotency_key_invalid':
-      return `The "${keyArg}" argument is invalid: send 1 to 255 printable ASCII characters.`;
-    default:
-      return problem.detail;
-  }
-}
-
-/**
  * How `@IdempotentMutation()` resolvers are read and refused. A call is the mutation field:
  * method `MUTATION`, path its field name, payload its arguments (without the key), scope the
  * module's (or route's) scope of the HTTP request. Refusals are `GraphQLError`s whose
@@ -90,8 +71,10 @@ export function graphqlCallTransport(keyArg: string | undefined): IdempotencyCal
           keyArg === undefined
             ? readIdempotencyKey(request, route.header)
             : argumentKey(args?.[keyArg], keyArg),
-        // Reads in the refusals' messages ("This idempotency key was already used ...").
-        keyName: keyArg === undefined ? route.header : 'idempotency key',
+        keyPlace:
+          keyArg === undefined
+            ? route.header
+            : { call: 'mutation', where: `the "${keyArg}" argument` },
         method: 'MUTATION',
         path: info.fieldName,
         payload: argumentsWithout(args, keyArg),
@@ -107,7 +90,7 @@ export function graphqlCallTransport(keyArg: string | undefined): IdempotencyCal
       if (problem.retryAfterSeconds !== undefined) {
         extensions.retryAfterSeconds = problem.retryAfterSeconds;
       }
-      return new GraphQLError(messageOf(problem, keyArg), { extensions });
+      return new GraphQLError(problem.detail, { extensions });
     },
 
     // The stored JSON, read back through the mutation's return type (a DateTime into a Date).

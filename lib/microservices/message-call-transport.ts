@@ -68,7 +68,7 @@ export function messageCallTransport(settings: MessageTransportSettings): Idempo
       };
       return {
         key: readMessageKey(settings.key, data, transportContext),
-        keyName: settings.key.name,
+        keyPlace: { call: event ? 'event' : 'message', where: settings.key.name },
         method: event ? 'EVENT' : 'MESSAGE',
         path: message.pattern,
         payload: data,
@@ -84,11 +84,7 @@ export function messageCallTransport(settings: MessageTransportSettings): Idempo
         // A request is answered: its caller has the refusal and decides to send it again.
         else acknowledge(transportContext);
       }
-      return new RpcException(
-        messageRefusal(problem, settings.key.name, () =>
-          readMessageKey(settings.key, context.switchToRpc().getData(), transportContext),
-        ),
-      );
+      return new RpcException(messageRefusal(problem));
     },
 
     replayed(context: ExecutionContext) {

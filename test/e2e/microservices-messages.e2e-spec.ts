@@ -271,7 +271,7 @@ describe('@IdempotentMessage() on @MessagePattern() handlers (RabbitMQ)', () => 
     expect(object.error).toMatchObject({ status: 400, code: 'idempotency_key_invalid' });
     // Each says where the message's key is, never an HTTP header, and never shows the key.
     expect(missing.error.detail).toBe(
-      'This message needs a key in the "idempotencyKey" field: a unique value, the same on every resend of the message.',
+      'This message needs a key in the "idempotencyKey" field: a unique value, the same on every retry of the message.',
     );
     expect(invalid.error.detail).toBe(
       'The key in the "idempotencyKey" field is invalid: the key is not 1 to 255 printable ASCII characters. Send 1 to 255 printable ASCII characters.',

@@ -46,7 +46,7 @@ const transport: IdempotencyCallTransport = {
     const data = context.switchToRpc().getData();
     return {
       key: data?.id === undefined ? { kind: 'missing' } : parseIdempotencyKey([String(data.id)]),
-      keyName: 'the message id',
+      keyPlace: { call: 'message', where: 'its id' },
       method: 'MESSAGE',
       path: 'pay',
       payload: data,
@@ -232,7 +232,7 @@ describe('an @Idempotent() handler that is not an HTTP route (a message on a tra
   it('refuses a call without a key (the transport names it) and runs nothing', async () => {
     const error = (await rejection(server.dispatch('pay', { amount: 1 }))) as any;
     expect(error).toMatchObject({ code: 'idempotency_key_missing', status: 400 });
-    expect(error.title).toContain('the message id');
+    expect(error.title).toBe('The message has no idempotency key');
   });
 
   it('fails closed on @Idempotent() alone, which cannot know where a message keeps its key', async () => {
