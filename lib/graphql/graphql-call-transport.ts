@@ -5,12 +5,9 @@ import type { IdempotencyCallTransport, IdempotentCall } from '../calls/idempote
 import { IdempotencyConfigurationError } from '../errors/idempotency-configuration.error';
 import type { IdempotencyProblemException } from '../errors/idempotency-problem.exception';
 import type { ResolvedIdempotencyRouteOptions } from '../interfaces/idempotency-module-options.interface';
-import { readIdempotencyKey } from '../utils/parse-idempotency-key';
+import { parsePlainKey, readIdempotencyKey } from '../utils/parse-idempotency-key';
 import type { ParsedIdempotencyKey } from '../utils/parse-idempotency-key';
 import { reviveResult } from './replayed-result';
-
-/** What a key is, wherever it comes from: 1 to 255 printable ASCII characters. */
-const KEY = /^[\x20-\x7e]{1,255}$/;
 
 /**
  * The HTTP request of a GraphQL call, where the drivers put it in the context: `req` (Apollo,
@@ -35,10 +32,7 @@ function requestMissing(field: string): IdempotencyConfigurationError {
 function argumentKey(value: unknown, name: string): ParsedIdempotencyKey {
   if (value === undefined || value === null) return { kind: 'missing' };
   if (typeof value !== 'string') return { kind: 'invalid', reason: `"${name}" is not a string` };
-  if (!KEY.test(value)) {
-    return { kind: 'invalid', reason: `"${name}" is not 1 to 255 printable ASCII characters` };
-  }
-  return { kind: 'valid', key: value };
+  return parsePlainKey(value);
 }
 
 /**

@@ -1,4 +1,5 @@
 import { IdempotencyConfigurationError } from '../errors/idempotency-configuration.error';
+import { parsePlainKey } from '../utils/parse-idempotency-key';
 import type { ParsedIdempotencyKey } from '../utils/parse-idempotency-key';
 import type { IdempotencyMessageKey } from './idempotent-message.options';
 
@@ -9,9 +10,6 @@ export interface MessageKeyReader {
   /** The raw value, as the delivery carries it. */
   read(data: unknown, context: unknown): unknown;
 }
-
-/** What a valid key is: what a valid idempotency key is, 1 to 255 printable ASCII. */
-const KEY = /^[\x20-\x7e]{1,255}$/;
 
 /**
  * Checks the `key` option of `@IdempotentMessage()` and makes its reader.
@@ -77,10 +75,7 @@ function parseMessageKey(value: unknown): ParsedIdempotencyKey {
   if (typeof value !== 'string') {
     return { kind: 'invalid', reason: 'the key is not a string or a number' };
   }
-  if (!KEY.test(value)) {
-    return { kind: 'invalid', reason: 'the key is not 1 to 255 printable ASCII characters' };
-  }
-  return { kind: 'valid', key: value };
+  return parsePlainKey(value);
 }
 
 /**

@@ -69,6 +69,22 @@ export function parseIdempotencyKey(values: readonly string[]): ParsedIdempotenc
   return { kind: 'valid', key };
 }
 
+/** What a key carried as a plain value is: 1 to 255 printable ASCII characters. */
+const PLAIN_KEY = /^[\x20-\x7e]{1,255}$/;
+
+/**
+ * Reads a key carried as a plain value rather than a header (a message's field, a GraphQL
+ * argument): taken as it is, with no unquoting or trimming.
+ * @param value - the value as its carrier gave it
+ * @returns the key, or invalid with a reason that never echoes it
+ */
+export function parsePlainKey(value: string): ParsedIdempotencyKey {
+  if (!PLAIN_KEY.test(value)) {
+    return { kind: 'invalid', reason: 'the key is not 1 to 255 printable ASCII characters' };
+  }
+  return { kind: 'valid', key: value };
+}
+
 /**
  * Collects every value of one header from a Node request, one per header line (so a repeated
  * header is seen as repeated rather than joined with a comma).
