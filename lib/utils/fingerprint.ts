@@ -1,4 +1,5 @@
-import { createHash } from 'node:crypto';
+import { createHash, hash as hashOnce } from 'node:crypto';
+import type { Hash } from 'node:crypto';
 import { canonicalJson } from './canonical-json';
 
 /** What goes into a request fingerprint. */
@@ -42,16 +43,18 @@ function bodyPart(input: FingerprintInput): string | Buffer {
  * @returns the fingerprint as 64 lower-case hex characters
  */
 export function fingerprintRequest(input: FingerprintInput): string {
-  const hash = createHash('sha256');
   // Text parts are gathered into one string and hashed in one call (UTF-8, as Buffer.from
   // would encode them); a raw body flushes what was gathered and goes in as its bytes. The
-  // bytes hashed are the same either way.
+  // bytes hashed are the same either way. A request with no raw body (most) is hashed in one
+  // shot, without a Hash object.
+  let hash: Hash | undefined;
   let text = '';
   const part = (value: string | Buffer) => {
     if (typeof value === 'string') {
       text += `${Buffer.byteLength(value, 'utf8')}:${value}`;
       return;
     }
+    hash ??= createHash('sha256');
     hash.update(`${text}${value.length}:`);
     hash.update(value);
     text = '';
@@ -70,6 +73,7 @@ export function fingerprintRequest(input: FingerprintInput): string {
     part(name);
     part(value === undefined ? '\u0000absent' : value);
   }
+  if (!hash) return hashOnce('sha256', text, 'hex');
   if (text) hash.update(text, 'utf8');
   return hash.digest('hex');
 }
