@@ -67,7 +67,7 @@ export class ExpressResponseAdapter extends IdempotencyResponseAdapter {
         // between its versions), with its Content-Length and ETag: let its send work the answer
         // out, and take it where send ends it (the end hook), headers as they will be written.
         if (typeof payload === 'string') {
-          setBeforeSend = new Set(Object.keys(lowerCaseHeaders(res.getHeaders())));
+          setBeforeSend = new Set(res.getHeaderNames() as string[]);
           return send.call(res, payload);
         }
         const headers = lowerCaseHeaders(res.getHeaders());

@@ -29,6 +29,27 @@ export type ClaimEnd =
   | { claimed: false };
 
 /**
+ * A claim on its way. Its promise is made only when a duplicate waits on it: most claims have
+ * none. A class, not an object literal with a getter, which V8 builds far more slowly.
+ */
+class Claiming implements ClaimingEntry {
+  readonly state = 'claiming';
+  private waiting?: Promise<void>;
+  private settle?: () => void;
+  private ended = false;
+
+  get settled(): Promise<void> {
+    if (this.ended) return Promise.resolve();
+    return (this.waiting ??= new Promise<void>((resolve) => (this.settle = resolve)));
+  }
+
+  end(): void {
+    this.ended = true;
+    this.settle?.();
+  }
+}
+
+/**
  * The keys this instance is claiming or executing, so that a duplicate arriving at the same
  * instance gets the store's answer without asking the store: a same-key storm costs one claim
  * per instance instead of one per request.
@@ -72,17 +93,7 @@ export class InFlightClaims {
     const id = scopedKey(scope, key);
     if (this.get(scope, key)) return undefined;
     const startedAt = this.now();
-    // The promise is made only when a duplicate waits on it: most claims have no duplicate.
-    let waiting: Promise<void> | undefined;
-    let settle: (() => void) | undefined;
-    let ended = false;
-    const entry: ClaimingEntry = {
-      state: 'claiming',
-      get settled() {
-        if (ended) return Promise.resolve();
-        return (waiting ??= new Promise<void>((resolve) => (settle = resolve)));
-      },
-    };
+    const entry = new Claiming();
     this.entries.set(id, entry);
     return (end) => {
       if (this.entries.get(id) !== entry) return;
@@ -97,8 +108,7 @@ export class InFlightClaims {
       } else {
         this.entries.delete(id);
       }
-      ended = true;
-      settle?.();
+      entry.end();
     };
   }
 

@@ -82,8 +82,14 @@ export class ReplayCache {
     const id = scopedKey(scope, key);
     const previous = this.entries.get(id);
     if (previous) this.remove(id, previous);
-    const response = { ...completion.response, body: ownCopy(completion.response.body) };
-    this.entries.set(id, { ...completion, response, expiresAt, bytes });
+    const { status, headers, body } = completion.response;
+    this.entries.set(id, {
+      recordId: completion.recordId,
+      fingerprint: completion.fingerprint,
+      response: { status, headers, body: ownCopy(body) },
+      expiresAt,
+      bytes,
+    });
     this.bytes += bytes;
     for (const [oldId, oldest] of this.entries) {
       if (this.entries.size <= this.maxEntries && this.bytes <= this.maxBytes) break;
