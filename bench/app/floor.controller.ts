@@ -14,6 +14,8 @@ import {
 } from './floor-statements';
 import type { FloorStatement } from './floor-statements';
 
+const INSERT_ENTRY = `INSERT INTO bench_entries (amount, note) VALUES ($1, $2)
+  RETURNING id, amount, note, created_at AS "createdAt"`;
 const TTL_SECONDS = FLOOR_TTL_SECONDS;
 const LEASE_SECONDS = FLOOR_LEASE_SECONDS;
 const FINGERPRINT = FLOOR_FINGERPRINT;
@@ -136,6 +138,46 @@ export class FloorController {
   }
 
   /**
+   * `POST /floor-tx-typeorm`: `/floor-tx` on a TypeORM query runner, as a TypeORM application
+   * writes in a transaction: the claim on its own, then `startTransaction()`, the insert through
+   * the runner's `EntityManager`, the completion as the library sends it (named, on the runner's
+   * pg client), `commitTransaction()` and `release()`. What TypeORM's transaction machinery adds
+   * to `/floor-tx`, which the library's transactional route cannot avoid: its handler writes
+   * through an `EntityManager`.
+   */
+  @Post('floor-tx-typeorm')
+  async floorTransactionalTypeOrm(
+    @Headers('idempotency-key') key: string,
+    @Body() body: unknown,
+  ): Promise<BenchEntry> {
+    const owner = randomUUID();
+    const claimed = await this.pool.query(this.claimFresh(key, owner, '/floor-tx-typeorm'));
+    if (claimed.rowCount !== 1) throw new ConflictException();
+    const input = parseBenchEntryInput(body);
+    const runner = this.dataSource.createQueryRunner();
+    await runner.connect();
+    try {
+      await runner.startTransaction();
+      const rows: BenchEntry[] = await runner.manager.query(INSERT_ENTRY, [
+        input.amount,
+        input.note ?? null,
+      ]);
+      const client = (runner as unknown as { databaseConnection: PoolClient }).databaseConnection;
+      await client.query({
+        ...this.library.complete,
+        values: ['', key, owner, 201, HEADERS, Buffer.from(JSON.stringify(rows[0])), TTL_SECONDS],
+      });
+      await runner.commitTransaction();
+      return rows[0];
+    } catch (error) {
+      if (runner.isTransactionActive) await runner.rollbackTransaction().catch(() => undefined);
+      throw error;
+    } finally {
+      await runner.release();
+    }
+  }
+
+  /**
    * `POST /floor-tx-inside`: the claim inside the handler's transaction instead
    * (`BEGIN; claim; insert; completion; COMMIT`): one commit and one checkout fewer. What it
    * changes is measured here only; see BENCHMARKS.md for what it would mean for duplicates.
@@ -167,11 +209,7 @@ export class FloorController {
     body: unknown,
   ): Promise<BenchEntry> {
     const input = parseBenchEntryInput(body);
-    const { rows } = await client.query(
-      `INSERT INTO bench_entries (amount, note) VALUES ($1, $2)
-       RETURNING id, amount, note, created_at AS "createdAt"`,
-      [input.amount, input.note ?? null],
-    );
+    const { rows } = await client.query(INSERT_ENTRY, [input.amount, input.note ?? null]);
     const entry: BenchEntry = rows[0];
     await client.query({
       ...this.library.complete,

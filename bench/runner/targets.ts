@@ -42,7 +42,26 @@ export const TARGETS = {
   sealedToClear1KB: 0.95,
   /** Wake-up p99 of the wait storm's waiters with `LISTEN/NOTIFY`, from the completion. */
   waitNotifyP99Ms: 5,
+  /** First executions over the floor's statements sent from a bare guard and interceptor. */
+  firstToInterceptorFloor: 0.95,
+  /** Transactional first executions over the transactional floor's statements by hand. */
+  firstTxToTxFloor: 0.95,
+  /** Replays over the Redis peer's replays (req/s), and its Node CPU per replay over ours. */
+  replayToRedisPeer: 1,
 } as const;
+
+/**
+ * The median of the per-round ratios `a / b` of two throughput rows measured in the same rounds,
+ * with the rounds' ratios; undefined when either row was not measured.
+ */
+function roundsRatio(
+  a: ThroughputRow | undefined,
+  b: ThroughputRow | undefined,
+): { median: number; rounds: number[] } | undefined {
+  if (!a || !b || a.roundsRps.length !== b.roundsRps.length) return undefined;
+  const rounds = a.roundsRps.map((rps, i) => rps / b.roundsRps[i]);
+  return { median: median(rounds), rounds };
+}
 
 const ms = (value: number) => `${value.toFixed(2)} ms`;
 const ratio = (value: number) => `${value.toFixed(2)}×`;
@@ -166,6 +185,24 @@ function waitStormChecks(phase: WaitStormPhaseResult | undefined): TargetCheck[]
   return checks;
 }
 
+/** A ratio target between two rows measured side by side: the median of the rounds' ratios. */
+function sideBySide(
+  name: string,
+  a: ThroughputRow | undefined,
+  b: ThroughputRow | undefined,
+  target: number,
+): TargetCheck {
+  return check(name, `≥ ${target.toFixed(2)}×`, () => {
+    const measured = roundsRatio(a, b);
+    return measured
+      ? {
+          measured: `${ratio(measured.median)}${perRound(measured.rounds, (r) => r.toFixed(2))}`,
+          pass: measured.median >= target,
+        }
+      : undefined;
+  });
+}
+
 /**
  * Checks the measurements of one adapter against the targets of issue 4. Ratios come from the
  * same run, side by side. "p50 added" is taken from the unloaded probe (one request at a time):
@@ -181,6 +218,7 @@ export function evaluateTargets(inputs: TargetInputs): TargetCheck[] {
   const plainTx = row('plain-tx');
   const durableFirst = row('durable-first');
   const durableReplay = row('durable-replay');
+  const peerReplay = row('peer-replay');
   const { purge } = inputs;
   const beyondPlain = (part: 'serverUs' | 'postgresUs') =>
     first && plain ? first.cpu[part] - plain.cpu[part] : undefined;
@@ -218,6 +256,33 @@ export function evaluateTargets(inputs: TargetInputs): TargetCheck[] {
               pass: postgres <= TARGETS.postgresUsBeyondPlain,
             }
           : undefined,
+    ),
+    sideBySide(
+      'first execution vs the floor from an interceptor (req/s)',
+      first,
+      row('floor-interceptor'),
+      TARGETS.firstToInterceptorFloor,
+    ),
+    sideBySide(
+      'transactional first execution vs the transactional floor (req/s)',
+      firstTx,
+      row('floor-tx'),
+      TARGETS.firstTxToTxFloor,
+    ),
+    sideBySide(
+      'transactional first execution vs that floor on a TypeORM query runner (req/s)',
+      firstTx,
+      row('floor-tx-typeorm'),
+      TARGETS.firstTxToTxFloor,
+    ),
+    sideBySide('replay vs the Redis peer replay (req/s)', replay, peerReplay, TARGETS.replayToRedisPeer),
+    check('Node CPU per replay vs the Redis peer', '≤ the peer\'s', () =>
+      replay && peerReplay
+        ? {
+            measured: `${Math.round(replay.cpu.serverUs)} µs vs ${Math.round(peerReplay.cpu.serverUs)} µs`,
+            pass: replay.cpu.serverUs <= peerReplay.cpu.serverUs,
+          }
+        : undefined,
     ),
     check('first execution vs the durable peer (req/s)', `≥ ${TARGETS.aheadOfDurablePeer}×`, () =>
       first && durableFirst

@@ -10,6 +10,7 @@ export const ROUTES = {
   floorInterceptor: '/floor-interceptor',
   floorTx: '/floor-tx',
   floorTxInside: '/floor-tx-inside',
+  floorTxTypeOrm: '/floor-tx-typeorm',
   durable: '/durable',
   stormFloor: '/storm-floor',
   idempotent: '/idempotent',
@@ -33,6 +34,7 @@ export interface BenchCase {
     | 'floor-interceptor'
     | 'floor-tx'
     | 'floor-tx-inside'
+    | 'floor-tx-typeorm'
     | 'first'
     | 'first-tx'
     | 'replay'
@@ -83,6 +85,13 @@ export const BENCH_CASES: readonly BenchCase[] = [
     id: 'floor-tx',
     label: 'floor, transactional',
     path: ROUTES.floorTx,
+    key: 'fresh',
+    peer: false,
+  },
+  {
+    id: 'floor-tx-typeorm',
+    label: 'floor, transactional (TypeORM)',
+    path: ROUTES.floorTxTypeOrm,
     key: 'fresh',
     peer: false,
   },
