@@ -275,8 +275,13 @@ export function evaluateTargets(inputs: TargetInputs): TargetCheck[] {
       row('floor-tx-typeorm'),
       TARGETS.firstTxToTxFloor,
     ),
-    sideBySide('replay vs the Redis peer replay (req/s)', replay, peerReplay, TARGETS.replayToRedisPeer),
-    check('Node CPU per replay vs the Redis peer', '≤ the peer\'s', () =>
+    sideBySide(
+      'replay vs the Redis peer replay (req/s)',
+      replay,
+      peerReplay,
+      TARGETS.replayToRedisPeer,
+    ),
+    check('Node CPU per replay vs the Redis peer', "≤ the peer's", () =>
       replay && peerReplay
         ? {
             measured: `${Math.round(replay.cpu.serverUs)} µs vs ${Math.round(peerReplay.cpu.serverUs)} µs`,
