@@ -131,9 +131,7 @@ export class FloorController {
     @Headers('idempotency-key') key: string,
     @Body() body: unknown,
   ): Promise<BenchEntry> {
-    const owner = randomUUID();
-    const claimed = await this.pool.query(this.claimFresh(key, owner, '/floor-tx'));
-    if (claimed.rowCount !== 1) throw new ConflictException();
+    const owner = await this.claimAlone(key, '/floor-tx');
     return this.inTransaction(async (client) => this.insertAndComplete(client, key, owner, body));
   }
 
@@ -150,9 +148,7 @@ export class FloorController {
     @Headers('idempotency-key') key: string,
     @Body() body: unknown,
   ): Promise<BenchEntry> {
-    const owner = randomUUID();
-    const claimed = await this.pool.query(this.claimFresh(key, owner, '/floor-tx-typeorm'));
-    if (claimed.rowCount !== 1) throw new ConflictException();
+    const owner = await this.claimAlone(key, '/floor-tx-typeorm');
     const input = parseBenchEntryInput(body);
     const runner = this.dataSource.createQueryRunner();
     await runner.connect();
@@ -163,10 +159,7 @@ export class FloorController {
         input.note ?? null,
       ]);
       const client = (runner as unknown as { databaseConnection: PoolClient }).databaseConnection;
-      await client.query({
-        ...this.library.complete,
-        values: ['', key, owner, 201, HEADERS, Buffer.from(JSON.stringify(rows[0])), TTL_SECONDS],
-      });
+      await client.query(this.completion(key, owner, rows[0]));
       await runner.commitTransaction();
       return rows[0];
     } catch (error) {
@@ -195,6 +188,27 @@ export class FloorController {
     });
   }
 
+  /**
+   * Claims a new key on its own (autocommit), as the transactional route does before its
+   * transaction.
+   * @returns the owner token
+   * @throws ConflictException when the key was already claimed
+   */
+  private async claimAlone(key: string, path: string): Promise<string> {
+    const owner = randomUUID();
+    const claimed = await this.pool.query(this.claimFresh(key, owner, path));
+    if (claimed.rowCount !== 1) throw new ConflictException();
+    return owner;
+  }
+
+  /** The library's completion of `key` with `entry` as its 201 body. */
+  private completion(key: string, owner: string, entry: BenchEntry) {
+    return {
+      ...this.library.complete,
+      values: ['', key, owner, 201, HEADERS, Buffer.from(JSON.stringify(entry)), TTL_SECONDS],
+    };
+  }
+
   private claimFresh(key: string, owner: string, path: string) {
     return {
       ...this.library.claimFresh,
@@ -211,10 +225,7 @@ export class FloorController {
     const input = parseBenchEntryInput(body);
     const { rows } = await client.query(INSERT_ENTRY, [input.amount, input.note ?? null]);
     const entry: BenchEntry = rows[0];
-    await client.query({
-      ...this.library.complete,
-      values: ['', key, owner, 201, HEADERS, Buffer.from(JSON.stringify(entry)), TTL_SECONDS],
-    });
+    await client.query(this.completion(key, owner, entry));
     return entry;
   }
 
