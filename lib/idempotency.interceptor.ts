@@ -6,7 +6,7 @@ import { IdempotencyConfigurationError } from './errors/idempotency-configuratio
 import { IdempotencyProblemException } from './errors/idempotency-problem.exception';
 import { IdempotencyEvents } from './events/idempotency.events';
 import { IdempotencyClaims } from './execution/idempotency-claims';
-import type { Claimed } from './execution/idempotency-claims';
+import type { Claimed, KnownClaimInput, Replay } from './execution/idempotency-claims';
 import { IdempotencyExecutionFactory } from './execution/idempotency-execution.factory';
 import { fingerprintOf } from './execution/request-fingerprint';
 import { ResponseAdapterResolver } from './http/response-adapter.resolver';
@@ -55,11 +55,15 @@ export class IdempotencyInterceptor implements NestInterceptor {
     const key = source.read(request, route);
     // No key on a `required: false` route: unprotected. (The guard refused every other case.)
     if (key.kind !== 'valid') return next.handle();
+    const known = this.knownClaim(request, route, key.key, source);
+    // A replay from memory, or a refusal this instance can tell alone (thrown): no promise.
+    const replay = this.claims.known(known);
+    if (replay) return this.replay(context, replay);
     // One observable around the claim and what follows it (not defer + mergeMap: two fewer
     // subscriber layers on every request). A claim that settles after the caller stopped
     // listening (an outer timeout answered first) is given back: see unclaimed().
     return new Observable((subscriber) => {
-      this.claim(context, route, key.key, source).then(
+      this.claim(context, known).then(
         (claimed) => {
           if (subscriber.closed) return void this.unclaimed(claimed);
           try {
@@ -79,26 +83,27 @@ export class IdempotencyInterceptor implements NestInterceptor {
     });
   }
 
-  private async claim(
-    context: ExecutionContext,
+  /** The request's key, scope and fingerprint: what its claim is decided by. */
+  private knownClaim(
+    request: any,
     route: ResolvedIdempotencyRouteOptions,
     key: string,
     source: IdempotencyKeySource,
-  ): Promise<Claimed> {
-    const request = context.switchToHttp().getRequest();
+  ): KnownClaimInput {
     const scope = this.scopeOf(request, route);
     const fingerprint =
       source.fingerprint?.(request, scope) ?? this.fingerprintOf(request, route, scope);
     const label = routeLabelOf(request);
+    return { route, keyPlace: route.header, scope, key, fingerprint, label };
+  }
+
+  private claim(context: ExecutionContext, known: KnownClaimInput): Promise<Claimed> {
+    const request = context.switchToHttp().getRequest();
+    const { route, scope, key, label } = known;
     return this.claims.claim({
-      route,
-      keyPlace: route.header,
-      scope,
-      key,
-      fingerprint,
+      ...known,
       method: request.method,
       path: request.originalUrl ?? request.url,
-      label,
       waiting: () => this.waitingRequest(context, scope, key, label),
       start: (won) => this.executions.start(context, route, won),
     });
@@ -134,10 +139,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
   }
 
   /** Writes the stored response now, whatever the route's style. */
-  private replay(
-    context: ExecutionContext,
-    replay: Extract<Claimed, { kind: 'replay' }>,
-  ): Observable<undefined> {
+  private replay(context: ExecutionContext, replay: Replay): Observable<undefined> {
     this.responses.get().writeReplay(context.switchToHttp().getResponse(), replay.response);
     const { scope, key, response, label } = replay;
     this.events.emit({ type: 'replayed', scope, key, status: response.status, route: label });

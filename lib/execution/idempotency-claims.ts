@@ -1,12 +1,17 @@
 import { randomUUID } from 'node:crypto';
-import { Injectable, Logger } from '@nestjs/common';
+import { Inject, Injectable, Logger } from '@nestjs/common';
 import { IdempotencyProblemException } from '../errors/idempotency-problem.exception';
 import type { IdempotencyKeyPlace } from '../errors/idempotency-problem.exception';
 import { IdempotencyEvents } from '../events/idempotency.events';
 import type { ResolvedIdempotencyRouteOptions } from '../interfaces/idempotency-module-options.interface';
-import type { StoredResponse } from '../interfaces/idempotency-record.interface';
+import type { KnownClaimResult, StoredResponse } from '../interfaces/idempotency-record.interface';
+import { IDEMPOTENCY_STORE_CAPABILITIES } from '../idempotency.tokens';
 import { IdempotencyMetrics } from '../metrics/idempotency-metrics';
 import { IdempotencyStore } from '../storage/idempotency.store';
+import type {
+  IdempotencyStoreCapabilities,
+  IdempotencyStoreMemory,
+} from '../storage/idempotency-store.capabilities';
 import { IdempotencyWaiters } from '../waiting/idempotency-waiters';
 import { claimOrWait } from '../waiting/wait-for-claim';
 import type { WaitingRequest } from '../waiting/wait-for-claim';
@@ -38,10 +43,23 @@ export interface ClaimInput {
   start(claim: WonClaim): Promise<IdempotencyExecution>;
 }
 
+/** What `IdempotencyClaims.known()` needs: the key and what names it, before anything is sent. */
+export type KnownClaimInput = Pick<
+  ClaimInput,
+  'route' | 'keyPlace' | 'scope' | 'key' | 'fingerprint' | 'label'
+>;
+
+/** A completed record to replay. */
+export interface Replay {
+  kind: 'replay';
+  scope: string;
+  key: string;
+  response: StoredResponse;
+  label: string;
+}
+
 /** What a claim comes to: the handler is to run, or a completed record is to be replayed. */
-export type Claimed =
-  | { kind: 'run'; execution: IdempotencyExecution }
-  | { kind: 'replay'; scope: string; key: string; response: StoredResponse; label: string };
+export type Claimed = { kind: 'run'; execution: IdempotencyExecution } | Replay;
 
 /**
  * Claims a key in the store and says what follows: run the handler (the key was won), replay the
@@ -51,6 +69,7 @@ export type Claimed =
 @Injectable()
 export class IdempotencyClaims {
   private readonly logger = new Logger('Idempotency');
+  private readonly memory?: IdempotencyStoreMemory;
 
   /** Built by Nest's injector, from the module's own providers. @internal */
   constructor(
@@ -58,14 +77,36 @@ export class IdempotencyClaims {
     private readonly events: IdempotencyEvents,
     private readonly metrics: IdempotencyMetrics,
     private readonly waiters: IdempotencyWaiters,
-  ) {}
+    @Inject(IDEMPOTENCY_STORE_CAPABILITIES) capabilities: IdempotencyStoreCapabilities,
+  ) {
+    this.memory = capabilities.memory;
+  }
+
+  /**
+   * What this instance already knows of the key, answered at once, without a promise: the
+   * replay of a completed record it holds, or the refusal (thrown) of a key it runs now, as
+   * `claim()` would answer. Replays and same-key storms on one instance take this path.
+   * @returns `undefined` when only the store can tell (then `claim()`), or when the key is in
+   *   flight on a route that may wait
+   * @throws IdempotencyProblemException the refusal its client gets
+   */
+  known(input: KnownClaimInput): Replay | undefined {
+    if (!this.memory) return undefined;
+    const started = performance.now();
+    const answer = this.memory.answer(input.scope, input.key, input.fingerprint);
+    if (!answer || (answer.outcome === 'in_flight' && input.route.wait.maxSeconds > 0)) {
+      return undefined;
+    }
+    this.metrics.claimed(input.label, (performance.now() - started) / 1000, answer.outcome);
+    return this.decided(answer, input);
+  }
 
   /**
    * Claims the key of one request (waiting for a key in flight on a route that may wait).
    * @throws IdempotencyProblemException the refusal its client gets
    */
   async claim(input: ClaimInput): Promise<Claimed> {
-    const { route, scope, key, label, keyPlace } = input;
+    const { route, scope, key, label } = input;
     const claimRequest = {
       scope,
       key,
@@ -97,6 +138,18 @@ export class IdempotencyClaims {
       route.wait.maxSeconds > 0 && input.waiting
         ? await claimOrWait(this.waiters, this.events, route.wait, input.waiting(), claimOnce)
         : await claimOnce();
+    if (claim.outcome !== 'claimed') return this.decided(claim, input);
+    const { recordId, attempt } = claim;
+    const { ownerToken } = claimRequest;
+    const execution = await input
+      .start({ scope, key, ownerToken, recordId, attempt, claimedAt, label })
+      .catch((error) => Promise.reject(this.storeUnavailable(error, route, 'begin', label)));
+    return { kind: 'run', execution };
+  }
+
+  /** What an answer other than a key won means for the request: a replay, or a refusal (thrown). */
+  private decided(claim: KnownClaimResult, input: KnownClaimInput): Replay {
+    const { route, scope, key, label, keyPlace } = input;
     switch (claim.outcome) {
       case 'mismatch':
         throw this.reject(IdempotencyProblemException.keyReused(keyPlace), label, scope, key);
@@ -122,12 +175,6 @@ export class IdempotencyClaims {
         return { kind: 'replay', scope, key, response: claim.response, label };
       }
     }
-    const { recordId, attempt } = claim;
-    const { ownerToken } = claimRequest;
-    const execution = await input
-      .start({ scope, key, ownerToken, recordId, attempt, claimedAt, label })
-      .catch((error) => Promise.reject(this.storeUnavailable(error, route, 'begin', label)));
-    return { kind: 'run', execution };
   }
 
   /** The store could not be reached: nothing runs, the client is told to retry (503). */

@@ -93,6 +93,9 @@ export type ClaimResult =
       recordId: string;
     };
 
+/** A claim's answer other than a key won: what the caller learns about a key someone has. */
+export type KnownClaimResult = Exclude<ClaimResult, { outcome: 'claimed' }>;
+
 /** A transaction opened by the store for `transactional: true` routes. */
 export interface IdempotencyStoreTransaction {
   /** The ORM handle bound to the transaction (a TypeORM `EntityManager` for the TypeORM store). */

@@ -1,3 +1,4 @@
+import type { KnownClaimResult } from '../interfaces/idempotency-record.interface';
 import type { OperationRecordStore } from '../phases/operation-record.store';
 import type { StagedJobStore } from '../jobs/staged-job.store';
 
@@ -51,6 +52,19 @@ export interface IdempotencyStoreWakeUps {
   readonly pushing: boolean;
   /** Closes what `listen()` opened (at shutdown). */
   close(): Promise<void>;
+}
+
+/**
+ * What this instance already knows of a key, read without waiting on anything: the answer
+ * `IdempotencyStore.claim()` would give, when this instance can tell it alone. A replay from
+ * memory or a duplicate refused while the first request runs here then costs no promise.
+ */
+export interface IdempotencyStoreMemory {
+  /**
+   * @returns `completed` (the record, for a replay), `mismatch` or `in_flight`, exactly as the
+   *   store would answer a claim now; `undefined` when only the store can tell
+   */
+  answer(scope: string, key: string, fingerprint: string): KnownClaimResult | undefined;
 }
 
 /** A record as the operator tool shows it. Times are the database's. */
@@ -137,6 +151,8 @@ export interface IdempotencyStoreCapabilities {
   readonly jobs?: StagedJobStore;
   /** Wake-ups of waiters when records settle on other instances. */
   readonly wakeUps?: IdempotencyStoreWakeUps;
+  /** Claims answered from this instance's own knowledge, without waiting (the local-first layer). */
+  readonly memory?: IdempotencyStoreMemory;
   /** The counts of the health indicator. */
   readonly health?: IdempotencyStoreHealthQuery;
   /** What the operator tool (`nest-idempotency/cli`) reads and changes. */

@@ -3,6 +3,7 @@ import type {
   ClaimResult,
   IdempotencyRecordRef,
   IdempotencyStoreTransaction,
+  KnownClaimResult,
   StoredResponse,
 } from '../interfaces/idempotency-record.interface';
 import { IdempotencyStore } from './idempotency.store';
@@ -66,14 +67,14 @@ export class LocalFirstIdempotencyStore extends IdempotencyStore {
 
   /** @inheritDoc */
   async claim(request: ClaimRequest): Promise<ClaimResult> {
-    let local = this.answerLocally(request);
+    const { scope, key, fingerprint, ownerToken, lockTimeoutSeconds } = request;
+    let local = this.answerLocally(scope, key, fingerprint);
     if (local instanceof Promise) {
       // This instance's own claim of the key is on its way: wait for it once, then look again.
       await local;
-      local = this.answerLocally(request, true);
+      local = this.answerLocally(scope, key, fingerprint, true);
     }
-    if (local) return local as ClaimResult;
-    const { scope, key, fingerprint, ownerToken, lockTimeoutSeconds } = request;
+    if (local) return local as KnownClaimResult;
     const endClaim = this.inFlight.begin(scope, key);
     const sentAt = this.now();
     let result: ClaimResult;
@@ -166,7 +167,8 @@ export class LocalFirstIdempotencyStore extends IdempotencyStore {
 
   /**
    * The wrapped store's abilities; its operations ability reports each write to this layer,
-   * which learns of completions and ended runs from them as it does from `complete()`.
+   * which learns of completions and ended runs from them as it does from `complete()`. Adds
+   * `memory`: the claims this layer answers alone, read without a promise.
    * @inheritDoc
    */
   override capabilities(): IdempotencyStoreCapabilities {
@@ -188,6 +190,12 @@ export class LocalFirstIdempotencyStore extends IdempotencyStore {
           },
         }),
       wakeUps: this.localWakeUps(inner.wakeUps),
+      memory: {
+        answer: (scope, key, fingerprint) => {
+          const local = this.answerLocally(scope, key, fingerprint);
+          return local instanceof Promise ? undefined : local;
+        },
+      },
     };
     return this.abilities;
   }
@@ -222,10 +230,11 @@ export class LocalFirstIdempotencyStore extends IdempotencyStore {
    * while its own claim of the key is on its way and `waited` is false, that claim's settling.
    */
   private answerLocally(
-    request: ClaimRequest,
+    scope: string,
+    key: string,
+    fingerprint: string,
     waited = false,
-  ): ClaimResult | Promise<void> | undefined {
-    const { scope, key, fingerprint } = request;
+  ): KnownClaimResult | Promise<void> | undefined {
     const cached = this.cache.get(scope, key);
     if (cached) {
       if (cached.fingerprint !== fingerprint) {
