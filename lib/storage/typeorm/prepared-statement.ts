@@ -19,16 +19,40 @@ export interface StatementResult {
   rowCount: number | null;
 }
 
+/** A statement as node-postgres sends it. */
+interface PgQueryConfig {
+  name?: string;
+  text: string;
+  values: unknown[];
+}
+
 /** The part of a node-postgres client the store uses. */
 export interface PgClient {
-  query(config: { name?: string; text: string; values: unknown[] }): Promise<StatementResult>;
+  query(config: PgQueryConfig): Promise<StatementResult>;
+  query(
+    config: PgQueryConfig,
+    callback: (error: Error | null, result: StatementResult) => void,
+  ): void;
   on(event: 'error', listener: (error: Error) => void): unknown;
   removeListener(event: 'error', listener: (error: Error) => void): unknown;
+}
+
+/** A pg-pool, as far as the request path uses it: a connection lent to a callback. */
+interface PgPool {
+  connect(
+    callback: (
+      error: Error | undefined,
+      client: PgClient,
+      release: (error?: unknown) => void,
+    ) => void,
+  ): void;
 }
 
 /** TypeORM's PostgreSQL driver, as far as the store uses it. */
 interface PostgresDriverLike {
   obtainMasterConnection(): Promise<[PgClient, (error?: unknown) => void]>;
+  /** Its pool, once the DataSource is initialised (what `obtainMasterConnection()` lends from). */
+  master?: PgPool;
 }
 
 /**
@@ -41,9 +65,10 @@ export function prepareStatement(text: string): PreparedStatement {
 }
 
 /**
- * Whether the DataSource's driver lends out pg connections directly. `obtainMasterConnection`
- * is not part of TypeORM's public API, so the store uses it only when this holds at bootstrap,
- * and otherwise runs its statements through query runners.
+ * Whether the DataSource's driver lends out pg connections directly: TypeORM's PostgreSQL
+ * driver, whose `obtainMasterConnection()` lends them from its pool (`master`). Neither is part
+ * of TypeORM's public API, so the store borrows from that pool only when this holds at
+ * bootstrap, and otherwise runs its statements through query runners.
  */
 export function hasPoolAccess(dataSource: DataSource): boolean {
   const driver = dataSource.driver as unknown as Partial<PostgresDriverLike> & {
@@ -62,7 +87,9 @@ export function hasPoolAccess(dataSource: DataSource): boolean {
  * Call only when `hasPoolAccess(dataSource)` holds.
  *
  * This is the request path's one statement helper, so it is written as one promise with one
- * timer for the wait for a connection and the statement together (not a race per step).
+ * timer for the wait for a connection and the statement together (not a race per step), and it
+ * borrows the connection and sends the statement with pg's callbacks: TypeORM's
+ * `obtainMasterConnection()` and pg's promise API would add six promises per statement.
  *
  * @param prepared - send it as a named prepared statement (else unnamed: parsed and planned on
  *   every call, but safe where connections share server sessions, as behind PgBouncer's
@@ -75,7 +102,9 @@ export function runOnPool(
   deadline: Deadline,
   prepared = true,
 ): Promise<StatementResult> {
-  const driver = dataSource.driver as unknown as PostgresDriverLike;
+  const pool = (dataSource.driver as unknown as PostgresDriverLike).master;
+  // TypeORM's own words for a DataSource not initialised (or destroyed).
+  if (!pool) return Promise.reject(new Error('Driver not Connected'));
   return new Promise<StatementResult>((resolve, reject) => {
     let settled = false;
     let client: PgClient | undefined;
@@ -99,46 +128,43 @@ export function runOnPool(
       }
       reject(timeout);
     });
-    driver.obtainMasterConnection().then(
-      ([lent, releaseLent]) => {
-        if (settled) return releaseLent();
-        client = lent;
-        release = releaseLent;
-        timer.waitingFor = 'PostgreSQL to answer';
-        lent.on('error', onError);
-        const query = prepared
-          ? { name: statement.name, text: statement.text, values }
-          : { text: statement.text, values };
-        const failed = (error: unknown) => {
-          if (settled) return;
-          settled = true;
-          timer.clear();
-          if (!isServerError(error)) broken = error;
-          giveBack();
-          reject(prepared ? explainStatementError(error, statement) : error);
-        };
-        let pending: Promise<StatementResult>;
-        try {
-          pending = lent.query(query);
-        } catch (error) {
-          // A query pg refuses outright (as the old awaited call caught): the connection goes back.
-          return failed(error);
-        }
-        pending.then((result) => {
+    pool.connect((connectError, lent, releaseLent) => {
+      if (connectError) {
+        if (settled) return;
+        settled = true;
+        timer.clear();
+        return reject(connectError);
+      }
+      if (settled) return releaseLent();
+      client = lent;
+      release = releaseLent;
+      timer.waitingFor = 'PostgreSQL to answer';
+      lent.on('error', onError);
+      const query = prepared
+        ? { name: statement.name, text: statement.text, values }
+        : { text: statement.text, values };
+      const failed = (error: unknown) => {
+        if (settled) return;
+        settled = true;
+        timer.clear();
+        if (!isServerError(error)) broken = error;
+        giveBack();
+        reject(prepared ? explainStatementError(error, statement) : error);
+      };
+      try {
+        lent.query(query, (error, result) => {
+          if (error) return failed(error);
           if (settled) return;
           settled = true;
           timer.clear();
           giveBack();
           resolve(result);
-        }, failed);
-      },
-      (error: unknown) => {
-        if (settled) return;
-        settled = true;
-        timer.clear();
-        reject(error);
-      },
-    );
+        });
+      } catch (error) {
+        // A query pg refuses outright (as the old awaited call caught): the connection goes back.
+        failed(error);
+      }
+    });
   });
 }
 
