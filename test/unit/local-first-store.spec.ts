@@ -84,3 +84,74 @@ describe('LocalFirstIdempotencyStore with a renewed lease', () => {
     expect(inner.claims).toBe(claimsBefore);
   });
 });
+
+/**
+ * Its `memory` ability is what the interceptor asks first, without a promise: it must say
+ * exactly what a claim would answer from this instance's knowledge, and nothing otherwise.
+ */
+describe('LocalFirstIdempotencyStore memory', () => {
+  let time: number;
+  let inner: CountingStore;
+  let store: LocalFirstIdempotencyStore;
+  const request = (ownerToken: string, fingerprint = 'fp'): ClaimRequest => ({
+    scope: 's',
+    key: 'k',
+    fingerprint,
+    method: 'POST',
+    path: '/orders',
+    ownerToken,
+    lockTimeoutSeconds: LOCK_TIMEOUT_SECONDS,
+    ttlSeconds: 3_600,
+  });
+  const memory = () => store.capabilities().memory!;
+
+  beforeEach(() => {
+    time = 10_000;
+    const now = () => time;
+    inner = new CountingStore(now);
+    store = new LocalFirstIdempotencyStore(inner, { maxEntries: 100, maxBytes: 1 << 20 }, now);
+  });
+
+  it('knows nothing of a key this instance has not claimed or replayed', () => {
+    expect(memory().answer('s', 'k', 'fp')).toBeUndefined();
+    expect(inner.claims).toBe(0);
+  });
+
+  it('answers in_flight or mismatch while its own claim runs, and nothing once the lease lapsed', async () => {
+    const won = await store.claim(request('owner'));
+    expect(won.outcome).toBe('claimed');
+    const recordId = (won as { recordId: string }).recordId;
+
+    expect(memory().answer('s', 'k', 'fp')).toEqual({ outcome: 'in_flight', recordId });
+    expect(memory().answer('s', 'k', 'other')).toEqual({ outcome: 'mismatch', recordId });
+    expect(inner.claims).toBe(1);
+
+    time += LOCK_TIMEOUT_SECONDS * 1000 + 1;
+    expect(memory().answer('s', 'k', 'fp')).toBeUndefined();
+  });
+
+  it('answers nothing while its own claim of the key is on its way', async () => {
+    const pending = store.claim(request('owner'));
+    expect(memory().answer('s', 'k', 'fp')).toBeUndefined();
+    expect((await pending).outcome).toBe('claimed');
+  });
+
+  it('answers completed with the response after the completion, and mismatch for another payload', async () => {
+    const won = await store.claim(request('owner'));
+    const recordId = (won as { recordId: string }).recordId;
+    expect(await store.complete({ scope: 's', key: 'k', ownerToken: 'owner' }, RESPONSE, 60)).toBe(
+      true,
+    );
+    inner.down = true;
+
+    expect(memory().answer('s', 'k', 'fp')).toEqual({
+      outcome: 'completed',
+      recordId,
+      response: RESPONSE,
+    });
+    expect(memory().answer('s', 'k', 'other')).toEqual({ outcome: 'mismatch', recordId });
+
+    time += 60_000;
+    expect(memory().answer('s', 'k', 'fp')).toBeUndefined();
+  });
+});
