@@ -61,6 +61,24 @@ describe('ReplayCache', () => {
     expect(cache.size).toBe(2);
   });
 
+  it('keeps evicting in order of last use while entries are read, replaced and expire in between', () => {
+    const cache = new ReplayCache(3, 1 << 20, now);
+    const held = () => ['a', 'b', 'c', 'd', 'e', 'f'].filter((key) => cache.get('s', key));
+    for (const key of ['a', 'b', 'c']) cache.set('s', key, completion(), 9_999);
+    cache.get('s', 'a'); // order b, c, a
+    cache.set('s', 'd', completion(), 9_999); // b evicted: c, a, d
+    cache.get('s', 'c'); // a, d, c (the oldest read)
+    cache.set('s', 'd', completion(), 9_999); // d replaced: a, c, d
+    cache.set('s', 'e', completion(), 9_999); // a evicted: c, d, e
+    expect(cache.size).toBe(3);
+    cache.set('s', 'f', completion(), 2_000); // c evicted: d, e, f
+    clock = 2_000; // f expires and is dropped when read
+    expect(held()).toEqual(['d', 'e']);
+    expect(cache.size).toBe(2);
+    cache.set('s', 'a', completion(), 9_999); // room again: d, e, a — nothing evicted
+    expect(held()).toEqual(['a', 'd', 'e']);
+  });
+
   it('evicts by bytes and never holds more than maxBytes', () => {
     // Each entry: 256 + 1 (scope) + 1 (key) + 100 (body) = 358 bytes; three fit in 1100.
     const cache = new ReplayCache(100, 1_100, now);
