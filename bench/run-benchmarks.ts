@@ -14,6 +14,7 @@ import { runBaselinePhase } from './runner/phases/baseline.phase';
 import { runEncryptionPhase } from './runner/phases/encryption.phase';
 import { runLatencyProbe } from './runner/phases/latency-probe.phase';
 import { runLeakCheck } from './runner/phases/leak.phase';
+import { runPromisesPhase } from './runner/phases/promises.phase';
 import { runPhasedPhase } from './runner/phases/phased.phase';
 import { runPurgePhase } from './runner/phases/purge.phase';
 import { combineStormRounds, runStorm } from './runner/phases/storm.phase';
@@ -196,6 +197,16 @@ async function benchAdapter(
       } finally {
         await second.stop();
       }
+    }
+    if (runs('promises')) {
+      log(
+        `[${adapter}] promises per request, ${options.promiseRequests} per case (at ${elapsed(started)})`,
+      );
+      result.promises = await runPromisesPhase(server, db, {
+        requests: options.promiseRequests,
+        connections: options.connections,
+        cases: options.cases,
+      });
     }
     log(`[${adapter}] done in ${elapsed(started)}`);
     result.targets = evaluateTargets(result);

@@ -1,4 +1,5 @@
 import { Controller, Get, Query } from '@nestjs/common';
+import { promiseCount } from './promise-count';
 
 /** What `GET /health` answers: the process's memory, for the leak check. */
 export interface BenchHealth {
@@ -8,14 +9,20 @@ export interface BenchHealth {
   /** Whether a full GC ran first (`?gc=1` on a process started with `--expose-gc`). */
   collected: boolean;
   memory: NodeJS.MemoryUsage;
+  /** Promises created while counting was on (`?promises=on`, `read` or `off`), else absent. */
+  promises?: number;
 }
 
-/** `GET /health`: liveness plus `process.memoryUsage()`; `?gc=1` collects garbage first. */
+/**
+ * `GET /health`: liveness plus `process.memoryUsage()`; `?gc=1` collects garbage first;
+ * `?promises=on|off` switches the promise count on or off, `?promises=read` reads it.
+ */
 @Controller('health')
 export class HealthController {
   /** @returns status, pid and memory usage in bytes */
   @Get()
-  check(@Query('gc') gc?: string): BenchHealth {
+  check(@Query('gc') gc?: string, @Query('promises') promises?: string): BenchHealth {
+    if (promises === 'on' || promises === 'off') promiseCount.set(promises === 'on');
     const collect = (globalThis as { gc?: () => void }).gc;
     const collected = gc === '1' && typeof collect === 'function';
     if (collected) collect!();
@@ -25,6 +32,7 @@ export class HealthController {
       uptimeSeconds: Math.round(process.uptime()),
       collected,
       memory: process.memoryUsage(),
+      ...(promises ? { promises: promiseCount.value } : {}),
     };
   }
 }

@@ -13,6 +13,7 @@ export const BENCH_PHASES = [
   'phased',
   'encryption',
   'wait-storm',
+  'promises',
 ] as const;
 export type BenchPhase = (typeof BENCH_PHASES)[number];
 
@@ -48,6 +49,8 @@ export interface BenchOptions {
   waitRounds: number;
   /** `--wait-hold`: milliseconds the wait storm's handler takes. */
   waitHoldMs: number;
+  /** `--promise-requests`: requests per case whose promises are counted (after as many of warm-up). */
+  promiseRequests: number;
   /** `--purge-rows`: expired records bulk-inserted before each purge. */
   purgeRows: number;
   /**
@@ -86,8 +89,8 @@ export const BASELINE_DEFAULT_CASES: readonly BenchCase['id'][] = ['first', 'fir
 const HELP = `Usage: npm run bench -- [flags]
 
   --adapters <list>        express,fastify (default both)
-  --phases <list>          throughput,probe,storm,purge,leak,phased,encryption,wait-storm
-                           (default all)
+  --phases <list>          throughput,probe,storm,purge,leak,phased,encryption,wait-storm,
+                           promises (default all)
   --cases <list>           throughput cases by id, e.g. plain,floor,first (default all)
   --duration <s>           measured seconds per case and round (default 4)
   --warmup <s>             warm-up seconds before each case (default 2; 1 after round 1)
@@ -98,6 +101,7 @@ const HELP = `Usage: npm run bench -- [flags]
   --wait-requests <n>      wait storm: requests per key, the first included (default 200)
   --wait-rounds <n>        wait storm: keys per route, one storm each (default 5)
   --wait-hold <ms>         wait storm: how long the handler takes (default 200)
+  --promise-requests <n>   promises phase: requests counted per case (default 2000)
   --purge-rows <n>         expired records to purge (default 1000000)
   --leak-requests <n>      requests between the first and last RSS sample (default 50000)
   --provider-latencies <l> provider latencies in ms of the phased comparison (default 0,50)
@@ -142,6 +146,7 @@ export function parseBenchOptions(
       adapters: { type: 'string' },
       phases: { type: 'string' },
       cases: { type: 'string' },
+      'promise-requests': { type: 'string' },
       duration: { type: 'string' },
       warmup: { type: 'string' },
       connections: { type: 'string' },
@@ -240,6 +245,7 @@ export function parseBenchOptions(
     waitRequests: positive('wait-requests', values['wait-requests'], quick ? 40 : 200),
     waitRounds: positive('wait-rounds', values['wait-rounds'], quick ? 1 : 5),
     waitHoldMs: positive('wait-hold', values['wait-hold'], 200),
+    promiseRequests: positive('promise-requests', values['promise-requests'], quick ? 200 : 2000),
     purgeRows: positive('purge-rows', values['purge-rows'], quick ? 10_000 : 1_000_000),
     leakRequests: positive('leak-requests', values['leak-requests'], quick ? 1_000 : 50_000),
     providerLatenciesMs: [...new Set(latencies)],

@@ -6,6 +6,7 @@ import type { ProbeRow } from './phases/latency-probe.phase';
 import type { LeakResult } from './phases/leak.phase';
 import type { EncryptionRow } from './phases/encryption.phase';
 import type { PhasedRow } from './phases/phased.phase';
+import type { PromisesRow } from './phases/promises.phase';
 import type { PurgeResult } from './phases/purge.phase';
 import type { StormResult } from './phases/storm.phase';
 import type { ThroughputRow } from './phases/throughput.phase';
@@ -31,6 +32,8 @@ export interface AdapterResult {
    * Same-key storms with `Prefer: wait` on two servers, woken by `LISTEN/NOTIFY` and by polling.
    */
   waitStorm?: WaitStormPhaseResult;
+  /** Promises the server created per request of each throughput case (reported only). */
+  promises?: PromisesRow[];
   /** `--baseline`: each case on this checkout and on the baseline commit (the only part run). */
   baseline?: BaselineRow[];
   targets: TargetCheck[];

@@ -182,6 +182,32 @@ function leakSection(result: AdapterResult): string | undefined {
   );
 }
 
+function promisesSection(result: AdapterResult, options: BenchOptions): string | undefined {
+  const { promises } = result;
+  if (!promises) return undefined;
+  const plain = promises.find((row) => row.id === 'plain')?.perRequest;
+  const rows = promises.map((row) => [
+    row.label,
+    row.path,
+    fixed(row.perRequest, 1),
+    plain === undefined
+      ? '–'
+      : `${row.perRequest >= plain ? '+' : '−'}${fixed(Math.abs(row.perRequest - plain), 1)}`,
+    statuses(row.statuses),
+  ]);
+  return (
+    `Promises — created in the server per request, ${int(options.promiseRequests)} requests per case ` +
+    `after as many of warm-up, ${options.connections} connections (async_hooks, on for this phase only)\n` +
+    formatTable(['case', 'route', 'promises/req', 'vs plain', 'statuses'], rows, [
+      'left',
+      'left',
+      'right',
+      'right',
+      'left',
+    ])
+  );
+}
+
 function phasedSection(result: AdapterResult, options: BenchOptions): string | undefined {
   if (!result.phased) return undefined;
   const title =
@@ -466,6 +492,7 @@ export function formatAdapterReport(result: AdapterResult, options: BenchOptions
     phasedSection(result, options),
     encryptionSection(result, options),
     waitStormSection(result, options),
+    promisesSection(result, options),
     baselineSection(result, options),
     targetsSection(result),
   ]

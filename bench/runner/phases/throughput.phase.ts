@@ -61,6 +61,18 @@ export async function primeReplayKey(server: BenchServer, path: string, key: str
   }
 }
 
+/**
+ * The keys a case's requests carry: none, a new one each, or one key whose record is created
+ * here (on tables just emptied), for a replay case.
+ */
+export async function caseKey(server: BenchServer, benchCase: BenchCase): Promise<KeyMode> {
+  if (benchCase.key === 'fresh') return { kind: 'fresh', prefix: benchCase.id };
+  if (benchCase.key === 'none') return { kind: 'none' };
+  const key = `${benchCase.id}-${randomBytes(6).toString('hex')}`;
+  await primeReplayKey(server, benchCase.path, key);
+  return { kind: 'fixed', key };
+}
+
 /** One measured run of a case: autocannon's result, handler executions and CPU per request. */
 export type Measured = LoadResult & { executions: number; cpu: CpuPerRequest };
 
@@ -79,12 +91,7 @@ export async function measureCase(
   warmupSeconds: number,
 ): Promise<Measured> {
   await db.reset();
-  let key: KeyMode = { kind: 'none' };
-  if (benchCase.key === 'fresh') key = { kind: 'fresh', prefix: benchCase.id };
-  if (benchCase.key === 'fixed') {
-    key = { kind: 'fixed', key: `${benchCase.id}-${randomBytes(6).toString('hex')}` };
-    await primeReplayKey(server, benchCase.path, key.key);
-  }
+  const key = await caseKey(server, benchCase);
   const load = {
     url: server.url,
     routes: [{ path: benchCase.path, key }],
