@@ -55,7 +55,8 @@ export async function runPromisesPhase(
   await count('on');
   try {
     // What one read of the count creates by itself.
-    const read = -(await count('read')) + (await count('read'));
+    const first = await count('read');
+    const read = (await count('read')) - first;
     const rows: PromisesRow[] = [];
     for (const benchCase of cases) {
       await db.reset();
