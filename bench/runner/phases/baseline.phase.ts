@@ -3,7 +3,7 @@ import { httpRequest } from '../http-request';
 import { median } from '../latency-stats';
 import type { BenchServer } from '../server-process';
 import type { BenchCase } from './bench-routes';
-import { BENCH_BODY, BENCH_CASES } from './bench-routes';
+import { BENCH_BODY, selectedCases } from './bench-routes';
 import type { Measured, ThroughputSettings } from './throughput.phase';
 import { measureCase } from './throughput.phase';
 
@@ -97,10 +97,7 @@ export async function runBaselinePhase(
   peer: boolean,
   log: (line: string) => void,
 ): Promise<BaselineRow[]> {
-  const selected = BENCH_CASES.filter(
-    (benchCase) =>
-      (peer || !benchCase.peer) && (!settings.cases || settings.cases.includes(benchCase.id)),
-  );
+  const selected = selectedCases(settings.cases, peer);
   const comparable: BenchCase[] = [];
   for (const benchCase of selected) {
     if (await hasRoute(baseline.server, benchCase.path)) comparable.push(benchCase);

@@ -128,3 +128,16 @@ export const BENCH_CASES: readonly BenchCase[] = [
   { id: 'peer-first', label: 'peer first (Redis)', path: ROUTES.peer, key: 'fresh', peer: true },
   { id: 'peer-replay', label: 'peer replay (Redis)', path: ROUTES.peer, key: 'fixed', peer: true },
 ];
+
+/**
+ * The cases a phase runs, in table order: those of `--cases` (all when not given), less the
+ * peer's when the server runs without it.
+ */
+export function selectedCases(
+  cases: readonly BenchCase['id'][] | undefined,
+  peer: boolean,
+): BenchCase[] {
+  return BENCH_CASES.filter(
+    (benchCase) => (peer || !benchCase.peer) && (!cases || cases.includes(benchCase.id)),
+  );
+}

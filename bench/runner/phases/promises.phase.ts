@@ -3,7 +3,7 @@ import type { BenchDatabase } from '../bench-database';
 import { httpJson } from '../http-request';
 import { runLoad } from '../load';
 import type { BenchServer } from '../server-process';
-import { BENCH_BODY, BENCH_CASES } from './bench-routes';
+import { BENCH_BODY, selectedCases } from './bench-routes';
 import type { BenchCase } from './bench-routes';
 import { caseKey } from './throughput.phase';
 
@@ -47,11 +47,7 @@ export async function runPromisesPhase(
         path: `/health?promises=${promises}`,
       })
     ).promises ?? NaN;
-  const cases = BENCH_CASES.filter(
-    (benchCase) =>
-      (server.peer || !benchCase.peer) &&
-      (!settings.cases || settings.cases.includes(benchCase.id)),
-  );
+  const cases = selectedCases(settings.cases, server.peer);
   await count('on');
   try {
     // What one read of the count creates by itself.

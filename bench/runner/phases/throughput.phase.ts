@@ -9,7 +9,7 @@ import type { KeyMode, LoadResult } from '../load';
 import { runLoad } from '../load';
 import type { BenchServer } from '../server-process';
 import type { BenchCase } from './bench-routes';
-import { BENCH_BODY, BENCH_CASES } from './bench-routes';
+import { BENCH_BODY, selectedCases } from './bench-routes';
 
 /** Settings of the throughput phases. */
 export interface ThroughputSettings {
@@ -127,10 +127,7 @@ export async function runThroughputPhase(
   peer: boolean,
   log: (line: string) => void,
 ): Promise<ThroughputRow[]> {
-  const cases = BENCH_CASES.filter(
-    (benchCase) =>
-      (peer || !benchCase.peer) && (!settings.cases || settings.cases.includes(benchCase.id)),
-  );
+  const cases = selectedCases(settings.cases, peer);
   const rounds: Map<BenchCase['id'], Measured & { ratio: number; ratioToFloor: number }>[] = [];
   for (let round = 1; round <= settings.rounds; round++) {
     // Later rounds run on a warm process: a short warm-up refills the pool and connections.
