@@ -141,28 +141,30 @@ export class LocalFirstIdempotencyStore extends IdempotencyStore {
    * before its `complete()` was sent.
    * @inheritDoc
    */
-  async beginTransaction(): Promise<IdempotencyStoreTransaction> {
-    const transaction = await this.inner.beginTransaction();
-    let completed: { ref: IdempotencyRecordRef; response: StoredResponse; expiresAt: number };
-    return {
-      manager: transaction.manager,
-      complete: async (ref, response, ttlSeconds) => {
-        const sentAt = this.now();
-        const owned = await transaction.complete(ref, response, ttlSeconds);
-        if (owned) completed = { ref, response, expiresAt: sentAt + ttlSeconds * 1000 };
-        return owned;
-      },
-      commit: async () => {
-        await transaction.commit();
-        if (!completed) return;
-        const { ref, response, expiresAt } = completed;
-        const entry = this.inFlight.owned(ref.scope, ref.key, ref.ownerToken);
-        if (entry) this.remember(ref, entry, response, expiresAt);
-        this.inFlight.end(completed.ref.scope, completed.ref.key, completed.ref.ownerToken);
-        this.announce(ref);
-      },
-      rollback: () => transaction.rollback(),
-    };
+  beginTransaction(): Promise<IdempotencyStoreTransaction> {
+    return this.inner.beginTransaction().then((transaction) => {
+      let completed: { ref: IdempotencyRecordRef; response: StoredResponse; expiresAt: number };
+      return {
+        manager: transaction.manager,
+        complete: (ref, response, ttlSeconds) => {
+          const sentAt = this.now();
+          return transaction.complete(ref, response, ttlSeconds).then((owned) => {
+            if (owned) completed = { ref, response, expiresAt: sentAt + ttlSeconds * 1000 };
+            return owned;
+          });
+        },
+        commit: () =>
+          transaction.commit().then(() => {
+            if (!completed) return;
+            const { ref, response, expiresAt } = completed;
+            const entry = this.inFlight.owned(ref.scope, ref.key, ref.ownerToken);
+            if (entry) this.remember(ref, entry, response, expiresAt);
+            this.inFlight.end(ref.scope, ref.key, ref.ownerToken);
+            this.announce(ref);
+          }),
+        rollback: () => transaction.rollback(),
+      };
+    });
   }
 
   /**

@@ -1,6 +1,5 @@
 import type { DataSource, QueryRunner } from 'typeorm';
-import type { PgClient, PreparedStatement, StatementResult } from './prepared-statement';
-import { explainStatementError } from './prepared-statement';
+import type { PreparedStatement, StatementResult } from './prepared-statement';
 import { isStoreTimeout } from './with-deadline';
 import type { Deadline } from './with-deadline';
 
@@ -44,26 +43,20 @@ export async function discardQueryRunner(runner: QueryRunner): Promise<void> {
 }
 
 /**
- * Runs a statement on a connected query runner within `deadline`, inside whatever transaction
- * the runner has open. `named` sends it as a prepared statement on the runner's pg client;
- * otherwise it goes through TypeORM's public `QueryRunner.query`. On a timeout the runner is
- * discarded (see `discardQueryRunner`).
+ * Runs a statement through TypeORM's public `QueryRunner.query` within `deadline`, inside
+ * whatever transaction the runner has open: the path for drivers that do not lend out pg
+ * connections. On a timeout the runner is discarded (see `discardQueryRunner`).
  */
 export async function runOnQueryRunner(
   runner: QueryRunner,
   statement: PreparedStatement,
   values: unknown[],
   deadline: Deadline,
-  named: boolean,
 ): Promise<StatementResult> {
-  const pending: Promise<StatementResult> = named
-    ? ((await runner.connect()) as PgClient)
-        .query({ ...statement, values })
-        .catch((error: unknown) => Promise.reject(explainStatementError(error, statement)))
-    : runner.query(statement.text, values, true).then((result) => ({
-        rows: result.records ?? [],
-        rowCount: result.affected ?? null,
-      }));
+  const pending = runner.query(statement.text, values, true).then((result) => ({
+    rows: result.records ?? [],
+    rowCount: result.affected ?? null,
+  }));
   try {
     return await deadline.race(pending, 'PostgreSQL to answer');
   } catch (error) {
@@ -86,7 +79,7 @@ export async function runOnNewQueryRunner(
   await connectQueryRunner(runner, deadline);
   let discarded = false;
   try {
-    return await runOnQueryRunner(runner, statement, values, deadline, false);
+    return await runOnQueryRunner(runner, statement, values, deadline);
   } catch (error) {
     discarded = isStoreTimeout(error);
     throw error;

@@ -453,9 +453,8 @@ export class TypeOrmIdempotencyStore extends IdempotencyStore implements TypeOrm
   }
 
   /** @inheritDoc */
-  async beginTransaction(): Promise<IdempotencyStoreTransaction> {
-    const tx = await this.openTransaction();
-    return {
+  beginTransaction(): Promise<IdempotencyStoreTransaction> {
+    return this.openTransaction().then((tx) => ({
       manager: tx.manager,
       complete: (ref, response, ttlSeconds) =>
         this.completeWith(
@@ -466,10 +465,10 @@ export class TypeOrmIdempotencyStore extends IdempotencyStore implements TypeOrm
         ),
       commit: () => tx.commit(),
       rollback: () => tx.rollback(),
-    };
+    }));
   }
 
-  private async completeWith(
+  private completeWith(
     run: (statement: PreparedStatement, values: unknown[]) => Promise<StatementResult>,
     ref: IdempotencyRecordRef,
     response: StoredResponse,
@@ -486,9 +485,9 @@ export class TypeOrmIdempotencyStore extends IdempotencyStore implements TypeOrm
     ];
     if (ref.announce) {
       params.push(wakeTokenOf(ref.scope, ref.key));
-      return Number((await run(this.sql.completeAnnounced, params)).rows[0]?.n) === 1;
+      return run(this.sql.completeAnnounced, params).then(({ rows }) => Number(rows[0]?.n) === 1);
     }
-    return (await run(this.sql.complete, params)).rowCount === 1;
+    return run(this.sql.complete, params).then(({ rowCount }) => rowCount === 1);
   }
 
   /**

@@ -1,11 +1,9 @@
 import type { DataSource, EntityManager, QueryRunner } from 'typeorm';
-import type { PreparedStatement, StatementResult } from './prepared-statement';
-import {
-  connectQueryRunner,
-  discardQueryRunner,
-  runOnQueryRunner,
-} from './query-runner-statements';
+import { explainStatementError } from './prepared-statement';
+import type { PgClient, PreparedStatement, StatementResult } from './prepared-statement';
+import { discardQueryRunner, runOnQueryRunner } from './query-runner-statements';
 import { Deadline, isStoreTimeout } from './with-deadline';
+import type { DeadlineTimer } from './with-deadline';
 
 /**
  * One PostgreSQL transaction of the TypeORM store, on a TypeORM query runner so the handler's
@@ -14,6 +12,10 @@ import { Deadline, isStoreTimeout } from './with-deadline';
  * connection (the database then rolls the transaction back) instead of returning it to the
  * pool; the transaction is abandoned, its later statements and commit are refused, and a
  * rollback has nothing left to do.
+ *
+ * Each step is one timer and pg's or TypeORM's own promise, followed with callbacks: this is the
+ * transactional route's request path, where a race per step and an async layer per call added
+ * a dozen promises per request.
  */
 export class TypeOrmStoreTransaction {
   private state: 'open' | 'finished' | 'abandoned' = 'open';
@@ -21,7 +23,8 @@ export class TypeOrmStoreTransaction {
   private constructor(
     private readonly runner: QueryRunner,
     private readonly timeoutMs: number,
-    private readonly namedStatements: boolean,
+    /** The runner's pg client, to send store statements as prepared statements on. */
+    private readonly client: PgClient | undefined,
   ) {}
 
   /**
@@ -29,22 +32,44 @@ export class TypeOrmStoreTransaction {
    * @param namedStatements - send store statements as prepared statements on the pg client
    * @throws IdempotencyStoreTimeoutError when the pool or the database did not answer in time
    */
-  static async begin(
+  static begin(
     dataSource: DataSource,
     timeoutMs: number,
     namedStatements: boolean,
   ): Promise<TypeOrmStoreTransaction> {
-    const deadline = new Deadline('beginTransaction', timeoutMs);
     const runner = dataSource.createQueryRunner();
-    await connectQueryRunner(runner, deadline);
-    try {
-      await deadline.race(runner.startTransaction(), 'PostgreSQL to answer');
-    } catch (error) {
-      if (isStoreTimeout(error)) await discardQueryRunner(runner);
-      else await runner.release().catch(() => undefined);
-      throw error;
-    }
-    return new TypeOrmStoreTransaction(runner, timeoutMs, namedStatements);
+    return new Promise((resolve, reject) => {
+      let settled = false;
+      let connected = false;
+      const timer = new Deadline('beginTransaction', timeoutMs).startTimer((timeout) => {
+        settled = true;
+        // Still waiting for a connection: the late one releases the runner (below). Released
+        // now, TypeORM would keep that connection checked out for good.
+        if (!connected) return reject(timeout);
+        void discardQueryRunner(runner).then(() => reject(timeout));
+      });
+      const failed = (error: unknown) => {
+        if (settled) return;
+        settled = true;
+        timer.clear();
+        runner.release().then(
+          () => reject(error),
+          () => reject(error),
+        );
+      };
+      runner.connect().then((connection: unknown) => {
+        connected = true;
+        if (settled) return void runner.release().catch(() => undefined);
+        timer.waitingFor = 'PostgreSQL to answer';
+        runner.startTransaction().then(() => {
+          if (settled) return;
+          settled = true;
+          timer.clear();
+          const client = namedStatements ? (connection as PgClient) : undefined;
+          resolve(new TypeOrmStoreTransaction(runner, timeoutMs, client));
+        }, failed);
+      }, failed);
+    });
   }
 
   /** The handler's handle on the transaction. */
@@ -56,33 +81,47 @@ export class TypeOrmStoreTransaction {
    * Runs one store statement in the transaction, within the store's timeout.
    * @param operation - named in the timeout error
    */
-  async run(
+  run(
     operation: string,
     statement: PreparedStatement,
     values: unknown[],
   ): Promise<StatementResult> {
-    this.assertOpen(operation);
+    const refused = this.refusal(operation);
+    if (refused) return Promise.reject(refused);
     const deadline = new Deadline(operation, this.timeoutMs);
-    try {
-      return await runOnQueryRunner(this.runner, statement, values, deadline, this.namedStatements);
-    } catch (error) {
-      if (isStoreTimeout(error)) this.state = 'abandoned';
-      throw error;
+    if (!this.client) {
+      return runOnQueryRunner(this.runner, statement, values, deadline).catch((error: unknown) => {
+        if (isStoreTimeout(error)) this.state = 'abandoned';
+        throw error;
+      });
     }
+    const client = this.client;
+    return new Promise((resolve, reject) => {
+      let settled = false;
+      const timer = this.startTimer(deadline, () => (settled = true), reject);
+      client.query({ name: statement.name, text: statement.text, values }, (error, result) => {
+        if (settled) return;
+        settled = true;
+        timer.clear();
+        if (error) reject(explainStatementError(error, statement));
+        else resolve(result);
+      });
+    });
   }
 
   /** Commits and gives the connection back. */
-  async commit(): Promise<void> {
-    this.assertOpen('commit');
-    await this.finish('commit', () => this.runner.commitTransaction());
+  commit(): Promise<void> {
+    const refused = this.refusal('commit');
+    if (refused) return Promise.reject(refused);
+    return this.finish('commit', () => this.runner.commitTransaction());
   }
 
   /** Rolls back (when still open) and gives the connection back. */
-  async rollback(): Promise<void> {
-    if (this.state !== 'open') return;
-    await this.finish('rollback', async () => {
-      if (this.runner.isTransactionActive) await this.runner.rollbackTransaction();
-    });
+  rollback(): Promise<void> {
+    if (this.state !== 'open') return Promise.resolve();
+    return this.finish('rollback', () =>
+      this.runner.isTransactionActive ? this.runner.rollbackTransaction() : Promise.resolve(),
+    );
   }
 
   /**
@@ -96,27 +135,48 @@ export class TypeOrmStoreTransaction {
     await discardQueryRunner(this.runner);
   }
 
-  private async finish(operation: string, end: () => Promise<void>): Promise<void> {
+  private finish(operation: string, end: () => Promise<void>): Promise<void> {
     this.state = 'finished';
     const deadline = new Deadline(operation, this.timeoutMs);
-    try {
-      await deadline.race(end(), 'PostgreSQL to answer');
-    } catch (error) {
-      if (isStoreTimeout(error)) {
-        // A COMMIT that timed out may or may not have reached the database: the caller cannot
-        // tell, and must treat the outcome as unknown (an owner-guarded write says later).
-        this.state = 'abandoned';
-        await discardQueryRunner(this.runner);
-      }
-      throw error;
-    } finally {
-      if (this.state === 'finished') await this.runner.release();
-    }
+    return new Promise((resolve, reject) => {
+      let settled = false;
+      const timer = this.startTimer(deadline, () => (settled = true), reject);
+      const ended = (error?: unknown) => {
+        if (settled) return;
+        settled = true;
+        timer.clear();
+        this.runner.release().then(
+          () => (error === undefined ? resolve() : reject(error)),
+          (releaseError: unknown) => reject(error ?? releaseError),
+        );
+      };
+      end().then(() => ended(), ended);
+    });
   }
 
-  private assertOpen(operation: string): void {
-    if (this.state === 'open') return;
-    throw new Error(
+  /**
+   * The timer of one step on the open connection. When it fires first, the transaction is
+   * abandoned: a COMMIT that timed out may or may not have reached the database, so the caller
+   * must treat the outcome as unknown (an owner-guarded write says later); the connection is
+   * closed before the timeout is reported.
+   */
+  private startTimer(
+    deadline: Deadline,
+    expire: () => void,
+    reject: (error: unknown) => void,
+  ): DeadlineTimer {
+    const timer = deadline.startTimer((timeout) => {
+      expire();
+      this.state = 'abandoned';
+      void discardQueryRunner(this.runner).then(() => reject(timeout));
+    });
+    timer.waitingFor = 'PostgreSQL to answer';
+    return timer;
+  }
+
+  private refusal(operation: string): Error | undefined {
+    if (this.state === 'open') return undefined;
+    return new Error(
       this.state === 'abandoned'
         ? `nest-idempotency: ${operation} refused: the transaction was abandoned after a timeout ` +
             'and its connection closed'
