@@ -118,19 +118,24 @@ export class IdempotencyClaims {
       ttlSeconds: route.ttlSeconds,
     };
     let claimedAt = Date.now();
-    const claimOnce = async () => {
+    const claimOnce = () => {
       claimedAt = Date.now();
       const started = performance.now();
-      const claim = await this.store.claim(claimRequest).catch((error) => {
-        this.metrics.claimed(label, (performance.now() - started) / 1000, 'error');
-        // A record the store found but cannot read (sealed with a key that is gone): its own 500.
-        if (error instanceof IdempotencyProblemException) {
-          return Promise.reject(this.reject(error, label, scope, key));
-        }
-        return Promise.reject(this.storeUnavailable(error, route, 'claim', label));
-      });
-      this.metrics.claimed(label, (performance.now() - started) / 1000, claim.outcome);
-      return claim;
+      return this.store.claim(claimRequest).then(
+        (claim) => {
+          this.metrics.claimed(label, (performance.now() - started) / 1000, claim.outcome);
+          return claim;
+        },
+        (error: unknown) => {
+          this.metrics.claimed(label, (performance.now() - started) / 1000, 'error');
+          // A record the store found but cannot read (sealed with a key that is gone): its own
+          // 500.
+          if (error instanceof IdempotencyProblemException) {
+            throw this.reject(error, label, scope, key);
+          }
+          throw this.storeUnavailable(error, route, 'claim', label);
+        },
+      );
     };
     // On a route that may wait, a duplicate that finds the key in flight waits for the first
     // request, then claims again.

@@ -50,7 +50,7 @@ export class IdempotencyExecutionFactory {
    * transaction, the response capture.
    * @throws when the store cannot open the transaction (the key is then given back)
    */
-  async start(
+  start(
     context: ExecutionContext,
     route: ResolvedIdempotencyRouteOptions,
     claim: WonClaim,
@@ -59,13 +59,14 @@ export class IdempotencyExecutionFactory {
     const request = http.getRequest();
     const response = http.getResponse();
     const adapter = this.responses.get();
-    const execution = await this.begin(context, route, claim, {
+    return this.begin(context, route, claim, {
       warnUnstorable: (why) => this.warnOnce(routeOf(request), why),
       before: adapter.snapshot(response),
       textContentType: adapter.textContentType,
+    }).then((execution) => {
+      adapter.capture(response, execution);
+      return execution;
     });
-    adapter.capture(response, execution);
-    return execution;
   }
 
   /**
@@ -85,7 +86,7 @@ export class IdempotencyExecutionFactory {
     });
   }
 
-  private async begin(
+  private begin(
     context: ExecutionContext,
     route: ResolvedIdempotencyRouteOptions,
     claim: WonClaim,
@@ -131,13 +132,12 @@ export class IdempotencyExecutionFactory {
       startMarked: isHandlerStartMarked(context.getHandler()),
       ...transport,
     });
-    try {
-      await execution.begin();
-    } catch (error) {
-      await execution.abort();
-      throw error;
-    }
-    return execution;
+    // Only a transactional route has something to open before its handler runs.
+    if (!route.transactional) return Promise.resolve(execution);
+    return execution.begin().then(
+      () => execution,
+      (error: unknown) => execution.abort().then(() => Promise.reject(error)),
+    );
   }
 
   private warnOnce(route: string, why: string): void {

@@ -332,7 +332,7 @@ export class TypeOrmIdempotencyStore extends IdempotencyStore implements TypeOrm
   }
 
   /** @inheritDoc */
-  async claim(request: ClaimRequest): Promise<ClaimResult> {
+  claim(request: ClaimRequest): Promise<ClaimResult> {
     const params = [
       request.scope,
       request.key,
@@ -346,8 +346,16 @@ export class TypeOrmIdempotencyStore extends IdempotencyStore implements TypeOrm
     ];
     // One deadline for all attempts: the claim as a whole answers within the timeout.
     const deadline = new Deadline('claim', this.timeoutMs);
-    const fresh = (await this.run(deadline, this.sql.claimFresh, params)).rows[0];
-    if (fresh) return { outcome: 'claimed', recordId: fresh.record_id, attempt: 1 };
+    // A new key (most requests) is claimed by the first statement: no further async step.
+    return this.run(deadline, this.sql.claimFresh, params).then(({ rows: [fresh] }) =>
+      fresh
+        ? { outcome: 'claimed', recordId: fresh.record_id, attempt: 1 }
+        : this.claimExisting(deadline, params),
+    );
+  }
+
+  /** The claim of a key that has a record: taken over, completed, in flight, or reused. */
+  private async claimExisting(deadline: Deadline, params: unknown[]): Promise<ClaimResult> {
     for (let attempt = 0; attempt < CLAIM_ATTEMPTS; attempt++) {
       const { rows } = await this.run(deadline, this.sql.claim, params);
       const row = rows[0];
