@@ -37,8 +37,10 @@ export class TypeOrmStoreTransaction {
     timeoutMs: number,
     namedStatements: boolean,
   ): Promise<TypeOrmStoreTransaction> {
-    const runner = dataSource.createQueryRunner();
     return new Promise((resolve, reject) => {
+      // Inside the executor: a DataSource that cannot make a runner rejects, as it did when
+      // this was an async function.
+      const runner = dataSource.createQueryRunner();
       let settled = false;
       let connected = false;
       const timer = new Deadline('beginTransaction', timeoutMs).startTimer((timeout) => {
