@@ -1,5 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import { DataSource } from 'typeorm';
+import type { EntityManager } from 'typeorm';
 import { IdempotencyContext } from '../../lib';
 import type { BenchEntry, BenchEntryInput } from './bench-entry';
 
@@ -30,10 +31,7 @@ export class BenchEntriesService {
    * @returns the inserted row
    */
   insertInOwnTransaction(input: BenchEntryInput): Promise<BenchEntry> {
-    return this.dataSource.transaction(async (manager) => {
-      const rows = await manager.query(INSERT_ENTRY, [input.amount, input.note ?? null]);
-      return rows[0];
-    });
+    return this.dataSource.transaction((manager) => this.insertWith(manager, input));
   }
 
   /**
@@ -42,11 +40,16 @@ export class BenchEntriesService {
    * @returns the inserted row
    * @throws IdempotencyError outside a transactional idempotent handler
    */
-  async insertInTransaction(input: BenchEntryInput): Promise<BenchEntry> {
-    const rows = await this.idempotency.entityManager.query(INSERT_ENTRY, [
-      input.amount,
-      input.note ?? null,
-    ]);
+  insertInTransaction(input: BenchEntryInput): Promise<BenchEntry> {
+    return this.insertWith(this.idempotency.entityManager, input);
+  }
+
+  /**
+   * Inserts through `manager` (in whatever transaction it has open).
+   * @returns the inserted row
+   */
+  async insertWith(manager: EntityManager, input: BenchEntryInput): Promise<BenchEntry> {
+    const rows = await manager.query(INSERT_ENTRY, [input.amount, input.note ?? null]);
     return rows[0];
   }
 }

@@ -4,24 +4,21 @@ import {
   Controller,
   Injectable,
   Post,
+  Req,
   UseGuards,
   UseInterceptors,
 } from '@nestjs/common';
 import type { CallHandler, CanActivate, ExecutionContext, NestInterceptor } from '@nestjs/common';
 import { randomUUID } from 'node:crypto';
-import type { Pool } from 'pg';
-import { Observable, concatMap } from 'rxjs';
+import type { Pool, PoolClient } from 'pg';
+import { Observable, catchError, concatMap, finalize, from } from 'rxjs';
 import { DataSource } from 'typeorm';
+import type { QueryRunner } from 'typeorm';
 import type { BenchEntry } from './bench-entry';
 import { parseBenchEntryInput } from './bench-entry';
 import { BenchEntriesService } from './bench-entries.service';
-import {
-  FLOOR_FINGERPRINT,
-  FLOOR_HEADERS,
-  FLOOR_LEASE_SECONDS,
-  FLOOR_TTL_SECONDS,
-  storeStatements,
-} from './floor-statements';
+import { floorQueries } from './floor-statements';
+import type { FloorQueries } from './floor-statements';
 
 /** Lets a request through when it carries a key: the guard's place in Nest's pipeline, no more. */
 @Injectable()
@@ -31,6 +28,22 @@ class FloorKeyGuard implements CanActivate {
   }
 }
 
+/** The floor interceptors' pool and statements. */
+@Injectable()
+abstract class FloorInterceptorBase implements NestInterceptor {
+  protected readonly queries: FloorQueries;
+
+  constructor(protected readonly dataSource: DataSource) {
+    this.queries = floorQueries(dataSource);
+  }
+
+  protected get pool(): Pool {
+    return (this.dataSource.driver as unknown as { master: Pool }).master;
+  }
+
+  abstract intercept(context: ExecutionContext, next: CallHandler): Observable<unknown>;
+}
+
 /**
  * The floor's two statements sent from a bare interceptor: the claim before the handler, the
  * completion after it (`concatMap`, awaited before the response goes out). No fingerprint, no
@@ -38,54 +51,20 @@ class FloorKeyGuard implements CanActivate {
  * pipeline (and rxjs) add to the floor, which any interceptor-based library pays.
  */
 @Injectable()
-class FloorInterceptor implements NestInterceptor {
-  private readonly statements: ReturnType<typeof storeStatements>;
-
-  constructor(private readonly dataSource: DataSource) {
-    this.statements = storeStatements(dataSource);
-  }
-
-  private get pool(): Pool {
-    return (this.dataSource.driver as unknown as { master: Pool }).master;
-  }
-
+class FloorInterceptor extends FloorInterceptorBase {
   intercept(context: ExecutionContext, next: CallHandler): Observable<unknown> {
     const key = context.switchToHttp().getRequest().headers['idempotency-key'] as string;
     const owner = randomUUID();
     return new Observable((subscriber) => {
       this.pool
-        .query({
-          ...this.statements.claimFresh,
-          values: [
-            '',
-            key,
-            FLOOR_FINGERPRINT,
-            owner,
-            FLOOR_LEASE_SECONDS,
-            FLOOR_TTL_SECONDS,
-            randomUUID(),
-            'POST',
-            '/floor-interceptor',
-          ],
-        })
+        .query(this.queries.claimFresh(key, owner, '/floor-interceptor'))
         .then((claimed) => {
           if (claimed.rowCount !== 1) throw new ConflictException();
           next
             .handle()
             .pipe(
               concatMap(async (entry) => {
-                await this.pool.query({
-                  ...this.statements.complete,
-                  values: [
-                    '',
-                    key,
-                    owner,
-                    201,
-                    FLOOR_HEADERS,
-                    Buffer.from(JSON.stringify(entry)),
-                    FLOOR_TTL_SECONDS,
-                  ],
-                });
+                await this.pool.query(this.queries.complete(key, owner, entry));
                 return entry;
               }),
             )
@@ -94,6 +73,60 @@ class FloorInterceptor implements NestInterceptor {
         .catch((error: unknown) => subscriber.error(error));
     });
   }
+}
+
+/** Where the transactional floor's interceptor leaves the request's query runner for its handler. */
+const FLOOR_RUNNER = Symbol('bench:floor-runner');
+
+/**
+ * The transactional floor from a bare interceptor: the claim on its own, then a transaction on a
+ * TypeORM query runner (`startTransaction()`), the handler's insert through the runner's
+ * `EntityManager` (handed over on the request object), the completion on the runner's pg client
+ * and `commitTransaction()`, before the response goes out. What any interceptor that commits the
+ * response with the handler's writes pays: the transactional route's floor, as
+ * `/floor-interceptor` is the first execution's. No fingerprint, no lease, no response hook, no
+ * AsyncLocalStorage, no events.
+ */
+@Injectable()
+class FloorTransactionInterceptor extends FloorInterceptorBase {
+  intercept(context: ExecutionContext, next: CallHandler): Observable<unknown> {
+    const request = context.switchToHttp().getRequest();
+    const key = request.headers['idempotency-key'] as string;
+    const owner = randomUUID();
+    return new Observable((subscriber) => {
+      this.pool
+        .query(this.queries.claimFresh(key, owner, '/floor-tx-interceptor'))
+        .then(async (claimed) => {
+          if (claimed.rowCount !== 1) throw new ConflictException();
+          const runner = this.dataSource.createQueryRunner();
+          await runner.connect();
+          await runner.startTransaction();
+          request[FLOOR_RUNNER] = runner;
+          next
+            .handle()
+            .pipe(
+              concatMap(async (entry) => {
+                const client = (runner as unknown as { databaseConnection: PoolClient })
+                  .databaseConnection;
+                await client.query(this.queries.complete(key, owner, entry));
+                await runner.commitTransaction();
+                return entry;
+              }),
+              catchError((error: unknown) =>
+                from(rollBack(runner).then(() => Promise.reject(error))),
+              ),
+              finalize(() => void runner.release()),
+            )
+            .subscribe(subscriber);
+        })
+        .catch((error: unknown) => subscriber.error(error));
+    });
+  }
+}
+
+/** Rolls back what is still open of a failed request's transaction. */
+async function rollBack(runner: QueryRunner): Promise<void> {
+  if (runner.isTransactionActive) await runner.rollbackTransaction().catch(() => undefined);
 }
 
 /** `POST /floor-interceptor`: the floor's statements from a guard and an interceptor. */
@@ -106,5 +139,16 @@ export class FloorInterceptorController {
   @UseInterceptors(FloorInterceptor)
   create(@Body() body: unknown): Promise<BenchEntry> {
     return this.entries.insert(parseBenchEntryInput(body));
+  }
+
+  /** `POST /floor-tx-interceptor`: the transactional floor from a guard and an interceptor. */
+  @Post('floor-tx-interceptor')
+  @UseGuards(FloorKeyGuard)
+  @UseInterceptors(FloorTransactionInterceptor)
+  createInTransaction(
+    @Req() request: { [FLOOR_RUNNER]: QueryRunner },
+    @Body() body: unknown,
+  ): Promise<BenchEntry> {
+    return this.entries.insertWith(request[FLOOR_RUNNER].manager, parseBenchEntryInput(body));
   }
 }

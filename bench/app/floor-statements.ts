@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { TypeOrmIdempotencyStore } from '../../lib/storage/typeorm';
 import type { DataSource } from 'typeorm';
 
@@ -33,4 +34,53 @@ export function storeStatements(
     );
   }
   return { claimFresh: sql.claimFresh, complete: sql.complete };
+}
+
+/** A statement with its values, as node-postgres's `query()` takes it. */
+export interface FloorQuery extends FloorStatement {
+  values: unknown[];
+}
+
+/** The library's claim of a new key and its completion, with a floor case's values. */
+export interface FloorQueries {
+  /** The store's fresh insert for `key`, owned by `owner`, as `POST path`. */
+  claimFresh(key: string, owner: string, path: string): FloorQuery;
+  /** The completion of `key` with `entry` as its 201 JSON body. */
+  complete(key: string, owner: string, entry: unknown): FloorQuery;
+}
+
+/**
+ * The store's statements (see `storeStatements`) with the values every floor case sends: no
+ * scope, the fixed fingerprint, lease and TTL.
+ */
+export function floorQueries(dataSource: DataSource): FloorQueries {
+  const statements = storeStatements(dataSource);
+  return {
+    claimFresh: (key, owner, path) => ({
+      ...statements.claimFresh,
+      values: [
+        '',
+        key,
+        FLOOR_FINGERPRINT,
+        owner,
+        FLOOR_LEASE_SECONDS,
+        FLOOR_TTL_SECONDS,
+        randomUUID(),
+        'POST',
+        path,
+      ],
+    }),
+    complete: (key, owner, entry) => ({
+      ...statements.complete,
+      values: [
+        '',
+        key,
+        owner,
+        201,
+        FLOOR_HEADERS,
+        Buffer.from(JSON.stringify(entry)),
+        FLOOR_TTL_SECONDS,
+      ],
+    }),
+  };
 }

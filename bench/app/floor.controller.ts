@@ -10,13 +10,12 @@ import {
   FLOOR_HEADERS,
   FLOOR_LEASE_SECONDS,
   FLOOR_TTL_SECONDS,
-  storeStatements,
+  floorQueries,
 } from './floor-statements';
-import type { FloorStatement } from './floor-statements';
+import type { FloorQueries, FloorStatement } from './floor-statements';
 
 const INSERT_ENTRY = `INSERT INTO bench_entries (amount, note) VALUES ($1, $2)
   RETURNING id, amount, note, created_at AS "createdAt"`;
-const TTL_SECONDS = FLOOR_TTL_SECONDS;
 const LEASE_SECONDS = FLOOR_LEASE_SECONDS;
 const FINGERPRINT = FLOOR_FINGERPRINT;
 const HEADERS = FLOOR_HEADERS;
@@ -50,13 +49,13 @@ const LEAN: Record<'claim' | 'complete', FloorStatement> = {
  */
 @Controller()
 export class FloorController {
-  private readonly library: Record<'claimFresh' | 'complete', FloorStatement>;
+  private readonly library: FloorQueries;
 
   constructor(
     private readonly dataSource: DataSource,
     private readonly entries: BenchEntriesService,
   ) {
-    this.library = storeStatements(dataSource);
+    this.library = floorQueries(dataSource);
   }
 
   private get pool(): Pool {
@@ -69,26 +68,10 @@ export class FloorController {
     const owner = randomUUID();
     // A new key's claim is the store's fresh insert (its full claim runs only for a key that
     // exists, which the bench does not send here).
-    const claimed = await this.pool.query({
-      ...this.library.claimFresh,
-      values: [
-        '',
-        key,
-        FINGERPRINT,
-        owner,
-        LEASE_SECONDS,
-        TTL_SECONDS,
-        randomUUID(),
-        'POST',
-        '/floor',
-      ],
-    });
+    const claimed = await this.pool.query(this.library.claimFresh(key, owner, '/floor'));
     if (claimed.rowCount !== 1) throw new ConflictException();
     const entry = await this.entries.insert(parseBenchEntryInput(body));
-    await this.pool.query({
-      ...this.library.complete,
-      values: ['', key, owner, 201, HEADERS, Buffer.from(JSON.stringify(entry)), TTL_SECONDS],
-    });
+    await this.pool.query(this.library.complete(key, owner, entry));
     return entry;
   }
 
@@ -101,7 +84,7 @@ export class FloorController {
     const owner = randomUUID();
     const claimed = await this.pool.query({
       ...LEAN.claim,
-      values: ['', key, FINGERPRINT, owner, LEASE_SECONDS, TTL_SECONDS],
+      values: ['', key, FINGERPRINT, owner, LEASE_SECONDS, FLOOR_TTL_SECONDS],
     });
     if (claimed.rowCount !== 1) throw new ConflictException();
     const entry = await this.entries.insert(parseBenchEntryInput(body));
@@ -159,7 +142,7 @@ export class FloorController {
         input.note ?? null,
       ]);
       const client = (runner as unknown as { databaseConnection: PoolClient }).databaseConnection;
-      await client.query(this.completion(key, owner, rows[0]));
+      await client.query(this.library.complete(key, owner, rows[0]));
       await runner.commitTransaction();
       return rows[0];
     } catch (error) {
@@ -182,7 +165,7 @@ export class FloorController {
   ): Promise<BenchEntry> {
     const owner = randomUUID();
     return this.inTransaction(async (client) => {
-      const claimed = await client.query(this.claimFresh(key, owner, '/floor-tx-inside'));
+      const claimed = await client.query(this.library.claimFresh(key, owner, '/floor-tx-inside'));
       if (claimed.rowCount !== 1) throw new ConflictException();
       return this.insertAndComplete(client, key, owner, body);
     });
@@ -196,24 +179,9 @@ export class FloorController {
    */
   private async claimAlone(key: string, path: string): Promise<string> {
     const owner = randomUUID();
-    const claimed = await this.pool.query(this.claimFresh(key, owner, path));
+    const claimed = await this.pool.query(this.library.claimFresh(key, owner, path));
     if (claimed.rowCount !== 1) throw new ConflictException();
     return owner;
-  }
-
-  /** The library's completion of `key` with `entry` as its 201 body. */
-  private completion(key: string, owner: string, entry: BenchEntry) {
-    return {
-      ...this.library.complete,
-      values: ['', key, owner, 201, HEADERS, Buffer.from(JSON.stringify(entry)), TTL_SECONDS],
-    };
-  }
-
-  private claimFresh(key: string, owner: string, path: string) {
-    return {
-      ...this.library.claimFresh,
-      values: ['', key, FINGERPRINT, owner, LEASE_SECONDS, TTL_SECONDS, randomUUID(), 'POST', path],
-    };
   }
 
   private async insertAndComplete(
@@ -225,7 +193,7 @@ export class FloorController {
     const input = parseBenchEntryInput(body);
     const { rows } = await client.query(INSERT_ENTRY, [input.amount, input.note ?? null]);
     const entry: BenchEntry = rows[0];
-    await client.query(this.completion(key, owner, entry));
+    await client.query(this.library.complete(key, owner, entry));
     return entry;
   }
 

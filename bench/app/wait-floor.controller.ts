@@ -17,14 +17,8 @@ import { wakeTokenOf } from '../../lib/waiting/wake-token';
 import { BenchEntriesService } from './bench-entries.service';
 import type { BenchEntry } from './bench-entry';
 import { parseBenchEntryInput } from './bench-entry';
-import {
-  FLOOR_FINGERPRINT,
-  FLOOR_HEADERS,
-  FLOOR_LEASE_SECONDS,
-  FLOOR_TTL_SECONDS,
-  storeStatements,
-} from './floor-statements';
-import type { FloorStatement } from './floor-statements';
+import { floorQueries } from './floor-statements';
+import type { FloorQueries } from './floor-statements';
 import { WAIT_STORM_MAX_SECONDS } from './wait-storm.routes';
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
@@ -54,14 +48,14 @@ interface HeldKey {
 export class WaitFloorController implements OnModuleInit, OnModuleDestroy {
   private readonly held = new Map<string, HeldKey>();
   private readonly channel = wakeUpChannelOf('idempotency_records');
-  private readonly statements: Record<'claimFresh' | 'complete', FloorStatement>;
+  private readonly queries: FloorQueries;
   private listener?: Client;
 
   constructor(
     private readonly dataSource: DataSource,
     private readonly entries: BenchEntriesService,
   ) {
-    this.statements = storeStatements(dataSource);
+    this.queries = floorQueries(dataSource);
   }
 
   private get pool(): Pool & { Client: new (options: object) => Client; options: any } {
@@ -100,20 +94,7 @@ export class WaitFloorController implements OnModuleInit, OnModuleDestroy {
     const token = wakeTokenOf('', key);
     const owner = randomUUID();
     const held = this.hold(token, key);
-    const claimed = await this.pool.query({
-      ...this.statements.claimFresh,
-      values: [
-        '',
-        key,
-        FLOOR_FINGERPRINT,
-        owner,
-        FLOOR_LEASE_SECONDS,
-        FLOOR_TTL_SECONDS,
-        randomUUID(),
-        'POST',
-        '/wait-floor',
-      ],
-    });
+    const claimed = await this.pool.query(this.queries.claimFresh(key, owner, '/wait-floor'));
     if (claimed.rowCount !== 1) {
       const timeout = setTimeout(() => this.settle(token, () => this.read(key)), 10_000);
       try {
@@ -124,18 +105,7 @@ export class WaitFloorController implements OnModuleInit, OnModuleDestroy {
     }
     await sleep(Number(raw ?? 0));
     const entry = await this.entries.insert(parseBenchEntryInput(body));
-    await this.pool.query({
-      ...this.statements.complete,
-      values: [
-        '',
-        key,
-        owner,
-        201,
-        FLOOR_HEADERS,
-        Buffer.from(JSON.stringify(entry)),
-        FLOOR_TTL_SECONDS,
-      ],
-    });
+    await this.pool.query(this.queries.complete(key, owner, entry));
     await this.pool.query('SELECT pg_notify($1, $2)', [this.channel, token]);
     this.settle(token, () => Promise.resolve(entry));
     return entry;

@@ -276,6 +276,12 @@ export function evaluateTargets(inputs: TargetInputs): TargetCheck[] {
       TARGETS.firstTxToTxFloor,
     ),
     sideBySide(
+      'transactional first execution vs that floor from an interceptor (req/s)',
+      firstTx,
+      row('floor-tx-interceptor'),
+      TARGETS.firstTxToTxFloor,
+    ),
+    sideBySide(
       'replay vs the Redis peer replay (req/s)',
       replay,
       peerReplay,

@@ -11,6 +11,7 @@ export const ROUTES = {
   floorTx: '/floor-tx',
   floorTxInside: '/floor-tx-inside',
   floorTxTypeOrm: '/floor-tx-typeorm',
+  floorTxInterceptor: '/floor-tx-interceptor',
   durable: '/durable',
   stormFloor: '/storm-floor',
   idempotent: '/idempotent',
@@ -35,6 +36,7 @@ export interface BenchCase {
     | 'floor-tx'
     | 'floor-tx-inside'
     | 'floor-tx-typeorm'
+    | 'floor-tx-interceptor'
     | 'first'
     | 'first-tx'
     | 'replay'
@@ -92,6 +94,13 @@ export const BENCH_CASES: readonly BenchCase[] = [
     id: 'floor-tx-typeorm',
     label: 'floor, transactional (TypeORM)',
     path: ROUTES.floorTxTypeOrm,
+    key: 'fresh',
+    peer: false,
+  },
+  {
+    id: 'floor-tx-interceptor',
+    label: 'floor, transactional, from an interceptor',
+    path: ROUTES.floorTxInterceptor,
     key: 'fresh',
     peer: false,
   },
