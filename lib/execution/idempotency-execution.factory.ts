@@ -55,18 +55,24 @@ export class IdempotencyExecutionFactory {
     route: ResolvedIdempotencyRouteOptions,
     claim: WonClaim,
   ): Promise<IdempotencyExecution> {
-    const http = context.switchToHttp();
-    const request = http.getRequest();
-    const response = http.getResponse();
-    const adapter = this.responses.get();
-    return this.begin(context, route, claim, {
-      warnUnstorable: (why) => this.warnOnce(routeOf(request), why),
-      before: adapter.snapshot(response),
-      textContentType: adapter.textContentType,
-    }).then((execution) => {
-      adapter.capture(response, execution);
-      return execution;
-    });
+    // Not an async function (one promise fewer per request), so a throw is turned into the
+    // rejection its caller handles, here and in startCall().
+    try {
+      const http = context.switchToHttp();
+      const request = http.getRequest();
+      const response = http.getResponse();
+      const adapter = this.responses.get();
+      return this.begin(context, route, claim, {
+        warnUnstorable: (why) => this.warnOnce(routeOf(request), why),
+        before: adapter.snapshot(response),
+        textContentType: adapter.textContentType,
+      }).then((execution) => {
+        adapter.capture(response, execution);
+        return execution;
+      });
+    } catch (error) {
+      return Promise.reject(error);
+    }
   }
 
   /**
@@ -79,11 +85,15 @@ export class IdempotencyExecutionFactory {
     route: ResolvedIdempotencyRouteOptions,
     claim: WonClaim,
   ): Promise<IdempotencyExecution> {
-    return this.begin(context, route, claim, {
-      warnUnstorable: (why) => this.warnOnce(claim.label, why),
-      before: { status: 200, headers: {} },
-      textContentType: 'application/json; charset=utf-8',
-    });
+    try {
+      return this.begin(context, route, claim, {
+        warnUnstorable: (why) => this.warnOnce(claim.label, why),
+        before: { status: 200, headers: {} },
+        textContentType: 'application/json; charset=utf-8',
+      });
+    } catch (error) {
+      return Promise.reject(error);
+    }
   }
 
   private begin(

@@ -539,8 +539,14 @@ export class TypeOrmIdempotencyStore extends IdempotencyStore implements TypeOrm
   ): Promise<StatementResult> {
     const deadline =
       typeof operation === 'string' ? new Deadline(operation, this.timeoutMs) : operation;
-    return this.usesPoolAccess()
-      ? runOnPool(this.dataSource, statement, values, deadline, this.preparedStatements)
-      : runOnNewQueryRunner(this.dataSource, statement, values, deadline);
+    // Callers chain on the promise without an async function around them: a DataSource that
+    // cannot be resolved rejects rather than throws.
+    try {
+      return this.usesPoolAccess()
+        ? runOnPool(this.dataSource, statement, values, deadline, this.preparedStatements)
+        : runOnNewQueryRunner(this.dataSource, statement, values, deadline);
+    } catch (error) {
+      return Promise.reject(error);
+    }
   }
 }
