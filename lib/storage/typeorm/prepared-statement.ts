@@ -106,7 +106,6 @@ export function runOnPool(
   // TypeORM's own words for a DataSource not initialised (or destroyed).
   if (!pool) return Promise.reject(new Error('Driver not Connected'));
   return new Promise<StatementResult>((resolve, reject) => {
-    let settled = false;
     let client: PgClient | undefined;
     let release: ((error?: unknown) => void) | undefined;
     let broken: unknown;
@@ -118,7 +117,6 @@ export function runOnPool(
       release!(broken);
     };
     const timer = deadline.startTimer((timeout) => {
-      settled = true;
       // After a timeout the statement is still pending on this connection (or lost in a dead
       // socket): pg-pool, given an error, ends the client, which destroys the socket because a
       // query is active. Handed back without one, the next caller would queue behind it.
@@ -130,12 +128,10 @@ export function runOnPool(
     });
     pool.connect((connectError, lent, releaseLent) => {
       if (connectError) {
-        if (settled) return;
-        settled = true;
-        timer.clear();
-        return reject(connectError);
+        if (timer.stop()) reject(connectError);
+        return;
       }
-      if (settled) return releaseLent();
+      if (timer.done) return releaseLent();
       client = lent;
       release = releaseLent;
       timer.waitingFor = 'PostgreSQL to answer';
@@ -144,9 +140,7 @@ export function runOnPool(
         ? { name: statement.name, text: statement.text, values }
         : { text: statement.text, values };
       const failed = (error: unknown) => {
-        if (settled) return;
-        settled = true;
-        timer.clear();
+        if (!timer.stop()) return;
         if (!isServerError(error)) broken = error;
         giveBack();
         reject(prepared ? explainStatementError(error, statement) : error);
@@ -154,9 +148,7 @@ export function runOnPool(
       try {
         lent.query(query, (error, result) => {
           if (error) return failed(error);
-          if (settled) return;
-          settled = true;
-          timer.clear();
+          if (!timer.stop()) return;
           giveBack();
           resolve(result);
         });

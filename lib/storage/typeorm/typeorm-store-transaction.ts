@@ -41,32 +41,24 @@ export class TypeOrmStoreTransaction {
       // Inside the executor: a DataSource that cannot make a runner rejects, as it did when
       // this was an async function.
       const runner = dataSource.createQueryRunner();
-      let settled = false;
-      let connected = false;
       const timer = new Deadline('beginTransaction', timeoutMs).startTimer((timeout) => {
-        settled = true;
         // Still waiting for a connection: the late one releases the runner (below). Released
         // now, TypeORM would keep that connection checked out for good.
-        if (!connected) return reject(timeout);
+        if (timer.waitingFor === 'a pooled connection') return reject(timeout);
         void discardQueryRunner(runner).then(() => reject(timeout));
       });
       const failed = (error: unknown) => {
-        if (settled) return;
-        settled = true;
-        timer.clear();
+        if (!timer.stop()) return;
         runner.release().then(
           () => reject(error),
           () => reject(error),
         );
       };
       runner.connect().then((connection: unknown) => {
-        connected = true;
-        if (settled) return void runner.release().catch(() => undefined);
+        if (timer.done) return void runner.release().catch(() => undefined);
         timer.waitingFor = 'PostgreSQL to answer';
         runner.startTransaction().then(() => {
-          if (settled) return;
-          settled = true;
-          timer.clear();
+          if (!timer.stop()) return;
           const client = namedStatements ? (connection as PgClient) : undefined;
           resolve(new TypeOrmStoreTransaction(runner, timeoutMs, client));
         }, failed);
@@ -99,12 +91,9 @@ export class TypeOrmStoreTransaction {
     }
     const client = this.client;
     return new Promise((resolve, reject) => {
-      let settled = false;
-      const timer = this.startTimer(deadline, () => (settled = true), reject);
+      const timer = this.startTimer(deadline, reject);
       client.query({ name: statement.name, text: statement.text, values }, (error, result) => {
-        if (settled) return;
-        settled = true;
-        timer.clear();
+        if (!timer.stop()) return;
         if (error) reject(explainStatementError(error, statement));
         else resolve(result);
       });
@@ -141,18 +130,17 @@ export class TypeOrmStoreTransaction {
     this.state = 'finished';
     const deadline = new Deadline(operation, this.timeoutMs);
     return new Promise((resolve, reject) => {
-      let settled = false;
-      const timer = this.startTimer(deadline, () => (settled = true), reject);
-      const ended = (error?: unknown) => {
-        if (settled) return;
-        settled = true;
-        timer.clear();
-        this.runner.release().then(
-          () => (error === undefined ? resolve() : reject(error)),
-          (releaseError: unknown) => reject(error ?? releaseError),
-        );
-      };
-      end().then(() => ended(), ended);
+      const timer = this.startTimer(deadline, reject);
+      end().then(
+        () => {
+          if (timer.stop()) this.runner.release().then(resolve, reject);
+        },
+        (error: unknown) => {
+          if (!timer.stop()) return;
+          const fail = () => reject(error);
+          this.runner.release().then(fail, fail);
+        },
+      );
     });
   }
 
@@ -162,13 +150,8 @@ export class TypeOrmStoreTransaction {
    * must treat the outcome as unknown (an owner-guarded write says later); the connection is
    * closed before the timeout is reported.
    */
-  private startTimer(
-    deadline: Deadline,
-    expire: () => void,
-    reject: (error: unknown) => void,
-  ): DeadlineTimer {
+  private startTimer(deadline: Deadline, reject: (error: unknown) => void): DeadlineTimer {
     const timer = deadline.startTimer((timeout) => {
-      expire();
       this.state = 'abandoned';
       void discardQueryRunner(this.runner).then(() => reject(timeout));
     });

@@ -58,13 +58,24 @@ export class Deadline {
    * @returns the timer, waiting for a pooled connection until told otherwise
    */
   startTimer(expired: (timeout: IdempotencyStoreTimeoutError) => void): DeadlineTimer {
+    let done = false;
     const state: DeadlineTimer = {
       waitingFor: 'a pooled connection',
-      clear: () => clearTimeout(handle),
+      get done() {
+        return done;
+      },
+      stop: () => {
+        if (done) return false;
+        done = true;
+        clearTimeout(handle);
+        return true;
+      },
     };
     const handle = setTimeout(
-      () =>
-        expired(new IdempotencyStoreTimeoutError(this.operation, this.timeoutMs, state.waitingFor)),
+      () => {
+        done = true;
+        expired(new IdempotencyStoreTimeoutError(this.operation, this.timeoutMs, state.waitingFor));
+      },
       Math.max(0, this.endsAt - Date.now()),
     );
     // The timer alone must not keep a process alive that has nothing else to do.
@@ -112,8 +123,14 @@ export class Deadline {
 export interface DeadlineTimer {
   /** What the call waits for now, named in the timeout error. */
   waitingFor: DeadlineWait;
-  /** Stops the timer once the call settled. */
-  clear(): void;
+  /** Whether the deadline passed or the call settled: whatever arrives now comes too late. */
+  readonly done: boolean;
+  /**
+   * Stops the timer as the call settles.
+   * @returns false when the deadline passed first or the call already settled: the caller must
+   *   not settle it again
+   */
+  stop(): boolean;
 }
 
 /** Whether `error` is a store call that ran out of time. */
