@@ -24,6 +24,7 @@ import { BenchProvider } from './bench-provider.service';
 import { CreateBenchEntries1764547200000 } from './create-bench-entries.migration';
 import { CreateBenchPayment } from './create-bench-payment.operation';
 import { FloorController } from './floor.controller';
+import { ContractFloorController } from './contract-floor.controller';
 import { FloorInterceptorController } from './floor-interceptor.controller';
 import { HealthController } from './health.controller';
 import { PeerController } from './peer.controller';
@@ -97,6 +98,7 @@ export function createBenchModule(config: BenchAppConfig): DynamicModule {
       BenchController,
       FloorController,
       FloorInterceptorController,
+      ContractFloorController,
       DurablePeerController,
       HealthController,
       PurgeController,

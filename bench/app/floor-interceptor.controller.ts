@@ -8,41 +8,15 @@ import {
   UseGuards,
   UseInterceptors,
 } from '@nestjs/common';
-import type { CallHandler, CanActivate, ExecutionContext, NestInterceptor } from '@nestjs/common';
+import type { CallHandler, ExecutionContext } from '@nestjs/common';
 import { randomUUID } from 'node:crypto';
-import type { Pool, PoolClient } from 'pg';
+import type { PoolClient } from 'pg';
 import { Observable, catchError, concatMap, finalize, from } from 'rxjs';
-import { DataSource } from 'typeorm';
 import type { QueryRunner } from 'typeorm';
 import type { BenchEntry } from './bench-entry';
 import { parseBenchEntryInput } from './bench-entry';
 import { BenchEntriesService } from './bench-entries.service';
-import { floorQueries } from './floor-statements';
-import type { FloorQueries } from './floor-statements';
-
-/** Lets a request through when it carries a key: the guard's place in Nest's pipeline, no more. */
-@Injectable()
-class FloorKeyGuard implements CanActivate {
-  canActivate(context: ExecutionContext): boolean {
-    return typeof context.switchToHttp().getRequest().headers['idempotency-key'] === 'string';
-  }
-}
-
-/** The floor interceptors' pool and statements. */
-@Injectable()
-abstract class FloorInterceptorBase implements NestInterceptor {
-  protected readonly queries: FloorQueries;
-
-  constructor(protected readonly dataSource: DataSource) {
-    this.queries = floorQueries(dataSource);
-  }
-
-  protected get pool(): Pool {
-    return (this.dataSource.driver as unknown as { master: Pool }).master;
-  }
-
-  abstract intercept(context: ExecutionContext, next: CallHandler): Observable<unknown>;
-}
+import { FloorInterceptorBase, FloorKeyGuard } from './floor-interceptor.base';
 
 /**
  * The floor's two statements sent from a bare interceptor: the claim before the handler, the

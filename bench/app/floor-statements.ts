@@ -43,10 +43,18 @@ export interface FloorQuery extends FloorStatement {
 
 /** The library's claim of a new key and its completion, with a floor case's values. */
 export interface FloorQueries {
-  /** The store's fresh insert for `key`, owned by `owner`, as `POST path`. */
-  claimFresh(key: string, owner: string, path: string): FloorQuery;
+  /** The store's fresh insert for `key`, owned by `owner`, as `POST path` (fingerprint fixed by default). */
+  claimFresh(key: string, owner: string, path: string, fingerprint?: string): FloorQuery;
   /** The completion of `key` with `entry` as its 201 JSON body. */
   complete(key: string, owner: string, entry: unknown): FloorQuery;
+  /** The completion of `key` with the response as it went out (headers as stored JSON). */
+  completeWith(
+    key: string,
+    owner: string,
+    status: number,
+    headers: string,
+    body: Buffer,
+  ): FloorQuery;
 }
 
 /**
@@ -56,12 +64,12 @@ export interface FloorQueries {
 export function floorQueries(dataSource: DataSource): FloorQueries {
   const statements = storeStatements(dataSource);
   return {
-    claimFresh: (key, owner, path) => ({
+    claimFresh: (key, owner, path, fingerprint = FLOOR_FINGERPRINT) => ({
       ...statements.claimFresh,
       values: [
         '',
         key,
-        FLOOR_FINGERPRINT,
+        fingerprint,
         owner,
         FLOOR_LEASE_SECONDS,
         FLOOR_TTL_SECONDS,
@@ -70,17 +78,20 @@ export function floorQueries(dataSource: DataSource): FloorQueries {
         path,
       ],
     }),
-    complete: (key, owner, entry) => ({
-      ...statements.complete,
-      values: [
-        '',
-        key,
-        owner,
-        201,
-        FLOOR_HEADERS,
-        Buffer.from(JSON.stringify(entry)),
-        FLOOR_TTL_SECONDS,
-      ],
-    }),
+    complete: (key, owner, entry) =>
+      completeWith(key, owner, 201, FLOOR_HEADERS, Buffer.from(JSON.stringify(entry))),
+    completeWith,
   };
+  function completeWith(
+    key: string,
+    owner: string,
+    status: number,
+    headers: string,
+    body: Buffer,
+  ): FloorQuery {
+    return {
+      ...statements.complete,
+      values: ['', key, owner, status, headers, body, FLOOR_TTL_SECONDS],
+    };
+  }
 }

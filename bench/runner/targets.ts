@@ -264,6 +264,12 @@ export function evaluateTargets(inputs: TargetInputs): TargetCheck[] {
       TARGETS.firstToInterceptorFloor,
     ),
     sideBySide(
+      'first execution vs the contract floor from an interceptor (req/s)',
+      first,
+      row('floor-contract'),
+      TARGETS.firstToInterceptorFloor,
+    ),
+    sideBySide(
       'transactional first execution vs the transactional floor (req/s)',
       firstTx,
       row('floor-tx'),
@@ -279,6 +285,12 @@ export function evaluateTargets(inputs: TargetInputs): TargetCheck[] {
       'transactional first execution vs that floor from an interceptor (req/s)',
       firstTx,
       row('floor-tx-interceptor'),
+      TARGETS.firstTxToTxFloor,
+    ),
+    sideBySide(
+      'transactional first execution vs the transactional contract floor (req/s)',
+      firstTx,
+      row('floor-contract-tx'),
       TARGETS.firstTxToTxFloor,
     ),
     sideBySide(

@@ -12,6 +12,8 @@ export const ROUTES = {
   floorTxInside: '/floor-tx-inside',
   floorTxTypeOrm: '/floor-tx-typeorm',
   floorTxInterceptor: '/floor-tx-interceptor',
+  floorContract: '/floor-contract',
+  floorContractTx: '/floor-contract-tx',
   durable: '/durable',
   stormFloor: '/storm-floor',
   idempotent: '/idempotent',
@@ -37,6 +39,8 @@ export interface BenchCase {
     | 'floor-tx-inside'
     | 'floor-tx-typeorm'
     | 'floor-tx-interceptor'
+    | 'floor-contract'
+    | 'floor-contract-tx'
     | 'first'
     | 'first-tx'
     | 'replay'
@@ -84,6 +88,13 @@ export const BENCH_CASES: readonly BenchCase[] = [
     peer: false,
   },
   {
+    id: 'floor-contract',
+    label: 'contract floor from an interceptor',
+    path: ROUTES.floorContract,
+    key: 'fresh',
+    peer: false,
+  },
+  {
     id: 'floor-tx',
     label: 'floor, transactional',
     path: ROUTES.floorTx,
@@ -101,6 +112,13 @@ export const BENCH_CASES: readonly BenchCase[] = [
     id: 'floor-tx-interceptor',
     label: 'floor, transactional, from an interceptor',
     path: ROUTES.floorTxInterceptor,
+    key: 'fresh',
+    peer: false,
+  },
+  {
+    id: 'floor-contract-tx',
+    label: 'contract floor, transactional',
+    path: ROUTES.floorContractTx,
     key: 'fresh',
     peer: false,
   },
