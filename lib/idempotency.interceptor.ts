@@ -99,12 +99,21 @@ export class IdempotencyInterceptor implements NestInterceptor {
 
   private claim(context: ExecutionContext, known: KnownClaimInput): Promise<Claimed> {
     const request = context.switchToHttp().getRequest();
-    const { route, scope, key, label } = known;
+    const { route, keyPlace, scope, key, fingerprint, label } = known;
+    // Each field named rather than spread from `known`: this runs on every first execution.
     return this.claims.claim({
-      ...known,
+      route,
+      keyPlace,
+      scope,
+      key,
+      fingerprint,
+      label,
       method: request.method,
       path: request.originalUrl ?? request.url,
-      waiting: () => this.waitingRequest(context, scope, key, label),
+      waiting:
+        route.wait.maxSeconds > 0
+          ? () => this.waitingRequest(context, scope, key, label)
+          : undefined,
       start: (won) => this.executions.start(context, route, won),
     });
   }

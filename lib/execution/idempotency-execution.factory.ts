@@ -103,10 +103,13 @@ export class IdempotencyExecutionFactory {
     transport: Pick<IdempotencyExecutionDeps, 'warnUnstorable' | 'before' | 'textContentType'>,
   ): Promise<IdempotencyExecution> {
     const { scope, key, ownerToken, recordId, attempt, label } = claim;
-    // This request's events carry its route.
+    // This request's events carry its route (each event is a fresh literal: given its route
+    // rather than copied).
     const events = {
-      emit: (event: IdempotencyEvent) =>
-        this.events.emit({ ...event, route: label } as IdempotencyEvent),
+      emit: (event: IdempotencyEvent) => {
+        (event as { route?: string }).route = label;
+        this.events.emit(event);
+      },
     };
     const run = IdempotencyRun.begin({
       store: this.store,

@@ -58,29 +58,7 @@ export class Deadline {
    * @returns the timer, waiting for a pooled connection until told otherwise
    */
   startTimer(expired: (timeout: IdempotencyStoreTimeoutError) => void): DeadlineTimer {
-    let done = false;
-    const state: DeadlineTimer = {
-      waitingFor: 'a pooled connection',
-      get done() {
-        return done;
-      },
-      stop: () => {
-        if (done) return false;
-        done = true;
-        clearTimeout(handle);
-        return true;
-      },
-    };
-    const handle = setTimeout(
-      () => {
-        done = true;
-        expired(new IdempotencyStoreTimeoutError(this.operation, this.timeoutMs, state.waitingFor));
-      },
-      Math.max(0, this.endsAt - Date.now()),
-    );
-    // The timer alone must not keep a process alive that has nothing else to do.
-    handle.unref?.();
-    return state;
+    return new CallTimer(this.operation, this.timeoutMs, this.endsAt - Date.now(), expired);
   }
 
   /**
@@ -131,6 +109,44 @@ export interface DeadlineTimer {
    *   not settle it again
    */
   stop(): boolean;
+}
+
+/**
+ * `startTimer()`'s timer: a class rather than an object literal with a getter, which V8 builds
+ * more slowly, since every statement of the request path starts one.
+ */
+class CallTimer implements DeadlineTimer {
+  waitingFor: DeadlineWait = 'a pooled connection';
+  private settled = false;
+  private readonly handle: ReturnType<typeof setTimeout>;
+
+  constructor(
+    operation: string,
+    timeoutMs: number,
+    remainingMs: number,
+    expired: (timeout: IdempotencyStoreTimeoutError) => void,
+  ) {
+    this.handle = setTimeout(
+      () => {
+        this.settled = true;
+        expired(new IdempotencyStoreTimeoutError(operation, timeoutMs, this.waitingFor));
+      },
+      Math.max(0, remainingMs),
+    );
+    // The timer alone must not keep a process alive that has nothing else to do.
+    this.handle.unref?.();
+  }
+
+  get done(): boolean {
+    return this.settled;
+  }
+
+  stop(): boolean {
+    if (this.settled) return false;
+    this.settled = true;
+    clearTimeout(this.handle);
+    return true;
+  }
 }
 
 /** Whether `error` is a store call that ran out of time. */
