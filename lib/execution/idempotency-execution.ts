@@ -322,9 +322,13 @@ export class IdempotencyExecution implements ResponseSink {
     let owned: boolean;
     const started = performance.now();
     try {
-      owned = await transaction.complete(this.run.ref, stored, this.route.ttlSeconds);
-      if (owned) await transaction.commit();
-      else await transaction.rollback();
+      if (transaction.completeAndCommit) {
+        owned = await transaction.completeAndCommit(this.run.ref, stored, this.route.ttlSeconds);
+      } else {
+        owned = await transaction.complete(this.run.ref, stored, this.route.ttlSeconds);
+        if (owned) await transaction.commit();
+        else await transaction.rollback();
+      }
       this.deps.recordCompletion?.((performance.now() - started) / 1000, owned);
     } catch (error) {
       this.deps.events.emit({ type: 'store_error', operation: 'complete', error });

@@ -113,6 +113,18 @@ export interface IdempotencyStoreTransaction {
   commit(): Promise<void>;
   /** Undoes the handler's writes and the completion. */
   rollback(): Promise<void>;
+  /**
+   * Optional: `complete()` and, when it wrote, `commit()` as one step, for a store that can send
+   * them together (the TypeORM store: one round trip on a pg client that pipelines). When it
+   * returns false nothing was committed and the transaction is over. Left out, the caller
+   * completes, then commits or rolls back.
+   * @returns false when the caller no longer owns the record (nothing was committed)
+   */
+  completeAndCommit?(
+    ref: IdempotencyRecordRef,
+    response: StoredResponse,
+    ttlSeconds: number,
+  ): Promise<boolean>;
 }
 
 /** What a run answers with: the settings of the route that claimed the record. */

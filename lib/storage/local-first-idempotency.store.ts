@@ -144,6 +144,7 @@ export class LocalFirstIdempotencyStore extends IdempotencyStore {
   beginTransaction(): Promise<IdempotencyStoreTransaction> {
     return this.inner.beginTransaction().then((transaction) => {
       let completed: { ref: IdempotencyRecordRef; response: StoredResponse; expiresAt: number };
+      const completeAndCommit = transaction.completeAndCommit?.bind(transaction);
       return {
         manager: transaction.manager,
         complete: (ref, response, ttlSeconds) => {
@@ -155,16 +156,28 @@ export class LocalFirstIdempotencyStore extends IdempotencyStore {
         },
         commit: () =>
           transaction.commit().then(() => {
-            if (!completed) return;
-            const { ref, response, expiresAt } = completed;
-            const entry = this.inFlight.owned(ref.scope, ref.key, ref.ownerToken);
-            if (entry) this.remember(ref, entry, response, expiresAt);
-            this.inFlight.end(ref.scope, ref.key, ref.ownerToken);
-            this.announce(ref);
+            if (completed) this.committed(completed.ref, completed.response, completed.expiresAt);
           }),
         rollback: () => transaction.rollback(),
+        completeAndCommit:
+          completeAndCommit &&
+          ((ref, response, ttlSeconds) => {
+            const sentAt = this.now();
+            return completeAndCommit(ref, response, ttlSeconds).then((owned) => {
+              if (owned) this.committed(ref, response, sentAt + ttlSeconds * 1000);
+              return owned;
+            });
+          }),
       };
     });
+  }
+
+  /** A transaction committed its completion: the record is known here as completed. */
+  private committed(ref: IdempotencyRecordRef, response: StoredResponse, expiresAt: number): void {
+    const entry = this.inFlight.owned(ref.scope, ref.key, ref.ownerToken);
+    if (entry) this.remember(ref, entry, response, expiresAt);
+    this.inFlight.end(ref.scope, ref.key, ref.ownerToken);
+    this.announce(ref);
   }
 
   /**

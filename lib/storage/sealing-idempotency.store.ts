@@ -77,13 +77,20 @@ export class SealingIdempotencyStore extends IdempotencyStore {
   beginTransaction(): Promise<IdempotencyStoreTransaction> {
     const begun = this.inner.beginTransaction();
     if (!this.sealer.seals) return begun;
-    return begun.then((transaction) => ({
-      manager: transaction.manager,
-      complete: (ref, response, ttlSeconds) =>
-        transaction.complete(ref, this.seal(ref, response), ttlSeconds),
-      commit: () => transaction.commit(),
-      rollback: () => transaction.rollback(),
-    }));
+    return begun.then((transaction) => {
+      const completeAndCommit = transaction.completeAndCommit?.bind(transaction);
+      return {
+        manager: transaction.manager,
+        complete: (ref, response, ttlSeconds) =>
+          transaction.complete(ref, this.seal(ref, response), ttlSeconds),
+        commit: () => transaction.commit(),
+        rollback: () => transaction.rollback(),
+        completeAndCommit:
+          completeAndCommit &&
+          ((ref, response, ttlSeconds) =>
+            completeAndCommit(ref, this.seal(ref, response), ttlSeconds)),
+      };
+    });
   }
 
   /**

@@ -12,8 +12,8 @@
  * on the storage layer only.
  */
 import { randomUUID } from 'node:crypto';
-import { DataSource } from 'typeorm';
-import type { EntityManager, ReplicationMode } from 'typeorm';
+import { DataSource, EventSubscriber } from 'typeorm';
+import type { EntityManager, EntitySubscriberInterface, ReplicationMode } from 'typeorm';
 import { IdempotencyConfigurationError } from '../../lib/errors/idempotency-configuration.error';
 import type {
   ClaimRequest,
@@ -448,6 +448,166 @@ describe('TypeOrmIdempotencyStore on PostgreSQL', () => {
         await runInTransaction(claimRequest(), i % 2 === 0 ? 'commit' : 'rollback');
       }
       expect(await db.query('SELECT count(*)::int AS n FROM orders')).toEqual([{ n: 15 }]);
+    });
+  });
+
+  describe('a completion sent with its COMMIT (completeAndCommit)', () => {
+    beforeAll(async () => {
+      await db.query('CREATE TABLE IF NOT EXISTS orders (id serial PRIMARY KEY, note text)');
+    });
+    beforeEach(async () => {
+      await db.query('TRUNCATE orders');
+    });
+
+    interface WatchedClient {
+      pipeline?: boolean;
+      query: (...args: any[]) => unknown;
+    }
+
+    /**
+     * What is sent on the pg client under a transaction's EntityManager, in order: each query's
+     * first word, whether the completion had answered by then, and whether the client pipelined.
+     */
+    function watch(manager: EntityManager) {
+      const client = (manager.queryRunner as unknown as { databaseConnection: WatchedClient })
+        .databaseConnection;
+      const sent: { word: string; completionAnswered: boolean; pipelined: boolean }[] = [];
+      let completionAnswered = false;
+      const query = client.query;
+      client.query = function (this: unknown, config: any, ...rest: any[]) {
+        const text: string = typeof config === 'string' ? config : config.text;
+        sent.push({
+          word: text.trim().split(/\s/)[0],
+          completionAnswered,
+          pipelined: client.pipeline === true,
+        });
+        const callback = rest[rest.length - 1];
+        if (config?.name && typeof callback === 'function') {
+          rest[rest.length - 1] = (...args: unknown[]) => {
+            completionAnswered = true;
+            callback(...args);
+          };
+        }
+        return query.call(this, config, ...rest);
+      };
+      return { client, sent, restore: () => (client.query = query) };
+    }
+
+    async function recordOf(key: string) {
+      const [row] = await db.query(
+        `SELECT status, response_status, owner_token FROM ${TABLE} WHERE idempotency_key = $1`,
+        [key],
+      );
+      return row;
+    }
+
+    describe.each([
+      ['', false],
+      [' (a route that may wait: announced)', true],
+    ])('%s', (_, announce) => {
+      it('commits the business row and the completion together, the COMMIT sent before the completion answered', async () => {
+        const req = claimRequest();
+        await store.claim(req);
+        const tx = await store.beginTransaction();
+        const manager = tx.manager as EntityManager;
+        await manager.query('INSERT INTO orders (note) VALUES ($1)', [req.key]);
+        const wire = watch(manager);
+        try {
+          expect(await tx.completeAndCommit!({ ...req, announce }, RESPONSE, 3600)).toBe(true);
+        } finally {
+          wire.restore();
+        }
+        expect(wire.sent.map((query) => query.word)).toEqual(['WITH', 'COMMIT']);
+        expect(wire.sent[1]).toEqual({
+          word: 'COMMIT',
+          completionAnswered: false,
+          pipelined: true,
+        });
+        // The connection goes back to the pool as it came: not pipelining, no transaction open.
+        expect(wire.client.pipeline).toBe(false);
+        expect(await db.query('SELECT note FROM orders')).toEqual([{ note: req.key }]);
+        expect(await recordOf(req.key)).toMatchObject({
+          status: 'completed',
+          response_status: 201,
+        });
+      });
+
+      it('when the lease was taken over, returns false and commits neither the business row nor the completion', async () => {
+        const old = claimRequest({ lockTimeoutSeconds: 0.2 });
+        await store.claim(old);
+        const tx = await store.beginTransaction();
+        await (tx.manager as EntityManager).query('INSERT INTO orders (note) VALUES ($1)', [
+          old.key,
+        ]);
+        await sleep(300);
+        const current = { ...old, ownerToken: randomUUID(), lockTimeoutSeconds: 60 };
+        expect(await store.claim(current)).toMatchObject({ outcome: 'claimed', attempt: 2 });
+        expect(await tx.completeAndCommit!({ ...old, announce }, RESPONSE, 3600)).toBe(false);
+        await expect(tx.rollback()).resolves.toBeUndefined();
+        expect(await db.query('SELECT note FROM orders')).toEqual([]);
+        expect(await recordOf(old.key)).toEqual({
+          status: 'in_flight',
+          response_status: null,
+          owner_token: current.ownerToken,
+        });
+        // The new owner completes; the connection the failed one used serves again.
+        expect(await store.complete(current, RESPONSE, 3600)).toBe(true);
+        for (let i = 0; i < 30; i++) {
+          const next = claimRequest();
+          await store.claim(next);
+          const again = await store.beginTransaction();
+          expect(await again.completeAndCommit!(next, RESPONSE, 3600)).toBe(true);
+        }
+      });
+    });
+
+    it('without the runner’s pg client, sends them one after the other: committed when owned, rolled back when not', async () => {
+      const fallback = new TypeOrmIdempotencyStore(withoutPoolAccess(dataSource), TABLE);
+      const owned = claimRequest();
+      await fallback.claim(owned);
+      const tx = await fallback.beginTransaction();
+      await (tx.manager as EntityManager).query('INSERT INTO orders (note) VALUES ($1)', [
+        owned.key,
+      ]);
+      expect(await tx.completeAndCommit!(owned, RESPONSE, 3600)).toBe(true);
+      expect((await recordOf(owned.key)).status).toBe('completed');
+
+      const old = claimRequest({ lockTimeoutSeconds: 0.2 });
+      await fallback.claim(old);
+      const lost = await fallback.beginTransaction();
+      await (lost.manager as EntityManager).query('INSERT INTO orders (note) VALUES ($1)', [
+        old.key,
+      ]);
+      await sleep(300);
+      await fallback.claim({ ...old, ownerToken: randomUUID(), lockTimeoutSeconds: 60 });
+      expect(await lost.completeAndCommit!(old, RESPONSE, 3600)).toBe(false);
+      expect(await db.query('SELECT note FROM orders')).toEqual([{ note: owned.key }]);
+    });
+
+    it('is left out when a TypeORM subscriber listens to commits, which would hear of one that rolled back', async () => {
+      @EventSubscriber()
+      class CommitListener implements EntitySubscriberInterface {
+        afterTransactionCommit(): void {}
+      }
+      const listened = new DataSource({
+        type: 'postgres',
+        url: db.url,
+        subscribers: [CommitListener],
+        extra: { max: 2 },
+      });
+      await listened.initialize();
+      try {
+        const withListener = new TypeOrmIdempotencyStore(listened, TABLE);
+        const req = claimRequest();
+        await withListener.claim(req);
+        const tx = await withListener.beginTransaction();
+        expect(tx.completeAndCommit).toBeUndefined();
+        expect(await tx.complete(req, RESPONSE, 3600)).toBe(true);
+        await tx.commit();
+        expect((await recordOf(req.key)).status).toBe('completed');
+      } finally {
+        await listened.destroy();
+      }
     });
   });
 

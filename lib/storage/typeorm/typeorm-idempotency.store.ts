@@ -22,7 +22,13 @@ import { TypeOrmOperator } from './typeorm-operator.query';
 import { TypeOrmJobStore } from './typeorm-job.store';
 import { TypeOrmPhaseStore } from './typeorm-phase.store';
 import { TypeOrmStoreTransaction } from './typeorm-store-transaction';
-import { TypeOrmWakeUps, announcedWrite, notifyWritten, wakeUpChannelOf } from './typeorm-wake-ups';
+import {
+  TypeOrmWakeUps,
+  announcedWrite,
+  failUnlessWritten,
+  notifyWritten,
+  wakeUpChannelOf,
+} from './typeorm-wake-ups';
 import { Deadline } from './with-deadline';
 
 /** How often a claim is retried when a concurrent writer changed the row under it. */
@@ -100,6 +106,8 @@ export class TypeOrmIdempotencyStore extends IdempotencyStore implements TypeOrm
     | 'releaseRetry'
     | 'releaseForget'
     | 'completeAnnounced'
+    | 'completeOrFail'
+    | 'completeAnnouncedOrFail'
     | 'releaseRetryAnnounced'
     | 'releaseForgetAnnounced'
     | 'purge'
@@ -119,6 +127,8 @@ export class TypeOrmIdempotencyStore extends IdempotencyStore implements TypeOrm
    * Decided by `verify()` at bootstrap, or by the first call.
    */
   private poolAccess?: boolean;
+  /** Whether transactions send their completion with their COMMIT (`commitsPipelined()`). */
+  private pipelinedCommits?: boolean;
   /** The latest expiry the current purge pass deleted; `null` between passes. */
   private purgedUpTo: string | null = null;
   private abilities?: IdempotencyStoreCapabilities;
@@ -293,6 +303,12 @@ export class TypeOrmIdempotencyStore extends IdempotencyStore implements TypeOrm
     const statements = {
       ...sql,
       completeAnnounced: announcedWrite(sql.complete, this.channel, '$8'),
+      // A transaction's completion sent with its COMMIT: it fails unless it completed the
+      // record, so the COMMIT behind it rolls back (TypeOrmStoreTransaction.commitWith).
+      completeOrFail: `WITH written AS (${sql.complete} RETURNING 1)
+        SELECT ${failUnlessWritten('count(*)::int')} AS n FROM written`,
+      completeAnnouncedOrFail: `WITH written AS (${sql.complete} RETURNING 1)
+        ${notifyWritten(this.channel, '$8', failUnlessWritten)}`,
       releaseRetryAnnounced: announcedWrite(sql.releaseRetry, this.channel, '$4'),
       releaseForgetAnnounced: `${forgetting}, written AS (
           SELECT 1 FROM forgotten UNION ALL SELECT 1 FROM kept
@@ -393,12 +409,8 @@ export class TypeOrmIdempotencyStore extends IdempotencyStore implements TypeOrm
     response: StoredResponse,
     ttlSeconds: number,
   ): Promise<boolean> {
-    return this.completeWith(
-      (sql, params) => this.run('complete', sql, params),
-      ref,
-      response,
-      ttlSeconds,
-    );
+    const { statement, params } = this.completion(ref, response, ttlSeconds, false);
+    return this.run('complete', statement, params).then((result) => written(result, ref));
   }
 
   /** @inheritDoc */
@@ -464,24 +476,33 @@ export class TypeOrmIdempotencyStore extends IdempotencyStore implements TypeOrm
   beginTransaction(): Promise<IdempotencyStoreTransaction> {
     return this.openTransaction().then((tx) => ({
       manager: tx.manager,
-      complete: (ref, response, ttlSeconds) =>
-        this.completeWith(
-          (statement, values) => tx.run('complete (in transaction)', statement, values),
-          ref,
-          response,
-          ttlSeconds,
-        ),
+      complete: (ref, response, ttlSeconds) => {
+        const { statement, params } = this.completion(ref, response, ttlSeconds, false);
+        return tx
+          .run('complete (in transaction)', statement, params)
+          .then((result) => written(result, ref));
+      },
       commit: () => tx.commit(),
       rollback: () => tx.rollback(),
+      completeAndCommit: this.commitsPipelined()
+        ? (ref, response, ttlSeconds) => {
+            const { statement, params } = this.completion(ref, response, ttlSeconds, true);
+            return tx.commitWith('complete (in transaction)', statement, params);
+          }
+        : undefined,
     }));
   }
 
-  private completeWith(
-    run: (statement: PreparedStatement, values: unknown[]) => Promise<StatementResult>,
+  /**
+   * The completion's statement and values; `orFail`: the variant that fails unless it completed
+   * the record, to send with the COMMIT.
+   */
+  private completion(
     ref: IdempotencyRecordRef,
     response: StoredResponse,
     ttlSeconds: number,
-  ): Promise<boolean> {
+    orFail: boolean,
+  ): { statement: PreparedStatement; params: unknown[] } {
     const params = [
       ref.scope,
       ref.key,
@@ -491,11 +512,25 @@ export class TypeOrmIdempotencyStore extends IdempotencyStore implements TypeOrm
       response.body,
       ttlSeconds,
     ];
-    if (ref.announce) {
-      params.push(wakeTokenOf(ref.scope, ref.key));
-      return run(this.sql.completeAnnounced, params).then(({ rows }) => Number(rows[0]?.n) === 1);
+    if (!ref.announce) {
+      return { statement: orFail ? this.sql.completeOrFail : this.sql.complete, params };
     }
-    return run(this.sql.complete, params).then(({ rowCount }) => rowCount === 1);
+    params.push(wakeTokenOf(ref.scope, ref.key));
+    const statement = orFail ? this.sql.completeAnnouncedOrFail : this.sql.completeAnnounced;
+    return { statement, params };
+  }
+
+  /**
+   * Whether a transaction's completion goes with its COMMIT (`completeAndCommit`): not when a
+   * TypeORM subscriber listens to commits, which TypeORM would tell of a COMMIT that PostgreSQL
+   * turned into a rollback (a completion whose lease was taken over).
+   */
+  private commitsPipelined(): boolean {
+    return (this.pipelinedCommits ??= !this.dataSource.subscribers.some(
+      (subscriber) =>
+        typeof subscriber.beforeTransactionCommit === 'function' ||
+        typeof subscriber.afterTransactionCommit === 'function',
+    ));
   }
 
   /**
@@ -549,4 +584,9 @@ export class TypeOrmIdempotencyStore extends IdempotencyStore implements TypeOrm
       return Promise.reject(error);
     }
   }
+}
+
+/** Whether a completion changed the record: its row count, or `n` when it announced itself. */
+function written(result: StatementResult, ref: IdempotencyRecordRef): boolean {
+  return ref.announce ? Number(result.rows[0]?.n) === 1 : result.rowCount === 1;
 }

@@ -2,6 +2,7 @@ import type { DataSource, EntityManager, QueryRunner } from 'typeorm';
 import { explainStatementError } from './prepared-statement';
 import type { PgClient, PreparedStatement, StatementResult } from './prepared-statement';
 import { discardQueryRunner, runOnQueryRunner } from './query-runner-statements';
+import { NOTHING_WRITTEN } from './typeorm-wake-ups';
 import { Deadline, isStoreTimeout } from './with-deadline';
 import type { DeadlineTimer } from './with-deadline';
 
@@ -107,6 +108,59 @@ export class TypeOrmStoreTransaction {
     return this.finish('commit', () => this.runner.commitTransaction());
   }
 
+  /**
+   * Sends `statement`, which fails unless it wrote (`failUnlessWritten`), and the `COMMIT` behind
+   * it without waiting for its answer: on a pg client that pipelines, the two go in one round
+   * trip. When the statement wrote nothing, PostgreSQL turns the `COMMIT` into a rollback. Only
+   * for a DataSource with no subscriber to commits (`pipelinesCommit()`): TypeORM would tell
+   * them of a commit that rolled back. Without the runner's pg client the two are sent one
+   * after the other, the same way round.
+   * @param operation - named in the timeout error
+   * @returns false when the statement wrote nothing (nothing was committed)
+   */
+  commitWith(operation: string, statement: PreparedStatement, values: unknown[]): Promise<boolean> {
+    const refused = this.refusal(operation);
+    if (refused) return Promise.reject(refused);
+    if (!this.client) return this.commitAfter(operation, statement, values);
+    this.state = 'finished';
+    const client = this.client;
+    const deadline = new Deadline(operation, this.timeoutMs);
+    return new Promise((resolve, reject) => {
+      const timer = this.startTimer(deadline, reject);
+      const restore = pipelining(client);
+      let failed: unknown;
+      client.query({ name: statement.name, text: statement.text, values }, (error) => {
+        failed = error ?? undefined;
+      });
+      const settle = (error: unknown) => {
+        restore();
+        if (!timer.stop()) return;
+        const fail = () => reject(explainStatementError(failed ?? error, statement));
+        if (failed === undefined && error === undefined) {
+          this.runner.release().then(() => resolve(true), reject);
+        } else if (failed !== undefined && error === undefined && nothingWritten(failed)) {
+          this.runner.release().then(() => resolve(false), reject);
+        } else {
+          this.runner.release().then(fail, fail);
+        }
+      };
+      this.runner.commitTransaction().then(() => settle(undefined), settle);
+    });
+  }
+
+  /** `commitWith()` one statement at a time: the statement, then the commit or the rollback. */
+  private commitAfter(
+    operation: string,
+    statement: PreparedStatement,
+    values: unknown[],
+  ): Promise<boolean> {
+    return this.run(operation, statement, values).then(
+      () => this.commit().then(() => true),
+      (error: unknown) =>
+        nothingWritten(error) ? this.rollback().then(() => false) : Promise.reject(error as Error),
+    );
+  }
+
   /** Rolls back (when still open) and gives the connection back. */
   rollback(): Promise<void> {
     if (this.state !== 'open') return Promise.resolve();
@@ -168,4 +222,23 @@ export class TypeOrmStoreTransaction {
         : `nest-idempotency: ${operation} refused: the transaction has already ended`,
     );
   }
+}
+
+/**
+ * Puts a pg client in pipeline mode (node-postgres 8.23 and later: queries are written without
+ * waiting for the previous one's answer) until the returned function is called. On an older pg
+ * the flag does nothing and queries wait their turn, which is as correct, one round trip slower.
+ */
+function pipelining(client: PgClient): () => void {
+  const pg = client as unknown as { pipeline?: boolean };
+  if (pg.pipeline) return () => undefined;
+  pg.pipeline = true;
+  return () => {
+    pg.pipeline = false;
+  };
+}
+
+/** Whether `error` is a `failUnlessWritten` statement's: it found nothing to write. */
+function nothingWritten(error: unknown): boolean {
+  return (error as { code?: unknown } | null)?.code === NOTHING_WRITTEN;
 }

@@ -42,12 +42,29 @@ export function wakeUpChannelOf(tableName: string): string {
  * notification is sent at its commit.
  * @param channel - `wakeUpChannelOf(tableName)`
  * @param payload - the parameter holding `wakeTokenOf(scope, key)`, e.g. `$4`
+ * @param count - how `n` is made of the count (`failUnlessWritten`)
  */
-export function notifyWritten(channel: string, payload: string): string {
+export function notifyWritten(
+  channel: string,
+  payload: string,
+  count: (rows: string) => string = (rows) => rows,
+): string {
   return `
-        SELECT count(*)::int AS n FROM written,
+        SELECT ${count('count(*)::int')} AS n FROM written,
                LATERAL (SELECT pg_notify('${channel}', ${payload}::text)) AS announced`;
 }
+
+/**
+ * `n` made of a write's count so that a write that changed nothing fails (division by zero,
+ * SQLSTATE 22012): a transaction's completion sent with its `COMMIT`, which PostgreSQL then
+ * turns into a rollback.
+ */
+export function failUnlessWritten(rows: string): string {
+  return `1 / ${rows}`;
+}
+
+/** SQLSTATE of a `failUnlessWritten` statement that changed nothing. */
+export const NOTHING_WRITTEN = '22012';
 
 /**
  * A write (an `UPDATE` or `DELETE` without `RETURNING`) that announces itself as it changes a
