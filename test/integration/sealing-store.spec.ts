@@ -128,35 +128,42 @@ describe('sealed rows', () => {
   afterEach(() => jest.restoreAllMocks());
 
   it.each([
-    ['complete()', false],
-    ['a transaction', true],
-  ])('a response completed by %s is sealed in its row; the status stays clear', async (_, tx) => {
-    const store = sealing(K1);
-    const request = claimRequest();
-    await store.claim(request);
-    if (tx) {
-      const transaction = await store.beginTransaction();
-      expect(await transaction.complete(refOf(request), RESPONSE, 3600)).toBe(true);
-      await transaction.commit();
-    } else {
-      expect(await store.complete(refOf(request), RESPONSE, 3600)).toBe(true);
-    }
-    const text = await rowText(request.key);
-    expect(text).toContain(request.key);
-    expect(text).not.toContain(SECRET_TEXT);
-    expect(text).not.toContain('/cards/');
-    const [row] = await db.query(
-      `SELECT status, response_status, response_headers FROM ${TABLE} WHERE idempotency_key = $1`,
-      [request.key],
-    );
-    expect(row).toEqual({
-      status: 'completed',
-      response_status: 201,
-      response_headers: { [SEALED_MARKER]: 'k1' },
-    });
-    const replay = await store.claim({ ...request, ownerToken: randomUUID() });
-    expect(replay.outcome === 'completed' && replay.response).toEqual(RESPONSE);
-  });
+    ['complete()', 'none'],
+    ['a transaction', 'complete, then commit'],
+    ['a transaction, with its COMMIT', 'completeAndCommit'],
+  ] as const)(
+    'a response completed by %s is sealed in its row; the status stays clear',
+    async (_, tx) => {
+      const store = sealing(K1);
+      const request = claimRequest();
+      await store.claim(request);
+      if (tx === 'completeAndCommit') {
+        const transaction = await store.beginTransaction();
+        expect(await transaction.completeAndCommit!(refOf(request), RESPONSE, 3600)).toBe(true);
+      } else if (tx !== 'none') {
+        const transaction = await store.beginTransaction();
+        expect(await transaction.complete(refOf(request), RESPONSE, 3600)).toBe(true);
+        await transaction.commit();
+      } else {
+        expect(await store.complete(refOf(request), RESPONSE, 3600)).toBe(true);
+      }
+      const text = await rowText(request.key);
+      expect(text).toContain(request.key);
+      expect(text).not.toContain(SECRET_TEXT);
+      expect(text).not.toContain('/cards/');
+      const [row] = await db.query(
+        `SELECT status, response_status, response_headers FROM ${TABLE} WHERE idempotency_key = $1`,
+        [request.key],
+      );
+      expect(row).toEqual({
+        status: 'completed',
+        response_status: 201,
+        response_headers: { [SEALED_MARKER]: 'k1' },
+      });
+      const replay = await store.claim({ ...request, ownerToken: randomUUID() });
+      expect(replay.outcome === 'completed' && replay.response).toEqual(RESPONSE);
+    },
+  );
 });
 
 describe('the operations port', () => {
