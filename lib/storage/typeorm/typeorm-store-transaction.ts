@@ -112,9 +112,9 @@ export class TypeOrmStoreTransaction {
    * Sends `statement`, which fails unless it wrote (`failUnlessWritten`), and the `COMMIT` behind
    * it without waiting for its answer: on a pg client that pipelines, the two go in one round
    * trip. When the statement wrote nothing, PostgreSQL turns the `COMMIT` into a rollback. Only
-   * for a DataSource with no subscriber to commits (`pipelinesCommit()`): TypeORM would tell
-   * them of a commit that rolled back. Without the runner's pg client the two are sent one
-   * after the other, the same way round.
+   * for a DataSource with no subscriber to commits (the store's `commitsPipelined()`): TypeORM
+   * would tell them of a commit that rolled back. Without the runner's pg client the two are
+   * sent one after the other, the same way round.
    * @param operation - named in the timeout error
    * @returns false when the statement wrote nothing (nothing was committed)
    */
