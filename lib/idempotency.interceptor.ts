@@ -110,10 +110,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
       label,
       method: request.method,
       path: request.originalUrl ?? request.url,
-      waiting:
-        route.wait.maxSeconds > 0
-          ? () => this.waitingRequest(context, scope, key, label)
-          : undefined,
+      waiting: () => this.waitingRequest(context, scope, key, label),
       start: (won) => this.executions.start(context, route, won),
     });
   }

@@ -493,6 +493,11 @@ describe('TypeOrmIdempotencyStore on PostgreSQL', () => {
       return { client, sent, restore: () => (client.query = query) };
     }
 
+    /** The handler's own write, in the transaction. */
+    async function insertOrder(tx: { manager: unknown }, key: string) {
+      await (tx.manager as EntityManager).query('INSERT INTO orders (note) VALUES ($1)', [key]);
+    }
+
     async function recordOf(key: string) {
       const [row] = await db.query(
         `SELECT status, response_status, owner_token FROM ${TABLE} WHERE idempotency_key = $1`,
@@ -510,7 +515,7 @@ describe('TypeOrmIdempotencyStore on PostgreSQL', () => {
         await store.claim(req);
         const tx = await store.beginTransaction();
         const manager = tx.manager as EntityManager;
-        await manager.query('INSERT INTO orders (note) VALUES ($1)', [req.key]);
+        await insertOrder(tx, req.key);
         const wire = watch(manager);
         try {
           expect(await tx.completeAndCommit!({ ...req, announce }, RESPONSE, 3600)).toBe(true);
@@ -536,9 +541,7 @@ describe('TypeOrmIdempotencyStore on PostgreSQL', () => {
         const old = claimRequest({ lockTimeoutSeconds: 0.2 });
         await store.claim(old);
         const tx = await store.beginTransaction();
-        await (tx.manager as EntityManager).query('INSERT INTO orders (note) VALUES ($1)', [
-          old.key,
-        ]);
+        await insertOrder(tx, old.key);
         await sleep(300);
         const current = { ...old, ownerToken: randomUUID(), lockTimeoutSeconds: 60 };
         expect(await store.claim(current)).toMatchObject({ outcome: 'claimed', attempt: 2 });
@@ -566,18 +569,14 @@ describe('TypeOrmIdempotencyStore on PostgreSQL', () => {
       const owned = claimRequest();
       await fallback.claim(owned);
       const tx = await fallback.beginTransaction();
-      await (tx.manager as EntityManager).query('INSERT INTO orders (note) VALUES ($1)', [
-        owned.key,
-      ]);
+      await insertOrder(tx, owned.key);
       expect(await tx.completeAndCommit!(owned, RESPONSE, 3600)).toBe(true);
       expect((await recordOf(owned.key)).status).toBe('completed');
 
       const old = claimRequest({ lockTimeoutSeconds: 0.2 });
       await fallback.claim(old);
       const lost = await fallback.beginTransaction();
-      await (lost.manager as EntityManager).query('INSERT INTO orders (note) VALUES ($1)', [
-        old.key,
-      ]);
+      await insertOrder(lost, old.key);
       await sleep(300);
       await fallback.claim({ ...old, ownerToken: randomUUID(), lockTimeoutSeconds: 60 });
       expect(await lost.completeAndCommit!(old, RESPONSE, 3600)).toBe(false);

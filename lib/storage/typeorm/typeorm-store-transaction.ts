@@ -135,14 +135,13 @@ export class TypeOrmStoreTransaction {
       const settle = (error: unknown) => {
         restore();
         if (!timer.stop()) return;
-        const fail = () => reject(explainStatementError(failed ?? error, statement));
-        if (failed === undefined && error === undefined) {
-          this.runner.release().then(() => resolve(true), reject);
-        } else if (failed !== undefined && error === undefined && nothingWritten(failed)) {
-          this.runner.release().then(() => resolve(false), reject);
-        } else {
-          this.runner.release().then(fail, fail);
+        // Committed, or rolled back by PostgreSQL because the statement wrote nothing.
+        const owned = error === undefined && failed === undefined;
+        if (owned || (error === undefined && nothingWritten(failed))) {
+          return void this.runner.release().then(() => resolve(owned), reject);
         }
+        const fail = () => reject(explainStatementError(failed ?? error, statement));
+        this.runner.release().then(fail, fail);
       };
       this.runner.commitTransaction().then(() => settle(undefined), settle);
     });
