@@ -1,5 +1,6 @@
 import { readFile } from 'node:fs/promises';
 import type { BenchDatabase } from './bench-database';
+import { median } from './latency-stats';
 
 /** CPU time of the processes taking part, in milliseconds. */
 export interface CpuSnapshot {
@@ -71,5 +72,19 @@ export function cpuPerRequest(
     postgresUs: per(postgres),
     runnerUs: per(after.runner - before.runner),
     serverCores: (after.server - before.server) / (after.at - before.at),
+  };
+}
+
+/**
+ * The median of each figure over a case's rounds: one round's CPU, read in clock ticks over a
+ * few seconds, moves with the host as much as its req/s does.
+ */
+export function medianCpu(rounds: readonly CpuPerRequest[]): CpuPerRequest {
+  const of = (part: keyof CpuPerRequest) => median(rounds.map((round) => round[part]));
+  return {
+    serverUs: of('serverUs'),
+    postgresUs: of('postgresUs'),
+    runnerUs: of('runnerUs'),
+    serverCores: of('serverCores'),
   };
 }

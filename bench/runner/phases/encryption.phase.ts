@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { SIZED_BODY_BYTES, SIZED_BODY_PREFIXES } from '../../app/sized-body.routes';
 import type { BenchDatabase } from '../bench-database';
 import type { CpuPerRequest } from '../cpu-usage';
-import { cpuPerRequest, cpuSnapshot } from '../cpu-usage';
+import { cpuPerRequest, cpuSnapshot, medianCpu } from '../cpu-usage';
 import type { LatencySummary } from '../latency-stats';
 import { median } from '../latency-stats';
 import type { KeyMode, LoadResult } from '../load';
@@ -106,7 +106,7 @@ async function measureCase(
  * sized-body.module.ts). Both have the replay cache off, so every replay reads its record from
  * PostgreSQL and, sealed, opens it. Each case in the clear runs right before its sealed twin,
  * the pairs interleaved in rounds; req/s is the median over rounds, the ratio to the clear
- * twin the median of each round's ratio, and the rest comes from the round with the median req/s.
+ * twin the median of each round's ratio, CPU per request the median over rounds, and the rest comes from the round with the median req/s.
  *
  * @param log - progress lines
  */
@@ -163,7 +163,7 @@ export async function runEncryptionPhase(
       errors: chosen.errors + chosen.timeouts,
       executions: chosen.executions,
       ratioToClear: median(ratios),
-      cpu: chosen.cpu,
+      cpu: medianCpu(all.map((result) => result.cpu)),
       roundsRps: all.map((result) => result.rps),
       roundsRatio: ratios,
     };

@@ -1,7 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { BenchDatabase, SessionStates } from '../bench-database';
 import type { CpuPerRequest } from '../cpu-usage';
-import { cpuPerRequest, cpuSnapshot } from '../cpu-usage';
+import { cpuPerRequest, cpuSnapshot, medianCpu } from '../cpu-usage';
 import type { LatencySummary } from '../latency-stats';
 import type { LoadResult, LoadSpec } from '../load';
 import { runLoad } from '../load';
@@ -186,7 +186,7 @@ const LABELS: Record<PaymentStyle, string> = {
  * latency next to each other, in alternating order), each warmed up and measured from empty
  * tables, while the sessions of the server's pool are read from `pg_stat_activity` every
  * `SAMPLE_INTERVAL_MS`. req/s is the median over rounds, the ratio to the transactional route
- * the median of each round's ratio, and the rest comes from the round with the median req/s.
+ * the median of each round's ratio, CPU per request the median over rounds, and the rest comes from the round with the median req/s.
  *
  * @param log - progress lines
  */
@@ -257,7 +257,7 @@ export async function runPhasedPhase(
       executions: chosen.executions,
       charges: chosen.charges,
       ratioToTransactional: median(ratios),
-      cpu: chosen.cpu,
+      cpu: medianCpu(all.map((result) => result.cpu)),
       sessions: chosen.sessions,
       roundsRps: all.map((result) => result.rps),
       roundsRatio: ratios,

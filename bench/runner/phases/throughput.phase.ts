@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import type { BenchDatabase } from '../bench-database';
 import type { CpuPerRequest } from '../cpu-usage';
-import { cpuPerRequest, cpuSnapshot } from '../cpu-usage';
+import { cpuPerRequest, cpuSnapshot, medianCpu } from '../cpu-usage';
 import { httpRequest } from '../http-request';
 import type { LatencySummary } from '../latency-stats';
 import { median } from '../latency-stats';
@@ -37,10 +37,11 @@ export interface ThroughputRow {
   ratioToPlain: number;
   /** `rps / rps(floor)` of the same round (median over rounds); `NaN` without a floor case. */
   ratioToFloor: number;
-  /** CPU time per request of the server, PostgreSQL and the load generator. */
+  /** CPU time per request of the server, PostgreSQL and the load generator (medians over rounds). */
   cpu: CpuPerRequest;
-  /** req/s and ratio to plain of every round. */
+  /** req/s, CPU per request and ratio to plain of every round. */
   roundsRps: number[];
+  roundsCpu: CpuPerRequest[];
   roundsRatio: number[];
   roundsRatioToFloor: number[];
 }
@@ -115,7 +116,7 @@ export async function measureCase(
  * then measured from empty tables, with the server's and PostgreSQL's CPU time per request.
  * With several rounds the cases are interleaved (plain, first, …, plain, first, …) so that a
  * noisy neighbour hits them alike: req/s is the median over rounds, the ratios to plain and to
- * the floor the medians of each round's ratios, and latency and CPU come from the round with the median req/s.
+ * the floor the medians of each round's ratios, CPU per request the median over rounds, and latency from the round with the median req/s.
  *
  * @param peer - whether the server runs the peer route
  * @param log - progress lines
@@ -165,8 +166,9 @@ export async function runThroughputPhase(
       executions: chosen.executions,
       ratioToPlain: median(all.map((result) => result.ratio)),
       ratioToFloor: median(all.map((result) => result.ratioToFloor)),
-      cpu: chosen.cpu,
+      cpu: medianCpu(all.map((result) => result.cpu)),
       roundsRps: all.map((result) => result.rps),
+      roundsCpu: all.map((result) => result.cpu),
       roundsRatio: all.map((result) => result.ratio),
       roundsRatioToFloor: all.map((result) => result.ratioToFloor),
     };
