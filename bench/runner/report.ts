@@ -82,7 +82,7 @@ function throughputSection(result: AdapterResult, options: BenchOptions): string
         'left',
       ],
     )}\nCPU per request: the server process and the PostgreSQL backends of its pool (from /proc); ` +
-    `"beyond plain" is the case's minus plain's, from the rounds with the median req/s.`
+    `"beyond plain" is the case's minus plain's, each the median over the rounds.`
   );
 }
 
