@@ -106,7 +106,8 @@ async function measureCase(
  * sized-body.module.ts). Both have the replay cache off, so every replay reads its record from
  * PostgreSQL and, sealed, opens it. Each case in the clear runs right before its sealed twin,
  * the pairs interleaved in rounds; req/s is the median over rounds, the ratio to the clear
- * twin the median of each round's ratio, CPU per request the median over rounds, and the rest comes from the round with the median req/s.
+ * twin the median of each round's ratio, CPU per request the median over rounds, and the rest
+ * comes from the round with the median req/s.
  *
  * @param log - progress lines
  */

@@ -186,7 +186,8 @@ const LABELS: Record<PaymentStyle, string> = {
  * latency next to each other, in alternating order), each warmed up and measured from empty
  * tables, while the sessions of the server's pool are read from `pg_stat_activity` every
  * `SAMPLE_INTERVAL_MS`. req/s is the median over rounds, the ratio to the transactional route
- * the median of each round's ratio, CPU per request the median over rounds, and the rest comes from the round with the median req/s.
+ * the median of each round's ratio, CPU per request the median over rounds, and the rest comes
+ * from the round with the median req/s.
  *
  * @param log - progress lines
  */

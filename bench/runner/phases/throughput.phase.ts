@@ -37,7 +37,7 @@ export interface ThroughputRow {
   ratioToPlain: number;
   /** `rps / rps(floor)` of the same round (median over rounds); `NaN` without a floor case. */
   ratioToFloor: number;
-  /** CPU time per request of the server, PostgreSQL and the load generator (medians over rounds). */
+  /** CPU per request of the server, PostgreSQL and the load generator (medians over rounds). */
   cpu: CpuPerRequest;
   /** req/s, CPU per request and ratio to plain of every round. */
   roundsRps: number[];
@@ -116,7 +116,8 @@ export async function measureCase(
  * then measured from empty tables, with the server's and PostgreSQL's CPU time per request.
  * With several rounds the cases are interleaved (plain, first, …, plain, first, …) so that a
  * noisy neighbour hits them alike: req/s is the median over rounds, the ratios to plain and to
- * the floor the medians of each round's ratios, CPU per request the median over rounds, and latency from the round with the median req/s.
+ * the floor the medians of each round's ratios, CPU per request the median over rounds, and
+ * latency from the round with the median req/s.
  *
  * @param peer - whether the server runs the peer route
  * @param log - progress lines
