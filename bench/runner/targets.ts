@@ -53,13 +53,15 @@ export const TARGETS = {
 /**
  * The median of the per-round ratios `a / b` of two throughput rows measured in the same rounds,
  * with the rounds' ratios; undefined when either row was not measured.
+ * @param figure - what is compared in each round (default req/s)
  */
 function roundsRatio(
   a: ThroughputRow | undefined,
   b: ThroughputRow | undefined,
+  figure: (row: ThroughputRow, round: number) => number = (row, round) => row.roundsRps[round],
 ): { median: number; rounds: number[] } | undefined {
   if (!a || !b || a.roundsRps.length !== b.roundsRps.length) return undefined;
-  const rounds = a.roundsRps.map((rps, i) => rps / b.roundsRps[i]);
+  const rounds = a.roundsRps.map((_, i) => figure(a, i) / figure(b, i));
   return { median: median(rounds), rounds };
 }
 
@@ -183,15 +185,6 @@ function waitStormChecks(phase: WaitStormPhaseResult | undefined): TargetCheck[]
     ),
   );
   return checks;
-}
-
-/**
- * Server CPU per request of `a` over `b` in each round they were measured in together (the
- * target is met at ≤ 1); undefined when the rounds do not pair up.
- */
-function roundsCpuRatio(a: ThroughputRow, b: ThroughputRow): number[] | undefined {
-  if (a.roundsCpu.length !== b.roundsCpu.length || a.roundsCpu.length === 0) return undefined;
-  return a.roundsCpu.map((cpu, i) => cpu.serverUs / b.roundsCpu[i].serverUs);
 }
 
 /**
@@ -320,13 +313,13 @@ export function evaluateTargets(inputs: TargetInputs): TargetCheck[] {
       TARGETS.replayToRedisPeer,
     ),
     check('Node CPU per replay vs the Redis peer', "≤ the peer's", () => {
-      const rounds = replay && peerReplay && roundsCpuRatio(replay, peerReplay);
-      return rounds
+      const cpu = roundsRatio(replay, peerReplay, (row, round) => row.roundsCpu[round].serverUs);
+      return cpu
         ? {
             measured:
-              `${ratio(median(rounds))}${perRound(rounds, (r) => r.toFixed(2))} ` +
-              `(${Math.round(replay.cpu.serverUs)} vs ${Math.round(peerReplay.cpu.serverUs)} µs)`,
-            pass: median(rounds) <= 1,
+              `${ratio(cpu.median)}${perRound(cpu.rounds, (r) => r.toFixed(2))} ` +
+              `(${Math.round(replay!.cpu.serverUs)} vs ${Math.round(peerReplay!.cpu.serverUs)} µs)`,
+            pass: cpu.median <= 1,
           }
         : undefined;
     }),

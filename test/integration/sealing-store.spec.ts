@@ -137,15 +137,16 @@ describe('sealed rows', () => {
       const store = sealing(K1);
       const request = claimRequest();
       await store.claim(request);
-      if (tx === 'completeAndCommit') {
-        const transaction = await store.beginTransaction();
-        expect(await transaction.completeAndCommit!(refOf(request), RESPONSE, 3600)).toBe(true);
-      } else if (tx !== 'none') {
-        const transaction = await store.beginTransaction();
-        expect(await transaction.complete(refOf(request), RESPONSE, 3600)).toBe(true);
-        await transaction.commit();
-      } else {
+      if (tx === 'none') {
         expect(await store.complete(refOf(request), RESPONSE, 3600)).toBe(true);
+      } else {
+        const transaction = await store.beginTransaction();
+        if (tx === 'completeAndCommit') {
+          expect(await transaction.completeAndCommit!(refOf(request), RESPONSE, 3600)).toBe(true);
+        } else {
+          expect(await transaction.complete(refOf(request), RESPONSE, 3600)).toBe(true);
+          await transaction.commit();
+        }
       }
       const text = await rowText(request.key);
       expect(text).toContain(request.key);
