@@ -64,9 +64,8 @@ export interface FloorQueries {
 export function floorQueries(dataSource: DataSource): FloorQueries {
   const statements = storeStatements(dataSource);
   return {
-    claimFresh: (key, owner, path, fingerprint = FLOOR_FINGERPRINT) => ({
-      ...statements.claimFresh,
-      values: [
+    claimFresh: (key, owner, path, fingerprint = FLOOR_FINGERPRINT) =>
+      queryOf(statements.claimFresh, [
         '',
         key,
         fingerprint,
@@ -76,8 +75,7 @@ export function floorQueries(dataSource: DataSource): FloorQueries {
         randomUUID(),
         'POST',
         path,
-      ],
-    }),
+      ]),
     complete: (key, owner, entry) =>
       completeWith(key, owner, 201, FLOOR_HEADERS, Buffer.from(JSON.stringify(entry))),
     completeWith,
@@ -89,9 +87,17 @@ export function floorQueries(dataSource: DataSource): FloorQueries {
     headers: string,
     body: Buffer,
   ): FloorQuery {
-    return {
-      ...statements.complete,
-      values: ['', key, owner, status, headers, body, FLOOR_TTL_SECONDS],
-    };
+    return queryOf(statements.complete, ['', key, owner, status, headers, body, FLOOR_TTL_SECONDS]);
   }
+}
+
+/**
+ * A statement's call, sent the cheapest way, as the library's statement helper sends it: name
+ * and text inherited from the statement, the values its own (pg copies every query config it is
+ * given, in about half the time when one property is its own rather than three).
+ */
+function queryOf(statement: FloorStatement, values: unknown[]): FloorQuery {
+  const query = Object.create(statement) as FloorQuery;
+  query.values = values;
+  return query;
 }

@@ -47,29 +47,31 @@ export class IdempotencyExecutionFactory {
 
   /**
    * Starts the execution of a claimed request: its run (lease renewed from the claim on), its
-   * transaction, the response capture.
+   * transaction, the response capture. Returned at once when there is nothing to open first
+   * (a route that is not transactional): no promise on most first executions.
    * @throws when the store cannot open the transaction (the key is then given back)
    */
   start(
     context: ExecutionContext,
     route: ResolvedIdempotencyRouteOptions,
     claim: WonClaim,
-  ): Promise<IdempotencyExecution> {
-    // Not an async function (one promise fewer per request), so a throw is turned into the
-    // rejection its caller handles, here and in startCall().
+  ): IdempotencyExecution | Promise<IdempotencyExecution> {
+    // A throw is turned into the rejection its caller handles, here and in startCall().
     try {
       const http = context.switchToHttp();
       const request = http.getRequest();
       const response = http.getResponse();
       const adapter = this.responses.get();
-      return this.begin(context, route, claim, {
+      const begun = this.begin(context, route, claim, {
         warnUnstorable: (why) => this.warnOnce(routeOf(request), why),
         before: adapter.snapshot(response),
         textContentType: adapter.textContentType,
-      }).then((execution) => {
+      });
+      const captured = (execution: IdempotencyExecution) => {
         adapter.capture(response, execution);
         return execution;
-      });
+      };
+      return begun instanceof Promise ? begun.then(captured) : captured(begun);
     } catch (error) {
       return Promise.reject(error);
     }
@@ -84,7 +86,7 @@ export class IdempotencyExecutionFactory {
     context: ExecutionContext,
     route: ResolvedIdempotencyRouteOptions,
     claim: WonClaim,
-  ): Promise<IdempotencyExecution> {
+  ): IdempotencyExecution | Promise<IdempotencyExecution> {
     try {
       return this.begin(context, route, claim, {
         warnUnstorable: (why) => this.warnOnce(claim.label, why),
@@ -101,7 +103,7 @@ export class IdempotencyExecutionFactory {
     route: ResolvedIdempotencyRouteOptions,
     claim: WonClaim,
     transport: Pick<IdempotencyExecutionDeps, 'warnUnstorable' | 'before' | 'textContentType'>,
-  ): Promise<IdempotencyExecution> {
+  ): IdempotencyExecution | Promise<IdempotencyExecution> {
     const { scope, key, ownerToken, recordId, attempt, label } = claim;
     // This request's events carry its route (each event is a fresh literal: given its route
     // rather than copied).
@@ -146,7 +148,7 @@ export class IdempotencyExecutionFactory {
       ...transport,
     });
     // Only a transactional route has something to open before its handler runs.
-    if (!route.transactional) return Promise.resolve(execution);
+    if (!route.transactional) return execution;
     return execution.begin().then(
       () => execution,
       (error: unknown) => execution.abort().then(() => Promise.reject(error)),

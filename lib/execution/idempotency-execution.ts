@@ -156,10 +156,11 @@ export class IdempotencyExecution implements ResponseSink {
             last = value;
             subscriber.next(value);
           },
-          error: (error) =>
-            void this.settle({ kind: 'error', error }).then(() => subscriber.error(error)),
-          complete: () =>
-            void this.settle({ kind: 'value', value: last }).then(() => subscriber.complete()),
+          error: (error) => void this.settleFailure(error).then(() => subscriber.error(error)),
+          complete: () => {
+            this.settle({ kind: 'value', value: last });
+            subscriber.complete();
+          },
         }),
       );
       // No teardown: unsubscribing must not cancel the handler's work.
@@ -195,10 +196,15 @@ export class IdempotencyExecution implements ResponseSink {
     );
   }
 
-  private async settle(outcome: HandlerOutcome): Promise<void> {
+  /** The handler threw: its writes are rolled back before anything answers its client. */
+  private settleFailure(error: unknown): Promise<void> {
+    this.outcome = { kind: 'error', error };
+    return this.rollback().then(() => this.settle(this.outcome!));
+  }
+
+  /** The handler settled (its writes rolled back first when it threw). */
+  private settle(outcome: HandlerOutcome): void {
     this.outcome = outcome;
-    // A failed handler's writes are rolled back before anything answers its client.
-    if (outcome.kind === 'error') await this.rollback();
     if (this.stage !== 'running') return;
     this.stage = 'settled';
     const held = this.held;
@@ -235,12 +241,26 @@ export class IdempotencyExecution implements ResponseSink {
     this.stage = 'done';
   }
 
-  private async decide(
-    outgoing: OutgoingResponse | undefined,
-  ): Promise<OutgoingResponse | undefined> {
-    if (this.stage === 'deciding' || this.stage === 'done') return undefined;
+  /**
+   * Decides what becomes of the response and of the key, once. A response to store (most
+   * requests) goes straight to `store()`, without an async function around it.
+   */
+  private decide(outgoing: OutgoingResponse | undefined): Promise<OutgoingResponse | undefined> {
+    if (this.stage === 'deciding' || this.stage === 'done') return Promise.resolve(undefined);
     this.stage = 'deciding';
     this.run.lease.stop();
+    const storable =
+      outgoing !== undefined &&
+      this.run.completion !== 'operation' &&
+      this.handlerStarted() &&
+      this.route.storeStatuses.includes(outgoing.status);
+    return storable ? this.store(outgoing) : this.decideWithoutStoring(outgoing);
+  }
+
+  /** Every decision but storing the response: the operation's, or giving the key back. */
+  private async decideWithoutStoring(
+    outgoing: OutgoingResponse | undefined,
+  ): Promise<OutgoingResponse | undefined> {
     try {
       if (this.run.completion === 'operation') return await this.concludeOperation(outgoing);
       if (!this.handlerStarted()) {
@@ -252,12 +272,10 @@ export class IdempotencyExecution implements ResponseSink {
         await this.release('retry', 'unstorable');
         return undefined;
       }
-      if (!this.route.storeStatuses.includes(outgoing.status)) {
-        await this.release('retry', 'not_final');
-        this.emitExecuted(outgoing.status, false);
-        return undefined;
-      }
-      return await this.store(outgoing);
+      // A status that is not final (not in `storeStatuses`).
+      await this.release('retry', 'not_final');
+      this.emitExecuted(outgoing.status, false);
+      return undefined;
     } finally {
       this.stage = 'done';
     }
@@ -288,29 +306,61 @@ export class IdempotencyExecution implements ResponseSink {
     return this.outcome?.kind === 'value' || this.runScope.handlerStarted || !this.deps.startMarked;
   }
 
-  private async store(outgoing: OutgoingResponse): Promise<OutgoingResponse> {
-    const stored = this.toStored(outgoing);
+  /** Stores the response (in the handler's transaction, which then commits, on such a route). */
+  private store(outgoing: OutgoingResponse): Promise<OutgoingResponse> {
     const transaction = this.transaction;
     this.transaction = undefined;
-    if (transaction) return this.storeInTransaction(transaction, stored, outgoing);
-    let owned = false;
+    let sent: Promise<boolean>;
+    let stored: StoredResponse;
     const started = performance.now();
     try {
-      owned = await this.deps.store.complete(this.run.ref, stored, this.route.ttlSeconds);
-      this.deps.recordCompletion?.((performance.now() - started) / 1000, owned);
-      if (!owned) this.emitLockLost('complete');
+      stored = this.toStored(outgoing);
     } catch (error) {
-      // The handler ran and its client gets its response; a retry after the lease lapses runs
-      // it again. Logged loudly: this is the one window the store cannot close.
-      this.deps.events.emit({ type: 'store_error', operation: 'complete', error });
-      this.deps.logger.error(
-        `Could not store the response of an idempotent request (${outgoing.status}); ` +
-          'a retry after the lease lapses will run the handler again',
-        error as Error,
-      );
+      if (transaction) void transaction.rollback().catch(() => undefined);
+      return this.done(Promise.reject(error));
     }
-    this.emitExecuted(outgoing.status, owned);
-    return outgoing;
+    if (transaction) return this.done(this.storeInTransaction(transaction, stored, outgoing));
+    try {
+      sent = this.deps.store.complete(this.run.ref, stored, this.route.ttlSeconds);
+    } catch (error) {
+      sent = Promise.reject(error);
+    }
+    return sent.then(
+      (owned) => {
+        this.stage = 'done';
+        this.deps.recordCompletion?.((performance.now() - started) / 1000, owned);
+        if (!owned) this.emitLockLost('complete');
+        this.emitExecuted(outgoing.status, owned);
+        return outgoing;
+      },
+      (error: unknown) => {
+        this.stage = 'done';
+        // The handler ran and its client gets its response; a retry after the lease lapses
+        // runs it again. Logged loudly: this is the one window the store cannot close.
+        this.deps.events.emit({ type: 'store_error', operation: 'complete', error });
+        this.deps.logger.error(
+          `Could not store the response of an idempotent request (${outgoing.status}); ` +
+            'a retry after the lease lapses will run the handler again',
+          error as Error,
+        );
+        this.emitExecuted(outgoing.status, false);
+        return outgoing;
+      },
+    );
+  }
+
+  /** The decision `decided` comes to, with the execution done once it settles. */
+  private done<T>(decided: Promise<T>): Promise<T> {
+    return decided.then(
+      (value) => {
+        this.stage = 'done';
+        return value;
+      },
+      (error: unknown) => {
+        this.stage = 'done';
+        throw error;
+      },
+    );
   }
 
   /** The completion commits with the handler's writes, or neither does and the client is told. */

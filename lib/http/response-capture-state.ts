@@ -64,21 +64,23 @@ export class ResponseCaptureState {
     writeReplacement: (decision: OutgoingResponse) => void,
   ): void {
     this.state = 'pending';
-    this.sink
-      .onResponse(outgoing)
-      // A decision that fails still lets the route's own response out.
-      .catch(() => undefined)
-      .then((decision) => {
+    const write = (decision: OutgoingResponse | undefined) => {
+      try {
         this.finish();
+        if (!decision || decision === outgoing) writeOriginal();
+        else writeReplacement(decision);
+      } catch (error) {
         try {
-          if (!decision || decision === outgoing) writeOriginal();
-          else writeReplacement(decision);
-        } catch (error) {
           this.sink.onWriteFailed(error);
           this.failClosed();
+        } catch (failure) {
+          this.sink.onWriteFailed(failure);
         }
-      })
-      .catch((error) => this.sink.onWriteFailed(error));
+      }
+    };
+    // One `then()` with both branches (every response comes through here): a decision that
+    // fails still lets the route's own response out.
+    this.sink.onResponse(outgoing).then(write, () => write(undefined));
   }
 
   /**

@@ -65,61 +65,43 @@ export class LocalFirstIdempotencyStore extends IdempotencyStore {
     this.inFlight = new InFlightClaims(now);
   }
 
-  /** @inheritDoc */
-  async claim(request: ClaimRequest): Promise<ClaimResult> {
-    const { scope, key, fingerprint, ownerToken, lockTimeoutSeconds } = request;
-    let local = this.answerLocally(scope, key, fingerprint);
-    if (local instanceof Promise) {
-      // This instance's own claim of the key is on its way: wait for it once, then look again.
-      await local;
-      local = this.answerLocally(scope, key, fingerprint, true);
-    }
-    if (local) return local as KnownClaimResult;
-    const endClaim = this.inFlight.begin(scope, key);
-    const sentAt = this.now();
-    let result: ClaimResult;
-    try {
-      result = await this.inner.claim(request);
-    } catch (error) {
-      endClaim?.({ claimed: false });
-      throw error;
-    }
-    if (result.outcome === 'completed' && result.expiresInMs !== undefined) {
-      this.cache.set(
-        scope,
-        key,
-        { recordId: result.recordId, fingerprint, response: result.response },
-        sentAt + result.expiresInMs,
-      );
-    }
-    // After the cache is filled: claims waiting on this one look there first.
-    endClaim?.(
-      result.outcome === 'claimed'
-        ? { claimed: true, fingerprint, ownerToken, recordId: result.recordId, lockTimeoutSeconds }
-        : { claimed: false },
+  /**
+   * Answered here when this instance knows the key, else by the wrapped store. Written with
+   * `then()` rather than as an async function: every first execution comes through here.
+   * @inheritDoc
+   */
+  claim(request: ClaimRequest): Promise<ClaimResult> {
+    const { scope, key, fingerprint } = request;
+    const local = this.answerLocally(scope, key, fingerprint);
+    if (local === undefined) return this.claimFromStore(request);
+    if (!(local instanceof Promise)) return Promise.resolve(local);
+    // This instance's own claim of the key is on its way: wait for it once, then look again.
+    return local.then(
+      (): ClaimResult | Promise<ClaimResult> =>
+        (this.answerLocally(scope, key, fingerprint, true) as KnownClaimResult | undefined) ??
+        this.claimFromStore(request),
     );
-    return result;
   }
 
   /** @inheritDoc */
-  async complete(
+  complete(
     ref: IdempotencyRecordRef,
     response: StoredResponse,
     ttlSeconds: number,
   ): Promise<boolean> {
     const entry = this.inFlight.owned(ref.scope, ref.key, ref.ownerToken);
     const sentAt = this.now();
-    const owned = await this.settle(ref, this.inner.complete(ref, response, ttlSeconds));
-    if (owned && entry) this.remember(ref, entry, response, sentAt + ttlSeconds * 1000);
-    this.announce(ref);
-    return owned;
+    return this.settle(
+      ref,
+      () => this.inner.complete(ref, response, ttlSeconds),
+      entry &&
+        ((owned) => owned && this.remember(ref, entry, response, sentAt + ttlSeconds * 1000)),
+    );
   }
 
   /** @inheritDoc */
-  async release(ref: IdempotencyRecordRef, mode: 'retry' | 'forget'): Promise<boolean> {
-    const owned = await this.settle(ref, this.inner.release(ref, mode));
-    this.announce(ref);
-    return owned;
+  release(ref: IdempotencyRecordRef, mode: 'retry' | 'forget'): Promise<boolean> {
+    return this.settle(ref, () => this.inner.release(ref, mode));
   }
 
   /** @inheritDoc */
@@ -267,12 +249,73 @@ export class LocalFirstIdempotencyStore extends IdempotencyStore {
   }
 
   /** Forgets the key's running entry once a write of its owner settled, whatever the answer. */
-  private async settle(ref: IdempotencyRecordRef, write: Promise<boolean>): Promise<boolean> {
+  /** A key this instance does not know, claimed in the wrapped store: learnt from its answer. */
+  private claimFromStore(request: ClaimRequest): Promise<ClaimResult> {
+    const { scope, key, fingerprint, ownerToken, lockTimeoutSeconds } = request;
+    const endClaim = this.inFlight.begin(scope, key);
+    const sentAt = this.now();
+    const failed = (error: unknown): never => {
+      endClaim?.({ claimed: false });
+      throw error;
+    };
+    let sent: Promise<ClaimResult>;
     try {
-      return await write;
-    } finally {
-      this.inFlight.end(ref.scope, ref.key, ref.ownerToken);
+      sent = this.inner.claim(request);
+    } catch (error) {
+      return Promise.reject(error).catch(failed);
     }
+    return sent.then((result) => {
+      if (result.outcome === 'completed' && result.expiresInMs !== undefined) {
+        this.cache.set(
+          scope,
+          key,
+          { recordId: result.recordId, fingerprint, response: result.response },
+          sentAt + result.expiresInMs,
+        );
+      }
+      // After the cache is filled: claims waiting on this one look there first.
+      endClaim?.(
+        result.outcome === 'claimed'
+          ? {
+              claimed: true,
+              fingerprint,
+              ownerToken,
+              recordId: result.recordId,
+              lockTimeoutSeconds,
+            }
+          : { claimed: false },
+      );
+      return result;
+    }, failed);
+  }
+
+  /**
+   * Ends this instance's hold on the key once a write that ends its run settles (whatever its
+   * outcome), learns from a write that succeeded, and wakes the key's waiters.
+   * @param learn - what a settled write teaches this layer (a completion to replay)
+   */
+  private settle(
+    ref: IdempotencyRecordRef,
+    write: () => Promise<boolean>,
+    learn?: (owned: boolean) => void,
+  ): Promise<boolean> {
+    const end = () => this.inFlight.end(ref.scope, ref.key, ref.ownerToken);
+    const failed = (error: unknown): never => {
+      end();
+      throw error;
+    };
+    let sent: Promise<boolean>;
+    try {
+      sent = write();
+    } catch (error) {
+      return Promise.reject(error).catch(failed);
+    }
+    return sent.then((owned) => {
+      end();
+      learn?.(owned);
+      this.announce(ref);
+      return owned;
+    }, failed);
   }
 
   private remember(

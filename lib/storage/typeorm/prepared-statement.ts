@@ -94,18 +94,22 @@ export function hasPoolAccess(dataSource: DataSource): boolean {
  * @param prepared - send it as a named prepared statement (else unnamed: parsed and planned on
  *   every call, but safe where connections share server sessions, as behind PgBouncer's
  *   transaction pooling before 1.21)
+ * @param read - what the caller wants of the result, taken before the promise settles (one
+ *   promise fewer than a `then()` behind it, once the connection is back); a throw rejects, a
+ *   promise is followed
  */
-export function runOnPool(
+export function runOnPool<T = StatementResult>(
   dataSource: DataSource,
   statement: PreparedStatement,
   values: unknown[],
   deadline: Deadline,
   prepared = true,
-): Promise<StatementResult> {
+  read: (result: StatementResult) => T | PromiseLike<T> = asIs as (result: StatementResult) => T,
+): Promise<T> {
   const pool = (dataSource.driver as unknown as PostgresDriverLike).master;
   // TypeORM's own words for a DataSource not initialised (or destroyed).
   if (!pool) return Promise.reject(new Error('Driver not Connected'));
-  return new Promise<StatementResult>((resolve, reject) => {
+  return new Promise<T>((resolve, reject) => {
     let client: PgClient | undefined;
     let release: ((error?: unknown) => void) | undefined;
     let broken: unknown;
@@ -136,9 +140,7 @@ export function runOnPool(
       release = releaseLent;
       timer.waitingFor = 'PostgreSQL to answer';
       lent.on('error', onError);
-      const query = prepared
-        ? { name: statement.name, text: statement.text, values }
-        : { text: statement.text, values };
+      const query = callOf(statement, values, prepared);
       const failed = (error: unknown) => {
         if (!timer.stop()) return;
         if (!isServerError(error)) broken = error;
@@ -150,7 +152,11 @@ export function runOnPool(
           if (error) return failed(error);
           if (!timer.stop()) return;
           giveBack();
-          resolve(result);
+          try {
+            resolve(read(result));
+          } catch (readError) {
+            reject(readError);
+          }
         });
       } catch (error) {
         // A query pg refuses outright (as the old awaited call caught): the connection goes back.
@@ -158,6 +164,21 @@ export function runOnPool(
       }
     });
   });
+}
+
+function asIs<T>(value: T): T {
+  return value;
+}
+
+/**
+ * One call of a statement as pg is given it: its name and text inherited from the statement,
+ * its values its own. pg copies every query config it is given, property by property; a config
+ * with one own property is copied in about half the time of an object literal with three.
+ */
+function callOf(statement: PreparedStatement, values: unknown[], prepared: boolean): PgQueryConfig {
+  const call = Object.create(prepared ? statement : { text: statement.text }) as PgQueryConfig;
+  call.values = values;
+  return call;
 }
 
 /**

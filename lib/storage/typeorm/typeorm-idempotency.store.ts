@@ -363,10 +363,11 @@ export class TypeOrmIdempotencyStore extends IdempotencyStore implements TypeOrm
     // One deadline for all attempts: the claim as a whole answers within the timeout.
     const deadline = new Deadline('claim', this.timeoutMs);
     // A new key (most requests) is claimed by the first statement: no further async step.
-    return this.run(deadline, this.sql.claimFresh, params).then(({ rows: [fresh] }) =>
-      fresh
-        ? { outcome: 'claimed', recordId: fresh.record_id, attempt: 1 }
-        : this.claimExisting(deadline, params),
+    return this.run(
+      deadline,
+      this.sql.claimFresh,
+      params,
+      (result) => freshClaimOf(result) ?? this.claimExisting(deadline, params),
     );
   }
 
@@ -404,13 +405,17 @@ export class TypeOrmIdempotencyStore extends IdempotencyStore implements TypeOrm
   }
 
   /** @inheritDoc */
-  async complete(
+  complete(
     ref: IdempotencyRecordRef,
     response: StoredResponse,
     ttlSeconds: number,
   ): Promise<boolean> {
-    const { statement, params } = this.completion(ref, response, ttlSeconds, false);
-    return this.run('complete', statement, params).then((result) => written(result, ref));
+    try {
+      const { statement, params } = this.completion(ref, response, ttlSeconds, false);
+      return this.run('complete', statement, params, (result) => written(result, ref));
+    } catch (error) {
+      return Promise.reject(error);
+    }
   }
 
   /** @inheritDoc */
@@ -571,19 +576,41 @@ export class TypeOrmIdempotencyStore extends IdempotencyStore implements TypeOrm
     operation: string | Deadline,
     statement: PreparedStatement,
     values: unknown[],
-  ): Promise<StatementResult> {
+  ): Promise<StatementResult>;
+  private run<T>(
+    operation: string | Deadline,
+    statement: PreparedStatement,
+    values: unknown[],
+    read: (result: StatementResult) => T | PromiseLike<T>,
+  ): Promise<T>;
+  /** @param read - what the caller wants of the result (on the pool, read without a `then()`) */
+  private run<T>(
+    operation: string | Deadline,
+    statement: PreparedStatement,
+    values: unknown[],
+    read?: (result: StatementResult) => T | PromiseLike<T>,
+  ): Promise<T | StatementResult> {
     const deadline =
       typeof operation === 'string' ? new Deadline(operation, this.timeoutMs) : operation;
     // Callers chain on the promise without an async function around them: a DataSource that
     // cannot be resolved rejects rather than throws.
     try {
-      return this.usesPoolAccess()
-        ? runOnPool(this.dataSource, statement, values, deadline, this.preparedStatements)
-        : runOnNewQueryRunner(this.dataSource, statement, values, deadline);
+      if (this.usesPoolAccess()) {
+        const { dataSource, preparedStatements } = this;
+        return runOnPool(dataSource, statement, values, deadline, preparedStatements, read);
+      }
+      const ran = runOnNewQueryRunner(this.dataSource, statement, values, deadline);
+      return read ? ran.then(read) : ran;
     } catch (error) {
       return Promise.reject(error);
     }
   }
+}
+
+/** The claim of a new key, or `undefined` when the key has a record (then `claimExisting()`). */
+function freshClaimOf(result: StatementResult): ClaimResult | undefined {
+  const fresh = result.rows[0];
+  return fresh && { outcome: 'claimed', recordId: fresh.record_id, attempt: 1 };
 }
 
 /** Whether a completion changed the record: its row count, or `n` when it announced itself. */
