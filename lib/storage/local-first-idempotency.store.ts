@@ -262,7 +262,7 @@ export class LocalFirstIdempotencyStore extends IdempotencyStore {
     try {
       sent = this.inner.claim(request);
     } catch (error) {
-      return Promise.reject(error).catch(failed);
+      sent = Promise.reject(error);
     }
     return sent.then((result) => {
       if (result.outcome === 'completed' && result.expiresInMs !== undefined) {
@@ -308,7 +308,7 @@ export class LocalFirstIdempotencyStore extends IdempotencyStore {
     try {
       sent = write();
     } catch (error) {
-      return Promise.reject(error).catch(failed);
+      sent = Promise.reject(error);
     }
     return sent.then((owned) => {
       end();

@@ -571,25 +571,14 @@ export class TypeOrmIdempotencyStore extends IdempotencyStore implements TypeOrm
   /**
    * Runs one statement outside any transaction, within `operation`'s deadline.
    * @param operation - a deadline shared with other statements, or the name of a new one
+   * @param read - what the caller wants of the result (on the pool, read without a `then()`)
    */
-  private run(
-    operation: string | Deadline,
-    statement: PreparedStatement,
-    values: unknown[],
-  ): Promise<StatementResult>;
-  private run<T>(
-    operation: string | Deadline,
-    statement: PreparedStatement,
-    values: unknown[],
-    read: (result: StatementResult) => T | PromiseLike<T>,
-  ): Promise<T>;
-  /** @param read - what the caller wants of the result (on the pool, read without a `then()`) */
-  private run<T>(
+  private run<T = StatementResult>(
     operation: string | Deadline,
     statement: PreparedStatement,
     values: unknown[],
     read?: (result: StatementResult) => T | PromiseLike<T>,
-  ): Promise<T | StatementResult> {
+  ): Promise<T> {
     const deadline =
       typeof operation === 'string' ? new Deadline(operation, this.timeoutMs) : operation;
     // Callers chain on the promise without an async function around them: a DataSource that
@@ -600,7 +589,7 @@ export class TypeOrmIdempotencyStore extends IdempotencyStore implements TypeOrm
         return runOnPool(dataSource, statement, values, deadline, preparedStatements, read);
       }
       const ran = runOnNewQueryRunner(this.dataSource, statement, values, deadline);
-      return read ? ran.then(read) : ran;
+      return read ? ran.then(read) : (ran as Promise<T>);
     } catch (error) {
       return Promise.reject(error);
     }
