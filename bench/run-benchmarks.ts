@@ -87,9 +87,11 @@ async function benchAdapter(
       log(
         `[${adapter}] same-key storms, ${options.rounds} interleaved round(s) (at ${elapsed(started)})`,
       );
-      // The floor first in every round: the same storm answered 409 by a bare route (no database).
+      // The floor first in every round: the same storm answered 409 by a bare route (no database);
+      // then the same 409s thrown from a bare interceptor, what any interceptor-based layer pays.
       const paths = [
         ROUTES.stormFloor,
+        ROUTES.stormFloorInterceptor,
         ROUTES.idempotent,
         ROUTES.idempotentTx,
         ROUTES.durable,

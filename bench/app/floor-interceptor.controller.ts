@@ -8,7 +8,7 @@ import {
   UseGuards,
   UseInterceptors,
 } from '@nestjs/common';
-import type { CallHandler, ExecutionContext } from '@nestjs/common';
+import type { CallHandler, ExecutionContext, NestInterceptor } from '@nestjs/common';
 import { randomUUID } from 'node:crypto';
 import type { PoolClient } from 'pg';
 import { Observable, catchError, concatMap, finalize, from } from 'rxjs';
@@ -46,6 +46,29 @@ class FloorInterceptor extends FloorInterceptorBase {
         })
         .catch((error: unknown) => subscriber.error(error));
     });
+  }
+}
+
+/** How many storm keys the storm floor's interceptor remembers before it starts afresh. */
+const STORM_FLOOR_KEYS = 10_000;
+
+/**
+ * The same-key storm's floor from a bare interceptor: the first request with a key runs its
+ * handler; every later request with that key is refused by a `ConflictException` thrown from
+ * the interceptor, through Nest's exception filter (the key stays taken: the route answers
+ * storms, nothing else). No store, no fingerprint, no events: what any interceptor-based layer
+ * pays for a 409 it decides alone, against `/storm-floor`'s 409 returned by a bare handler.
+ */
+@Injectable()
+class StormFloorInterceptor implements NestInterceptor {
+  private readonly taken = new Set<string>();
+
+  intercept(context: ExecutionContext, next: CallHandler): Observable<unknown> {
+    const key = context.switchToHttp().getRequest().headers['idempotency-key'] as string;
+    if (this.taken.has(key)) throw new ConflictException();
+    if (this.taken.size >= STORM_FLOOR_KEYS) this.taken.clear();
+    this.taken.add(key);
+    return next.handle();
   }
 }
 
@@ -103,7 +126,10 @@ async function rollBack(runner: QueryRunner): Promise<void> {
   if (runner.isTransactionActive) await runner.rollbackTransaction().catch(() => undefined);
 }
 
-/** `POST /floor-interceptor`: the floor's statements from a guard and an interceptor. */
+/**
+ * `POST /floor-interceptor`: the floor's statements from a guard and an interceptor;
+ * `POST /storm-floor-interceptor`: the storm's.
+ */
 @Controller()
 export class FloorInterceptorController {
   constructor(private readonly entries: BenchEntriesService) {}
@@ -112,6 +138,14 @@ export class FloorInterceptorController {
   @UseGuards(FloorKeyGuard)
   @UseInterceptors(FloorInterceptor)
   create(@Body() body: unknown): Promise<BenchEntry> {
+    return this.entries.insert(parseBenchEntryInput(body));
+  }
+
+  /** `POST /storm-floor-interceptor`: the storm's floor from a guard and an interceptor. */
+  @Post('storm-floor-interceptor')
+  @UseGuards(FloorKeyGuard)
+  @UseInterceptors(StormFloorInterceptor)
+  stormFloor(@Body() body: unknown): Promise<BenchEntry> {
     return this.entries.insert(parseBenchEntryInput(body));
   }
 

@@ -16,6 +16,7 @@ export const ROUTES = {
   floorContractTx: '/floor-contract-tx',
   durable: '/durable',
   stormFloor: '/storm-floor',
+  stormFloorInterceptor: '/storm-floor-interceptor',
   idempotent: '/idempotent',
   idempotentTx: '/idempotent-tx',
   peer: '/peer',
