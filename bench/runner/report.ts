@@ -1,5 +1,6 @@
 import type { BenchOptions } from './bench-options';
 import type { AdapterResult, BenchResults } from './bench-results';
+import { median } from './latency-stats';
 import { SAMPLE_INTERVAL_MS } from './phases/phased.phase';
 import { medianOverRounds } from './phases/wait-storm.phase';
 import type { Align } from './text-table';
@@ -102,6 +103,14 @@ function probeSection(result: AdapterResult, options: BenchOptions): string | un
   );
 }
 
+/** A storm's server CPU in ms, the median over its rounds. */
+function serverCpuOf(storm: NonNullable<AdapterResult['storms']>[number]): string {
+  const cpu = (storm.rounds ?? [storm]).flatMap((round) =>
+    round.serverCpuMs === undefined ? [] : [round.serverCpuMs],
+  );
+  return cpu.length ? fixed(median(cpu)) : '';
+}
+
 function stormSection(result: AdapterResult, options: BenchOptions): string | undefined {
   if (!result.storms) return undefined;
   const rows = result.storms.map((storm) => [
@@ -114,11 +123,13 @@ function stormSection(result: AdapterResult, options: BenchOptions): string | un
     fixed(storm.latency.max),
     fixed(storm.wallMs, 0),
     storm.p99ToFloor?.length ? storm.p99ToFloor.map((r) => r.toFixed(2)).join('/') : '',
+    serverCpuOf(storm),
+    storm.cpuToFloor?.length ? fixed(median(storm.cpuToFloor)) : '',
   ]);
   const rounds =
     options.rounds > 1
       ? `, ${options.rounds} interleaved rounds (each route's round with the median p99; ` +
-        'executions and p99 vs the bare storm per round)'
+        'executions and p99 vs the bare storm per round; server CPU and its ratio the medians)'
       : '';
   return (
     `Same-key storm — ${options.stormRequests} concurrent requests, one key, connections opened beforehand${rounds}\n` +
@@ -133,9 +144,11 @@ function stormSection(result: AdapterResult, options: BenchOptions): string | un
         'max ms',
         'wall ms',
         'p99 vs bare storm',
+        'server CPU ms',
+        'CPU vs bare storm',
       ],
       rows,
-      ['left', 'right', 'left', 'right', 'right', 'right', 'right', 'right', 'right'],
+      ['left', 'right', 'left', ...Array<Align>(8).fill('right')],
     )
   );
 }

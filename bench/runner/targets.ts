@@ -90,6 +90,12 @@ function p99ToFloor(storm: StormResult, floor: StormResult): number[] {
   return storm.p99ToFloor ?? [storm.latency.p99 / floor.latency.p99];
 }
 
+/** The storm's server CPU over the bare storm's, per round (none where it was not read). */
+function cpuToFloor(storm: StormResult, floor: StormResult): number[] {
+  if (storm.cpuToFloor) return storm.cpuToFloor;
+  return storm.serverCpuMs && floor.serverCpuMs ? [storm.serverCpuMs / floor.serverCpuMs] : [];
+}
+
 function stormChecks(storms: StormResult[] | undefined, path: string): TargetCheck[] {
   const storm = storms?.find((s) => s.path === path);
   const floor = storms?.find((s) => s.path === ROUTES.stormFloor);
@@ -103,6 +109,8 @@ function stormChecks(storms: StormResult[] | undefined, path: string): TargetChe
   // What the same 409s cost thrown from a bare interceptor: the most a layer of this design can.
   const reach = storms?.find((s) => s.path === ROUTES.stormFloorInterceptor);
   const reachToFloor = reach && floor ? p99ToFloor(reach, floor) : [];
+  const cpu = storm && floor ? cpuToFloor(storm, floor) : [];
+  const reachCpu = reach && floor ? cpuToFloor(reach, floor) : [];
   return [
     check(`storm ${path}: executions`, 'exactly 1 (every round)', () =>
       storm
@@ -124,6 +132,11 @@ function stormChecks(storms: StormResult[] | undefined, path: string): TargetChe
               (reachToFloor.length
                 ? `; floor from an interceptor ${ratio(median(reachToFloor))}` +
                   perRound(reachToFloor, (r) => r.toFixed(2))
+                : '') +
+              // Steadier than the p99: what each storm cost the server, against the bare one's.
+              (cpu.length
+                ? `; server CPU ${ratio(median(cpu))}` +
+                  (reachCpu.length ? ` (floor from an interceptor ${ratio(median(reachCpu))})` : '')
                 : ''),
             pass: median(toFloor) <= TARGETS.stormP99ToFloor,
           }

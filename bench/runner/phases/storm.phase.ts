@@ -1,11 +1,16 @@
 import { randomBytes } from 'node:crypto';
 import { Agent } from 'node:http';
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { BenchDatabase } from '../bench-database';
+import { processCpuNs } from '../cpu-usage';
 import { httpRequest } from '../http-request';
 import type { LatencySummary } from '../latency-stats';
 import { median, summarizeLatencies } from '../latency-stats';
 import type { BenchServer } from '../server-process';
 import { BENCH_BODY } from './bench-routes';
+
+/** How long the server is left to settle before and after a storm's CPU is read. */
+const CPU_SETTLE_MS = 30;
 
 /** What a same-key storm did. */
 export interface StormResult {
@@ -20,12 +25,19 @@ export interface StormResult {
   /** From the first request written to the last response. */
   wallMs: number;
   /**
+   * Server CPU (all its threads) from just before the first request to shortly after the last
+   * response: what the storm cost the server, steadier than its p99 on a shared host.
+   */
+  serverCpuMs?: number;
+  /**
    * Every round of this storm, in order, when it ran in interleaved rounds (`--rounds`); the
    * fields above are then those of the round with the median p99.
    */
   rounds?: StormRound[];
   /** Per round, this storm's p99 over the bare 409 storm's p99 in the same round. */
   p99ToFloor?: number[];
+  /** Per round, this storm's server CPU over the bare 409 storm's in the same round. */
+  cpuToFloor?: number[];
 }
 
 /** What one round of a storm did: what the targets check in every round. */
@@ -33,6 +45,7 @@ export interface StormRound {
   executions: number;
   statuses: Record<string, number>;
   p99: number;
+  serverCpuMs?: number;
 }
 
 /**
@@ -43,7 +56,7 @@ export interface StormRound {
  * @param floorPath - the bare 409 storm's path
  */
 export function combineStormRounds(rounds: StormResult[][], floorPath: string): StormResult[] {
-  const floorP99 = rounds.map((round) => round.find((s) => s.path === floorPath)?.latency.p99);
+  const floors = rounds.map((round) => round.find((s) => s.path === floorPath));
   return rounds[0].map((_, i) => {
     const all = rounds.map((round) => round[i]);
     const p99s = all.map((storm) => storm.latency.p99);
@@ -53,14 +66,19 @@ export function combineStormRounds(rounds: StormResult[][], floorPath: string): 
     );
     return {
       ...representative,
-      rounds: all.map(({ executions, statuses, latency }) => ({
+      rounds: all.map(({ executions, statuses, latency, serverCpuMs }) => ({
         executions,
         statuses,
         p99: latency.p99,
+        serverCpuMs,
       })),
       p99ToFloor: all.flatMap((storm, k) => {
-        const floor = floorP99[k];
+        const floor = floors[k]?.latency.p99;
         return floor ? [storm.latency.p99 / floor] : [];
+      }),
+      cpuToFloor: all.flatMap((storm, k) => {
+        const floor = floors[k]?.serverCpuMs;
+        return floor && storm.serverCpuMs !== undefined ? [storm.serverCpuMs / floor] : [];
       }),
     };
   });
@@ -86,6 +104,9 @@ export async function runStorm(
       ),
     );
     const key = `storm-${randomBytes(8).toString('hex')}`;
+    // The server is left to finish with the connections' requests before its CPU is read.
+    await sleep(CPU_SETTLE_MS);
+    const cpuBefore = await processCpuNs(server.pid);
     const started = performance.now();
     const answers = await Promise.all(
       Array.from({ length: size }, () =>
@@ -99,6 +120,9 @@ export async function runStorm(
       ),
     );
     const wallMs = performance.now() - started;
+    // The winner's completion and the last responses' own work are part of the storm.
+    await sleep(CPU_SETTLE_MS);
+    const cpuAfter = await processCpuNs(server.pid);
     const statuses: Record<string, number> = {};
     let replayed = 0;
     for (const answer of answers) {
@@ -114,6 +138,10 @@ export async function runStorm(
       replayed,
       latency: summarizeLatencies(answers.map((answer) => answer.ms)),
       wallMs,
+      serverCpuMs:
+        cpuBefore !== undefined && cpuAfter !== undefined
+          ? (cpuAfter - cpuBefore) / 1e6
+          : undefined,
     };
   } finally {
     agent.destroy();
