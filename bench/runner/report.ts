@@ -2,6 +2,7 @@ import type { BenchOptions } from './bench-options';
 import type { AdapterResult, BenchResults } from './bench-results';
 import { median } from './latency-stats';
 import { SAMPLE_INTERVAL_MS } from './phases/phased.phase';
+import type { StormResult } from './phases/storm.phase';
 import { medianOverRounds } from './phases/wait-storm.phase';
 import type { Align } from './text-table';
 import { formatTable } from './text-table';
@@ -104,7 +105,7 @@ function probeSection(result: AdapterResult, options: BenchOptions): string | un
 }
 
 /** A storm's server CPU in ms, the median over its rounds. */
-function serverCpuOf(storm: NonNullable<AdapterResult['storms']>[number]): string {
+function serverCpuOf(storm: StormResult): string {
   const cpu = (storm.rounds ?? [storm]).flatMap((round) =>
     round.serverCpuMs === undefined ? [] : [round.serverCpuMs],
   );
