@@ -85,17 +85,6 @@ function perRound(values: readonly number[], format: (value: number) => string):
   return values.length > 1 ? ` (${values.map(format).join('/')})` : '';
 }
 
-/** A storm's p99 over the bare storm's, per round (or once, when it ran once). */
-function p99ToFloor(storm: StormResult, floor: StormResult): number[] {
-  return storm.p99ToFloor ?? [storm.latency.p99 / floor.latency.p99];
-}
-
-/** The storm's server CPU over the bare storm's, per round (none where it was not read). */
-function cpuToFloor(storm: StormResult, floor: StormResult): number[] {
-  if (storm.cpuToFloor) return storm.cpuToFloor;
-  return storm.serverCpuMs && floor.serverCpuMs ? [storm.serverCpuMs / floor.serverCpuMs] : [];
-}
-
 function stormChecks(storms: StormResult[] | undefined, path: string): TargetCheck[] {
   const storm = storms?.find((s) => s.path === path);
   const floor = storms?.find((s) => s.path === ROUTES.stormFloor);
@@ -105,12 +94,13 @@ function stormChecks(storms: StormResult[] | undefined, path: string): TargetChe
     .filter(([status]) => status.startsWith('5'))
     .reduce((sum, [, count]) => sum + count, 0);
   const executions = rounds.map((round) => round.executions);
-  const toFloor = storm && floor ? p99ToFloor(storm, floor) : [];
+  // Per round, against the bare storm of the same round (`combineStormRounds` sets them all).
+  const toFloor = storm?.p99ToFloor ?? [];
   // What the same 409s cost thrown from a bare interceptor: the most a layer of this design can.
   const reach = storms?.find((s) => s.path === ROUTES.stormFloorInterceptor);
-  const reachToFloor = reach && floor ? p99ToFloor(reach, floor) : [];
-  const cpu = storm && floor ? cpuToFloor(storm, floor) : [];
-  const reachCpu = reach && floor ? cpuToFloor(reach, floor) : [];
+  const reachToFloor = reach?.p99ToFloor ?? [];
+  const cpu = storm?.cpuToFloor ?? [];
+  const reachCpu = reach?.cpuToFloor ?? [];
   return [
     check(`storm ${path}: executions`, 'exactly 1 (every round)', () =>
       storm
