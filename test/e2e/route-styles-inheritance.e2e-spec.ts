@@ -9,6 +9,7 @@ import { orderCount } from '../fixtures/record-queries';
 import {
   INHERITANCE_CONTROLLERS,
   derivedKeysByNote,
+  expectReusedKeyRefused,
   postWithKey,
   recordOf,
 } from '../fixtures/route-styles.controllers';
@@ -64,6 +65,15 @@ describe.each(ADAPTERS)('@Idempotent() on inherited and mixed-in handlers (%s)',
       expect(await recordOf(db, key)).toEqual({ status: 'completed', response_status: 201 });
       // On the -tx route the row was written in the record's transaction: committed, once.
       expect(await orderCount(db, key)).toBe(1);
+    });
+
+    it.each([
+      [`/${route}`, route],
+      [`/${route}-tx`, `${route}-tx`],
+    ])('%s: a key reused with another request is refused with 422', async (path, counter) => {
+      const key = newKey();
+      await postWithKey(t.server, path, key, { amount: 3, note: key });
+      await expectReusedKeyRefused(t.server, t.probe, path, counter, key);
     });
 
     it(`/${route}-tx: a 5xx rolls back and releases; the retry runs with the same derived key`, async () => {

@@ -13,6 +13,7 @@ import type { TestDatabase } from '../fixtures/database';
 import { orderCount } from '../fixtures/record-queries';
 import {
   ResponseStylesController,
+  expectReusedKeyRefused,
   postWithKey,
   recordOf,
 } from '../fixtures/route-styles.controllers';
@@ -126,6 +127,19 @@ describe.each(ADAPTERS)('route styles: how a response is sent (%s)', (adapter) =
         await expectStoredAndReplayed(t.server, 'res-end', 201, 'none');
       },
     );
+  });
+
+  describe('a key reused with another request', () => {
+    it.each([
+      ['json'],
+      ...REDIRECT_ROUTES.map(([name]) => [name]),
+      ...RES_ROUTES.map(([name]) => [name]),
+    ])('/styles/%s: refused with 422 problem+json, the handler not run again', async (name) => {
+      const key = newKey();
+      const path = `/styles/${name}`;
+      await postWithKey(t.server, path, key, { amount: 2, note: key });
+      await expectReusedKeyRefused(t.server, t.probe, path, name, key);
+    });
   });
 
   describe('a StreamableFile (documented: streams are not stored)', () => {
