@@ -26,6 +26,7 @@ describe('InFlightClaims', () => {
       ownerToken: 'owner-1',
       recordId: 'r1',
       leaseEndsAt: 2_000,
+      askedAgain: false,
     });
   });
 
