@@ -57,8 +57,7 @@ export interface IdempotencyPurgeOptions {
 /** Settings of the in-process cache of completed records that serves replays. */
 export interface IdempotencyReplayCacheOptions {
   /**
-   * Whether replays are served from memory: of records this instance replayed once from the
-   * store, or completed after another request of the key came while the handler ran.
+   * Whether replays of records this instance completed or replayed are served from memory.
    * @defaultValue `DEFAULT_IDEMPOTENCY_OPTIONS.replayCache.enabled` (true)
    */
   enabled: boolean;

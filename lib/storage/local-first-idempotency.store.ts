@@ -28,13 +28,10 @@ export interface LocalFirstStoreLimits {
  * A store that answers from this instance's own knowledge whenever that is exactly what the
  * wrapped store would answer, and asks the wrapped store otherwise:
  *
- * - a completed record never changes until it expires, so records this instance replayed, or
- *   completed after another request of the key came while it ran, are kept in a bounded cache
- *   (`ReplayCache`) and their claims answered from it — `completed` for the same fingerprint,
- *   `mismatch` for another. A completion nobody asked for again is not cached (most are never
- *   replayed, and caching each one would cost every first execution): its first replay reads
- *   the store, as on any other instance, and is cached. An entry expires no
- *   later than its record: its clock starts before the record's expiry was written or read.
+ * - a completed record never changes until it expires, so records this instance completed or
+ *   replayed are kept in a bounded cache (`ReplayCache`) and their claims answered from it —
+ *   `completed` for the same fingerprint, `mismatch` for another. An entry expires no later
+ *   than its record: its clock starts before the record's expiry was written or read.
  * - while this instance holds a live lease on a key (a claim it won, renewed by its owner),
  *   every other claim of the key is answered `in_flight` or `mismatch`, as the store would.
  *   A claim that arrives while this instance's own claim of the key is on its way waits for it
@@ -244,7 +241,6 @@ export class LocalFirstIdempotencyStore extends IdempotencyStore {
     }
     const local = this.inFlight.get(scope, key);
     if (local?.state === 'running') {
-      local.askedAgain = true;
       if (local.fingerprint !== fingerprint)
         return { outcome: 'mismatch', recordId: local.recordId };
       return { outcome: 'in_flight', recordId: local.recordId };
@@ -322,14 +318,12 @@ export class LocalFirstIdempotencyStore extends IdempotencyStore {
     }, failed);
   }
 
-  /** Caches a completion of this instance's, if another request of its key came while it ran. */
   private remember(
     ref: IdempotencyRecordRef,
     entry: RunningEntry,
     response: StoredResponse,
     expiresAt: number,
   ): void {
-    if (!entry.askedAgain) return;
     this.cache.set(
       ref.scope,
       ref.key,

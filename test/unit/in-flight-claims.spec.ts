@@ -26,7 +26,6 @@ describe('InFlightClaims', () => {
       ownerToken: 'owner-1',
       recordId: 'r1',
       leaseEndsAt: 2_000,
-      askedAgain: false,
     });
   });
 

@@ -15,8 +15,6 @@ export interface RunningEntry {
   readonly recordId: string;
   /** When the lease this instance holds ends at the latest, on the registry's clock. */
   leaseEndsAt: number;
-  /** Whether another request of the key was answered from this entry while it ran. */
-  askedAgain: boolean;
 }
 
 /** How a claim begun with {@link InFlightClaims.begin} ended. */
@@ -106,7 +104,6 @@ export class InFlightClaims {
           ownerToken: end.ownerToken,
           recordId: end.recordId,
           leaseEndsAt: startedAt + end.lockTimeoutSeconds * 1000,
-          askedAgain: false,
         });
       } else {
         this.entries.delete(id);
