@@ -68,7 +68,7 @@ export interface IdempotencyReplayCacheOptions {
    */
   maxEntries: number;
   /**
-   * Bytes kept at most (bodies, headers and about 256 bytes of bookkeeping per entry). Accepted:
+   * Bytes kept at most (bodies, headers and about 1 KB of bookkeeping per entry). Accepted:
    * whole numbers from 1 to 4294967296 (4 GiB).
    * @defaultValue `DEFAULT_IDEMPOTENCY_OPTIONS.replayCache.maxBytes` (16 MiB)
    */

@@ -1,7 +1,7 @@
 import { ReplayCache } from '../../lib/storage/local/replay-cache';
 import type { CachedCompletion } from '../../lib/storage/local/replay-cache';
 
-/** A completion whose body is `bodyBytes` long; the entry costs 256 + key + scope + body bytes. */
+/** A completion whose body is `bodyBytes` long; the entry costs 1024 + key + scope + body bytes. */
 function completion(bodyBytes = 10, fingerprint = 'f'): CachedCompletion {
   return {
     recordId: 'r',
@@ -80,8 +80,8 @@ describe('ReplayCache', () => {
   });
 
   it('evicts by bytes and never holds more than maxBytes', () => {
-    // Each entry: 256 + 1 (scope) + 1 (key) + 100 (body) = 358 bytes; three fit in 1100.
-    const cache = new ReplayCache(100, 1_100, now);
+    // Each entry: 1024 + 1 (scope) + 1 (key) + 100 (body) = 1126 bytes; three fit in 3400.
+    const cache = new ReplayCache(100, 3_400, now);
     for (const key of ['a', 'b', 'c', 'd']) cache.set('s', key, completion(100), 9_999);
     expect(cache.get('s', 'a')).toBeUndefined();
     expect(['b', 'c', 'd'].map((key) => cache.get('s', key) !== undefined)).toEqual([
@@ -92,7 +92,7 @@ describe('ReplayCache', () => {
   });
 
   it('does not cache a response larger than maxBytes, and keeps what it had', () => {
-    const cache = new ReplayCache(100, 1_000, now);
+    const cache = new ReplayCache(100, 2_000, now);
     cache.set('s', 'small', completion(10), 9_999);
     cache.set('s', 'huge', completion(5_000), 9_999);
     expect(cache.get('s', 'huge')).toBeUndefined();
@@ -100,8 +100,8 @@ describe('ReplayCache', () => {
   });
 
   it('replaces the entry of a key instead of counting it twice', () => {
-    // 558 bytes each: two fit in 1200, three would not.
-    const cache = new ReplayCache(100, 1_200, now);
+    // 1326 and 1330 bytes: two fit in 3000, three would not.
+    const cache = new ReplayCache(100, 3_000, now);
     cache.set('s', 'k', completion(300, 'old'), 9_999);
     cache.set('s', 'k', completion(300, 'new'), 9_999);
     cache.set('s', 'other', completion(300), 9_999);

@@ -18,8 +18,12 @@ interface CacheEntry extends CachedCompletion {
   newer: CacheEntry | undefined;
 }
 
-/** What an entry costs beyond its body and header bytes (map slot, objects, strings). */
-const ENTRY_OVERHEAD_BYTES = 256;
+/**
+ * What an entry costs beyond its body, header, scope and key bytes: its objects, the body's
+ * buffer, the fingerprint, record id and map key strings, the map slot. Measured with V8's heap
+ * after a full collection: 1.1–1.2 KB per entry for bodies of 10 B to 4 KB (BENCHMARKS.md).
+ */
+const ENTRY_OVERHEAD_BYTES = 1024;
 
 function headerBytes(headers: StoredResponse['headers']): number {
   let bytes = 0;
