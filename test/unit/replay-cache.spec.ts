@@ -91,6 +91,16 @@ describe('ReplayCache', () => {
     ]);
   });
 
+  it('counts about 1 KB of bookkeeping per entry on top of its bytes', () => {
+    // 1024 + 1 (scope) + 1 (key) + 10 (body) = 1036 bytes.
+    const exact = new ReplayCache(100, 1_036, now);
+    exact.set('s', 'k', completion(10), 9_999);
+    expect(exact.get('s', 'k')).toBeDefined();
+    const short = new ReplayCache(100, 1_035, now);
+    short.set('s', 'k', completion(10), 9_999);
+    expect(short.get('s', 'k')).toBeUndefined();
+  });
+
   it('does not cache a response larger than maxBytes, and keeps what it had', () => {
     const cache = new ReplayCache(100, 2_000, now);
     cache.set('s', 'small', completion(10), 9_999);
