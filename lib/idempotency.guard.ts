@@ -2,6 +2,7 @@ import { Injectable } from '@nestjs/common';
 import type { CanActivate, ExecutionContext } from '@nestjs/common';
 import { IdempotencyProblemException } from './errors/idempotency-problem.exception';
 import { IdempotencyEvents } from './events/idempotency.events';
+import { ResponseAdapterResolver } from './http/response-adapter.resolver';
 import { keySourceOf } from './idempotency-key-source';
 import { IdempotencyRouteOptionsResolver } from './idempotency-route-options.resolver';
 import { routeLabelOf } from './utils/route-label';
@@ -18,15 +19,18 @@ export class IdempotencyGuard implements CanActivate {
   constructor(
     private readonly routes: IdempotencyRouteOptionsResolver,
     private readonly events: IdempotencyEvents,
+    private readonly responses: ResponseAdapterResolver,
   ) {}
 
   /** @inheritDoc */
   canActivate(context: ExecutionContext): boolean {
     // A message or a mutation: its transport reads the key, and refusals are its errors.
     if (context.getType() !== 'http') return true;
-    const request = context.switchToHttp().getRequest();
+    const http = context.switchToHttp();
+    const request = http.getRequest();
     const route = this.routes.resolve(context, request.method);
     if (!route) return true;
+    this.responses.get().prepare(request, http.getResponse());
     const parsed = keySourceOf(context.getHandler()).read(request, route);
     if (parsed.kind === 'missing' && route.required) {
       this.reject(IdempotencyProblemException.keyMissing(route.header), request);

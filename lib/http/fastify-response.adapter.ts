@@ -18,6 +18,9 @@ export class FastifyResponseAdapter extends IdempotencyResponseAdapter {
   /** @inheritDoc */
   readonly textContentType = 'text/plain';
 
+  /** Nothing: Fastify's requests and replies, and Node's own, share their V8 maps. @inheritDoc */
+  prepare(): void {}
+
   /** @inheritDoc */
   capture(reply: any, sink: ResponseSink): void {
     const raw = reply.raw;

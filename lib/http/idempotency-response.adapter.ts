@@ -11,6 +11,12 @@ export abstract class IdempotencyResponseAdapter {
   abstract readonly textContentType: string;
 
   /**
+   * Readies one request and its response for what the library reads and hooks on them; the
+   * guard calls it first, on every request to an idempotent route.
+   */
+  abstract prepare(request: any, response: any): void;
+
+  /**
    * Watches every way the response can be written (send, json, end, redirect, a stream) and
    * reports to `sink` before anything leaves. The hooks live on this one response object and
    * are removed once it is written.

@@ -8,9 +8,10 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { request as httpRequest } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
+import { setFlagsFromString } from 'node:v8';
 import { join } from 'node:path';
 import express from 'express';
-import type { Response } from 'express';
+import type { Request, Response } from 'express';
 import request from 'supertest';
 import { ExpressResponseAdapter } from '../../lib/http/express-response.adapter';
 import type { StoredResponse } from '../../lib/interfaces/idempotency-record.interface';
@@ -320,5 +321,43 @@ describe('ExpressResponseAdapter', () => {
       expect(response.headers['idempotent-replayed']).toBeUndefined();
       expect(response.headers.location).toBeUndefined();
     });
+  });
+
+  describe("a response's shape (V8's map, compared with %HaveSameMap)", () => {
+    setFlagsFromString('--allow-natives-syntax');
+    const sameMap = new Function('a', 'b', 'return %HaveSameMap(a, b)') as (
+      a: object,
+      b: object,
+    ) => boolean;
+
+    it.each([
+      ['captured', (res: Response) => adapter.capture(res, new RecordingResponseSink())],
+      [
+        'replayed',
+        (res: Response) => adapter.writeReplay(res, { status: 200, headers: {}, body: NOT_UTF8 }),
+      ],
+    ])(
+      'after prepare, is one map shared by every request and response %s, not one each',
+      async (_, use) => {
+        // Two requests at once, compared while both are in the route, after the adapter's work.
+        const live: [Request, Response][] = [];
+        let compared!: (same: boolean[]) => void;
+        const same = new Promise<boolean[]>((resolve) => (compared = resolve));
+        const app = express();
+        app.post('/', async (req, res) => {
+          adapter.prepare(req, res);
+          use(res);
+          if (live.push([req, res]) === 2) {
+            compared([sameMap(live[0][0], live[1][0]), sameMap(live[0][1], live[1][1])]);
+          }
+          await same;
+          if (!res.headersSent) res.status(201).json({ id: 1 });
+        });
+
+        await Promise.all([post(app), post(app)]);
+
+        expect(await same).toEqual([true, true]);
+      },
+    );
   });
 });
