@@ -12,6 +12,9 @@ import type { AdapterResult, BenchResults } from './runner/bench-results';
 import { machineInfo } from './runner/machine-info';
 import { runBaselinePhase } from './runner/phases/baseline.phase';
 import { runEncryptionPhase } from './runner/phases/encryption.phase';
+import { runInstructionsPhase } from './runner/phases/instructions.phase';
+import type { CountedBuild } from './runner/phases/instructions.phase';
+import { callgrindAvailable, callgrindCommand } from './runner/instruction-count';
 import { runLatencyProbe } from './runner/phases/latency-probe.phase';
 import { runLeakCheck } from './runner/phases/leak.phase';
 import { runPromisesPhase } from './runner/phases/promises.phase';
@@ -276,6 +279,75 @@ async function compareAdapter(
   }
 }
 
+/**
+ * `--instructions`: starts this checkout's server (and the baseline's, with `--baseline`) under
+ * valgrind's callgrind, each on its own database, and counts the main thread's instructions per
+ * request of the selected cases.
+ */
+async function countAdapter(
+  adapter: BenchHttpAdapter,
+  db: BenchDatabase,
+  baseline: { db: BenchDatabase; build: BaselineBuild } | undefined,
+  options: BenchOptions,
+  redisUrl: string | undefined,
+  runId: string,
+): Promise<AdapterResult> {
+  const started = performance.now();
+  const logs = resolve(ROOT, 'bench/results/logs');
+  const start = (which: CountedBuild['name']) => {
+    const suffix = which === 'baseline' ? '-baseline' : '';
+    return startBenchServer({
+      adapter,
+      databaseUrl: (which === 'current' ? db : baseline!.db).url,
+      redisUrl,
+      poolSize: options.poolSize,
+      peerKeyPrefix: `nest-idempotency-bench:${runId}:${adapter}:${which}`,
+      logFile: resolve(logs, `server-${adapter}${suffix}.log`),
+      root: which === 'baseline' ? baseline!.build.dir : undefined,
+      wrapper: callgrindCommand(resolve(logs, `callgrind-${adapter}${suffix}.out`)),
+      // Node starts some fifty times slower under callgrind.
+      startTimeoutMs: 15 * 60_000,
+    });
+  };
+  log(`[${adapter}] starting the server${baseline ? 's' : ''} under callgrind (a few minutes)`);
+  const names: CountedBuild['name'][] = baseline ? ['current', 'baseline'] : ['current'];
+  const servers = await Promise.allSettled(names.map(start));
+  const builds: CountedBuild[] = [];
+  servers.forEach((server, i) => {
+    if (server.status === 'fulfilled') {
+      builds.push({ name: names[i], server: server.value, db: i ? baseline!.db : db });
+    }
+  });
+  try {
+    const failed = servers.find((server) => server.status === 'rejected');
+    if (failed) throw (failed as PromiseRejectedResult).reason;
+    log(
+      `[${adapter}] pids ${builds.map((build) => `${build.server.pid} (${build.name})`).join(', ')}`,
+    );
+    const rows = await runInstructionsPhase(
+      builds,
+      {
+        requests: options.instructionRequests,
+        warmupRequests: options.instructionWarmup,
+        connections: options.connections,
+        rounds: options.rounds,
+        cases: options.cases,
+      },
+      log,
+    );
+    log(`[${adapter}] done in ${elapsed(started)}`);
+    return {
+      adapter,
+      peer: builds.every((build) => build.server.peer),
+      instructions: rows,
+      targets: [],
+      seconds: (performance.now() - started) / 1000,
+    };
+  } finally {
+    await Promise.all(builds.map((build) => build.server.stop()));
+  }
+}
+
 function writeResults(path: string, results: BenchResults): string {
   const file = resolve(ROOT, path);
   mkdirSync(dirname(file), { recursive: true });
@@ -309,42 +381,41 @@ async function main(): Promise<void> {
       `nest-idempotency bench ${runId}: ${options.adapters.join(', ')}; ${machine.cpuModel} × ${machine.cores}, ` +
         `Node ${machine.node}, PostgreSQL ${machine.postgres}${options.quick ? ' (quick smoke run)' : ''}`,
     );
+    if (options.instructions && !(await callgrindAvailable())) {
+      throw new Error('--instructions needs valgrind (callgrind and callgrind_control) installed.');
+    }
     log('building the bench app (npm run build: the server runs compiled JavaScript, as apps do)');
     buildBenchApp();
     const adapters: AdapterResult[] = [];
-    if (options.baseline) {
-      // The baseline's tables live in their own database: its migrations may be older.
-      const build = buildBaseline(ROOT, options.baseline, log);
-      const baselineDb = await BenchDatabase.open(
-        options.databaseUrl,
-        `${options.database}_baseline`,
-      );
-      try {
-        for (const adapter of options.adapters) {
-          const result = await compareAdapter(
-            adapter,
-            db,
-            baselineDb,
-            build,
-            options,
-            redisUrl,
-            runId,
-          );
-          adapters.push(result);
-          process.stdout.write(`\n${formatAdapterReport(result, options)}\n`);
-        }
-      } finally {
-        await baselineDb.close();
-        removeBaseline(build.dir);
-      }
-      baselineInfo = { ref: build.ref, commit: build.commit, subject: build.subject };
-    } else {
+    // The baseline's tables live in their own database: its migrations may be older.
+    const build = options.baseline ? buildBaseline(ROOT, options.baseline, log) : undefined;
+    const baselineDb = build
+      ? await BenchDatabase.open(options.databaseUrl, `${options.database}_baseline`)
+      : undefined;
+    const baseline = build && baselineDb ? { build, db: baselineDb } : undefined;
+    try {
       for (const adapter of options.adapters) {
-        const result = await benchAdapter(adapter, db, options, redisUrl, runId);
+        const result = options.instructions
+          ? await countAdapter(adapter, db, baseline, options, redisUrl, runId)
+          : baseline
+            ? await compareAdapter(
+                adapter,
+                db,
+                baseline.db,
+                baseline.build,
+                options,
+                redisUrl,
+                runId,
+              )
+            : await benchAdapter(adapter, db, options, redisUrl, runId);
         adapters.push(result);
         process.stdout.write(`\n${formatAdapterReport(result, options)}\n`);
       }
+    } finally {
+      await baselineDb?.close();
+      if (build) removeBaseline(build.dir);
     }
+    if (build) baselineInfo = { ref: build.ref, commit: build.commit, subject: build.subject };
     const finishedAt = new Date();
     // Connection strings stay out of the results file (they may carry credentials).
     const publicOptions: BenchResults['options'] = { ...options };

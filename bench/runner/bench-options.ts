@@ -81,10 +81,28 @@ export interface BenchOptions {
    * in interleaved rounds.
    */
   baseline: string | undefined;
+  /**
+   * `--instructions`: instead of the phases, count the server's main-thread instructions per
+   * request of the `--cases` (default floor-interceptor, first, first-tx, replay) under
+   * valgrind's callgrind; with `--baseline`, on both builds.
+   */
+  instructions: boolean;
+  /** `--instruction-requests`: requests per counted window. */
+  instructionRequests: number;
+  /** `--instruction-warmup`: requests of warm-up before each case's first window. */
+  instructionWarmup: number;
 }
 
 /** The cases `--baseline` compares when `--cases` is not given: the library's own routes. */
 export const BASELINE_DEFAULT_CASES: readonly BenchCase['id'][] = ['first', 'first-tx', 'replay'];
+
+/** The cases `--instructions` counts when `--cases` is not given: the library and its floor. */
+export const INSTRUCTIONS_DEFAULT_CASES: readonly BenchCase['id'][] = [
+  'floor-interceptor',
+  'first',
+  'first-tx',
+  'replay',
+];
 
 const HELP = `Usage: npm run bench -- [flags]
 
@@ -115,6 +133,12 @@ const HELP = `Usage: npm run bench -- [flags]
   --baseline <git-ref>     compare this checkout with that commit: only the --cases (default
                            first,first-tx,replay), both servers up, in interleaved rounds; the
                            baseline uses the database <--database>_baseline
+  --instructions           count the server's main-thread instructions per request under
+                           valgrind's callgrind instead of the phases: the --cases (default
+                           floor-interceptor,first,first-tx,replay), with --baseline on both
+                           builds; 1 connection unless --connections is given
+  --instruction-requests <n>  requests per counted window (default 400)
+  --instruction-warmup <n>    warm-up requests before each case's first window (default 1000)
   --help
 `;
 
@@ -167,6 +191,9 @@ export function parseBenchOptions(
       output: { type: 'string' },
       quick: { type: 'boolean', default: false },
       baseline: { type: 'string' },
+      instructions: { type: 'boolean', default: false },
+      'instruction-requests': { type: 'string' },
+      'instruction-warmup': { type: 'string' },
       help: { type: 'boolean', default: false },
     },
   });
@@ -209,6 +236,10 @@ export function parseBenchOptions(
   if (baseline !== undefined && values.phases !== undefined) {
     throw new Error('--baseline compares the throughput cases only: leave out --phases.');
   }
+  const instructions = values.instructions === true;
+  if (instructions && values.phases !== undefined) {
+    throw new Error('--instructions counts the throughput cases only: leave out --phases.');
+  }
   const latencies = (values['provider-latencies'] ?? '0,50')
     .split(',')
     .map((raw) => raw.trim())
@@ -234,11 +265,15 @@ export function parseBenchOptions(
   return {
     adapters: adapters as BenchHttpAdapter[],
     phases: phases as BenchPhase[],
-    cases: (cases ?? (baseline ? [...BASELINE_DEFAULT_CASES] : undefined)) as
-      BenchCase['id'][] | undefined,
+    cases: (cases ??
+      (instructions
+        ? [...INSTRUCTIONS_DEFAULT_CASES]
+        : baseline
+          ? [...BASELINE_DEFAULT_CASES]
+          : undefined)) as BenchCase['id'][] | undefined,
     durationSeconds: positive('duration', values.duration, quick ? 1 : 4, false),
     warmupSeconds: positive('warmup', values.warmup, quick ? 0.3 : 2, false),
-    connections: positive('connections', values.connections, 16),
+    connections: positive('connections', values.connections, instructions ? 1 : 16),
     rounds: positive('rounds', values.rounds, quick ? 1 : 3),
     probeRequests: positive('probe-requests', values['probe-requests'], quick ? 20 : 1000),
     stormRequests: positive('storm-requests', values['storm-requests'], quick ? 200 : 1000),
@@ -259,5 +294,16 @@ export function parseBenchOptions(
     output: values.output ?? (quick ? 'bench/results/quick.json' : 'bench/results/latest.json'),
     quick,
     baseline,
+    instructions,
+    instructionRequests: positive(
+      'instruction-requests',
+      values['instruction-requests'],
+      quick ? 40 : 400,
+    ),
+    instructionWarmup: positive(
+      'instruction-warmup',
+      values['instruction-warmup'],
+      quick ? 40 : 1000,
+    ),
   };
 }

@@ -5,6 +5,7 @@ import type { BaselineRow } from './phases/baseline.phase';
 import type { ProbeRow } from './phases/latency-probe.phase';
 import type { LeakResult } from './phases/leak.phase';
 import type { EncryptionRow } from './phases/encryption.phase';
+import type { InstructionRow } from './phases/instructions.phase';
 import type { PhasedRow } from './phases/phased.phase';
 import type { PromisesRow } from './phases/promises.phase';
 import type { PurgeResult } from './phases/purge.phase';
@@ -36,6 +37,8 @@ export interface AdapterResult {
   promises?: PromisesRow[];
   /** `--baseline`: each case on this checkout and on the baseline commit (the only part run). */
   baseline?: BaselineRow[];
+  /** `--instructions`: main-thread instructions per request of each case (the only part run). */
+  instructions?: InstructionRow[];
   targets: TargetCheck[];
   /** Seconds this adapter took, server start to stop. */
   seconds: number;

@@ -472,8 +472,59 @@ function baselineSection(result: AdapterResult, options: BenchOptions): string |
   )}\nreq/s and p99: medians over the rounds; current/baseline: the median of the per-round ratios.`;
 }
 
+function instructionsSection(result: AdapterResult, options: BenchOptions): string | undefined {
+  if (!result.instructions) return undefined;
+  const compared = result.instructions.some((row) => row.baseline);
+  const title =
+    `Main-thread instructions per request under callgrind, thousands — ${options.connections} ` +
+    `connection(s), windows of ${options.instructionRequests} requests after a full GC, ` +
+    `${options.rounds} round(s)${compared ? `, against the baseline ${options.baseline}` : ''}`;
+  const thousands = (count: number) => int(count / 1000);
+  const perRound = (counts: number[]) => counts.map(thousands).join('/');
+  const toFloor = (ratio: number | undefined) => (ratio === undefined ? '' : `${fixed(ratio)}×`);
+  const rows = result.instructions.map((row) => [
+    row.label,
+    row.path,
+    ...(compared
+      ? [
+          row.baseline ? thousands(row.baseline.perRequest) : '',
+          row.baseline ? perRound(row.baseline.roundsPerRequest) : '',
+        ]
+      : []),
+    thousands(row.current.perRequest),
+    perRound(row.current.roundsPerRequest),
+    ...(compared
+      ? [
+          row.ratio === undefined ? '' : `${fixed(row.ratio, 3)}×`,
+          row.ratio === undefined ? '' : `${fixed(row.ratioMin!, 3)}–${fixed(row.ratioMax!, 3)}`,
+          toFloor(row.baseline?.toFloorInterceptor),
+        ]
+      : []),
+    toFloor(row.current.toFloorInterceptor),
+    statuses(row.current.statuses),
+  ]);
+  const headers = [
+    'case',
+    'route',
+    ...(compared ? ['baseline', 'per round'] : []),
+    'current',
+    'per round',
+    ...(compared ? ['current/baseline', 'range', 'baseline / floor-int'] : []),
+    compared ? 'current / floor-int' : '/ floor from an interceptor',
+    'statuses',
+  ];
+  const align = headers.map((_, i): Align =>
+    i < 2 || i === headers.length - 1 ? 'left' : 'right',
+  );
+  return (
+    `${title}\n${formatTable(headers, rows, align)}\n` +
+    'Medians over the rounds; ratios are medians of the per-round ratios.'
+  );
+}
+
 function targetsSection(result: AdapterResult): string | undefined {
-  if (result.baseline) return undefined; // a comparison run checks no targets
+  // A comparison or a count checks no targets.
+  if (result.baseline || result.instructions) return undefined;
   return (
     'Targets\n' +
     formatTable(
@@ -508,6 +559,7 @@ export function formatAdapterReport(result: AdapterResult, options: BenchOptions
     waitStormSection(result, options),
     promisesSection(result, options),
     baselineSection(result, options),
+    instructionsSection(result, options),
     targetsSection(result),
   ]
     .filter((section) => section !== undefined)
@@ -518,6 +570,14 @@ export function formatAdapterReport(result: AdapterResult, options: BenchOptions
 export function formatSummary(results: BenchResults): string {
   const { machine } = results;
   const lines = results.adapters.map((adapter) => {
+    if (adapter.instructions) {
+      const counts = adapter.instructions.map(
+        (row) =>
+          `${row.id} ${int(row.current.perRequest / 1000)} k` +
+          (row.ratio === undefined ? '' : ` (${fixed(row.ratio, 3)}× the baseline)`),
+      );
+      return `${adapter.adapter}: instructions per request ${counts.join(', ')}`;
+    }
     if (adapter.baseline) {
       const ratios = adapter.baseline.map((row) =>
         row.comparable ? `${row.id} ${fixed(row.ratio)}×` : `${row.id} not comparable`,

@@ -25,7 +25,15 @@ export interface ServerSpawnOptions {
    * earlier commit for `--baseline`.
    */
   root?: string;
+  /**
+   * A command the server runs under, before node (`--instructions`: valgrind's callgrind);
+   * none by default.
+   */
+  wrapper?: readonly string[];
 }
+
+/** The address every bench server listens on (also its `HOST`, which vgdb names pipes after). */
+export const BENCH_HOST = '127.0.0.1';
 
 /** A running bench server: a child process of the runner. */
 export interface BenchServer {
@@ -70,13 +78,19 @@ export async function startBenchServer(options: ServerSpawnOptions): Promise<Ben
   const root = options.root ?? resolve(__dirname, '..', '..');
   mkdirSync(dirname(options.logFile), { recursive: true });
   const log = createWriteStream(options.logFile);
-  const child = spawn(process.execPath, ['--expose-gc', 'dist/bench/serve.js'], {
+  const [command, ...args] = [
+    ...(options.wrapper ?? []),
+    process.execPath,
+    '--expose-gc',
+    'dist/bench/serve.js',
+  ];
+  const child = spawn(command, args, {
     cwd: root,
     env: {
       ...process.env,
       NODE_ENV: 'production',
       PORT: '0',
-      HOST: '127.0.0.1',
+      HOST: BENCH_HOST,
       HTTP_ADAPTER: options.adapter,
       DATABASE_URL: options.databaseUrl,
       REDIS_URL: options.redisUrl ?? 'off',
@@ -127,7 +141,7 @@ export async function startBenchServer(options: ServerSpawnOptions): Promise<Ben
   return {
     adapter: options.adapter,
     pid: child.pid!,
-    url: `http://127.0.0.1:${ready.port}`,
+    url: `http://${BENCH_HOST}:${ready.port}`,
     peer: ready.peer,
     logFile: options.logFile,
     rssBytes: async () => {

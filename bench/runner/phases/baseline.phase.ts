@@ -49,7 +49,7 @@ export interface BaselineRow {
  * Whether the server has the case's route: a route the app does not mount answers 404 on either
  * adapter, whatever the body or key.
  */
-async function hasRoute(server: BenchServer, path: string): Promise<boolean> {
+export async function hasRoute(server: BenchServer, path: string): Promise<boolean> {
   const answer = await httpRequest(server.url, {
     method: 'POST',
     path,

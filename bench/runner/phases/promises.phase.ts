@@ -3,9 +3,9 @@ import type { BenchDatabase } from '../bench-database';
 import { httpJson } from '../http-request';
 import { runLoad } from '../load';
 import type { BenchServer } from '../server-process';
-import { BENCH_BODY, selectedCases } from './bench-routes';
+import { selectedCases } from './bench-routes';
 import type { BenchCase } from './bench-routes';
-import { caseKey } from './throughput.phase';
+import { warmedUpLoad } from './throughput.phase';
 
 /** Settings of the promises phase. */
 export interface PromisesSettings {
@@ -55,15 +55,13 @@ export async function runPromisesPhase(
     const read = (await count('read')) - first;
     const rows: PromisesRow[] = [];
     for (const benchCase of cases) {
-      await db.reset();
-      const load = {
-        url: server.url,
-        routes: [{ path: benchCase.path, key: await caseKey(server, benchCase) }],
-        body: BENCH_BODY,
-        connections: settings.connections,
-      };
-      await runLoad({ ...load, amount: settings.requests });
-      if (benchCase.key !== 'fixed') await db.reset();
+      const load = await warmedUpLoad(
+        server,
+        db,
+        benchCase,
+        settings.connections,
+        settings.requests,
+      );
       const before = await count('read');
       const result = await runLoad({ ...load, amount: settings.requests });
       const after = await count('read');

@@ -5,7 +5,7 @@ import { cpuPerRequest, cpuSnapshot, medianCpu } from '../cpu-usage';
 import { httpRequest } from '../http-request';
 import type { LatencySummary } from '../latency-stats';
 import { median } from '../latency-stats';
-import type { KeyMode, LoadResult } from '../load';
+import type { KeyMode, LoadResult, LoadSpec } from '../load';
 import { runLoad } from '../load';
 import type { BenchServer } from '../server-process';
 import type { BenchCase } from './bench-routes';
@@ -72,6 +72,31 @@ export async function caseKey(server: BenchServer, benchCase: BenchCase): Promis
   const key = `${benchCase.id}-${randomBytes(6).toString('hex')}`;
   await primeReplayKey(server, benchCase.path, key);
   return { kind: 'fixed', key };
+}
+
+/**
+ * Readies a case for a counted run of a fixed number of requests: empties the tables (primes a
+ * replay case's key), sends `warmupRequests`, and empties them again (a replay case keeps its
+ * one record).
+ * @returns the case's load, to run with the `amount` to count
+ */
+export async function warmedUpLoad(
+  server: BenchServer,
+  db: BenchDatabase,
+  benchCase: BenchCase,
+  connections: number,
+  warmupRequests: number,
+): Promise<Omit<LoadSpec, 'amount'>> {
+  await db.reset();
+  const load = {
+    url: server.url,
+    routes: [{ path: benchCase.path, key: await caseKey(server, benchCase) }],
+    body: BENCH_BODY,
+    connections,
+  };
+  await runLoad({ ...load, amount: warmupRequests });
+  if (benchCase.key !== 'fixed') await db.reset();
+  return load;
 }
 
 /** One measured run of a case: autocannon's result, handler executions and CPU per request. */

@@ -1,0 +1,174 @@
+import type { BenchDatabase } from '../bench-database';
+import { httpJson } from '../http-request';
+import { mainThreadInstructions } from '../instruction-count';
+import { median } from '../latency-stats';
+import { runLoad } from '../load';
+import { BENCH_HOST } from '../server-process';
+import type { BenchServer } from '../server-process';
+import type { BenchCase } from './bench-routes';
+import { selectedCases } from './bench-routes';
+import { hasRoute } from './baseline.phase';
+import { warmedUpLoad } from './throughput.phase';
+
+/** One build counted: its server (running under callgrind) and the database only it uses. */
+export interface CountedBuild {
+  name: 'current' | 'baseline';
+  server: BenchServer;
+  db: BenchDatabase;
+}
+
+/** Settings of `--instructions`. */
+export interface InstructionSettings {
+  /** Requests per window, each window's count divided by them. */
+  requests: number;
+  /** Requests of warm-up before each case's first window (a quarter of `requests` later). */
+  warmupRequests: number;
+  /**
+   * Concurrent connections of the load: one by default, since requests that arrive together
+   * share the event loop's turns and move the count with how they happened to coincide.
+   */
+  connections: number;
+  rounds: number;
+  cases: BenchCase['id'][] | undefined;
+}
+
+/** One build's counts for a case. */
+export interface InstructionFigures {
+  /** Median over the rounds of the main thread's instructions per request. */
+  perRequest: number;
+  roundsPerRequest: number[];
+  /** Median over the rounds of this case's count over `floor-interceptor`'s of the same round. */
+  toFloorInterceptor?: number;
+  /** Responses by status over every window. */
+  statuses: Record<string, number>;
+}
+
+/** One case counted on this checkout (and on the baseline with `--baseline`). */
+export interface InstructionRow {
+  id: BenchCase['id'];
+  label: string;
+  path: string;
+  current: InstructionFigures;
+  baseline?: InstructionFigures;
+  /** current / baseline of each round, and their median, lowest and highest. */
+  roundsRatio?: number[];
+  ratio?: number;
+  ratioMin?: number;
+  ratioMax?: number;
+}
+
+interface Window {
+  perRequest: number;
+  statuses: Record<string, number>;
+}
+
+/**
+ * One window: empties the tables (primes a replay case's key), warms up, collects garbage
+ * (`/health?gc=1`: a collection owed to earlier windows is not counted in this one), then counts
+ * the main thread's instructions over `requests` requests.
+ */
+async function countWindow(
+  build: CountedBuild,
+  benchCase: BenchCase,
+  settings: InstructionSettings,
+  warmupRequests: number,
+): Promise<Window> {
+  const { server, db } = build;
+  const load = await warmedUpLoad(server, db, benchCase, settings.connections, warmupRequests);
+  await httpJson(server.url, { method: 'GET', path: '/health?gc=1' });
+  const before = await mainThreadInstructions(server.pid, BENCH_HOST);
+  const result = await runLoad({ ...load, amount: settings.requests });
+  const after = await mainThreadInstructions(server.pid, BENCH_HOST);
+  return { perRequest: (after - before) / result.responses, statuses: result.statuses };
+}
+
+function figures(windows: Window[], floor: Window[] | undefined): InstructionFigures {
+  const statuses: Record<string, number> = {};
+  for (const window of windows) {
+    for (const [status, count] of Object.entries(window.statuses)) {
+      statuses[status] = (statuses[status] ?? 0) + count;
+    }
+  }
+  const roundsPerRequest = windows.map((window) => window.perRequest);
+  return {
+    perRequest: median(roundsPerRequest),
+    roundsPerRequest,
+    ...(floor
+      ? { toFloorInterceptor: median(windows.map((w, i) => w.perRequest / floor[i].perRequest)) }
+      : {}),
+    statuses,
+  };
+}
+
+/**
+ * `--instructions`: counts the instructions the server's main thread executes per request of
+ * each selected case, under valgrind's callgrind, on this checkout and (with `--baseline`) on
+ * the baseline, in interleaved rounds (the baseline first in odd rounds). Unlike req/s and CPU
+ * time the count hardly moves with the host's load or speed, so a change of a few per cent shows
+ * in one run; it does not weigh what an instruction costs (a cache miss, a system call's wait).
+ *
+ * @param builds - this checkout's build first, then the baseline's if any
+ * @param log - progress lines
+ */
+export async function runInstructionsPhase(
+  builds: CountedBuild[],
+  settings: InstructionSettings,
+  log: (line: string) => void,
+): Promise<InstructionRow[]> {
+  const cases: BenchCase[] = [];
+  for (const benchCase of selectedCases(
+    settings.cases,
+    builds.every((build) => build.server.peer),
+  )) {
+    const missing = [];
+    for (const build of builds) {
+      if (!(await hasRoute(build.server, benchCase.path))) missing.push(build.name);
+    }
+    if (missing.length)
+      log(`  ${benchCase.label}: no ${benchCase.path} on ${missing.join(', ')}, left out`);
+    else cases.push(benchCase);
+  }
+  const windows = new Map(builds.map((build) => [build.name, new Map<string, Window[]>()]));
+  for (let round = 1; round <= settings.rounds; round++) {
+    const order = round % 2 ? [...builds].reverse() : builds;
+    for (const benchCase of cases) {
+      for (const build of order) {
+        const warmup = round === 1 ? settings.warmupRequests : Math.ceil(settings.requests / 4);
+        const window = await countWindow(build, benchCase, settings, warmup);
+        const counted = windows.get(build.name)!;
+        counted.set(benchCase.id, [...(counted.get(benchCase.id) ?? []), window]);
+        log(
+          `  ${build.server.adapter} ${benchCase.label} ${build.name} (round ${round}): ` +
+            `${(window.perRequest / 1000).toFixed(0)} k instructions/request, ` +
+            `statuses ${JSON.stringify(window.statuses)}`,
+        );
+      }
+    }
+  }
+  await Promise.all(builds.map((build) => build.db.reset()));
+  return cases.map((benchCase): InstructionRow => {
+    const of = (name: CountedBuild['name']) => {
+      const counted = windows.get(name);
+      const own = counted?.get(benchCase.id);
+      return own ? figures(own, counted!.get('floor-interceptor')) : undefined;
+    };
+    const current = of('current')!;
+    const baseline = of('baseline');
+    if (!baseline)
+      return { id: benchCase.id, label: benchCase.label, path: benchCase.path, current };
+    const roundsRatio = current.roundsPerRequest.map(
+      (count, i) => count / baseline.roundsPerRequest[i],
+    );
+    return {
+      id: benchCase.id,
+      label: benchCase.label,
+      path: benchCase.path,
+      current,
+      baseline,
+      roundsRatio,
+      ratio: median(roundsRatio),
+      ratioMin: Math.min(...roundsRatio),
+      ratioMax: Math.max(...roundsRatio),
+    };
+  });
+}
