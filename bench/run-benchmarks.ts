@@ -28,6 +28,7 @@ import { ROUTES } from './runner/phases/bench-routes';
 import { redisAnswers } from './runner/redis-ping';
 import { formatAdapterReport, formatSummary } from './runner/report';
 import { killAllServers, startBenchServer } from './runner/server-process';
+import type { BenchServer, ServerSpawnOptions } from './runner/server-process';
 import { evaluateTargets } from './runner/targets';
 
 const ROOT = resolve(__dirname, '..');
@@ -222,6 +223,46 @@ async function benchAdapter(
   }
 }
 
+/** The databases of a run with `--baseline`: the baseline's build and its own database. */
+interface BaselineRun {
+  build: BaselineBuild;
+  db: BenchDatabase;
+}
+
+/**
+ * Starts one build's bench server for a comparison or a count: this checkout's on `db`, or the
+ * baseline's (its exported tree) on the baseline's database, each with its own log file.
+ *
+ * @param wrapped - how the server runs, beyond the defaults (`--instructions`: under callgrind)
+ */
+function startBuildServer(
+  adapter: BenchHttpAdapter,
+  which: 'current' | 'baseline',
+  db: BenchDatabase,
+  baseline: BaselineRun | undefined,
+  options: BenchOptions,
+  redisUrl: string | undefined,
+  runId: string,
+  wrapped: Pick<ServerSpawnOptions, 'wrapper' | 'startTimeoutMs'> = {},
+): Promise<BenchServer> {
+  const ofBaseline = which === 'baseline' ? baseline : undefined;
+  if (which === 'baseline' && !ofBaseline) throw new Error('no baseline build to start');
+  return startBenchServer({
+    adapter,
+    databaseUrl: (ofBaseline?.db ?? db).url,
+    redisUrl,
+    poolSize: options.poolSize,
+    peerKeyPrefix: `nest-idempotency-bench:${runId}:${adapter}:${which}`,
+    logFile: resolve(
+      ROOT,
+      'bench/results/logs',
+      `server-${adapter}${ofBaseline ? '-baseline' : ''}.log`,
+    ),
+    root: ofBaseline?.build.dir,
+    ...wrapped,
+  });
+}
+
 /**
  * `--baseline`: starts this checkout's server and the baseline commit's for one adapter, both at
  * once and each on its own database, and compares the selected throughput cases on them.
@@ -229,27 +270,15 @@ async function benchAdapter(
 async function compareAdapter(
   adapter: BenchHttpAdapter,
   db: BenchDatabase,
-  baselineDb: BenchDatabase,
-  build: BaselineBuild,
+  baselineRun: BaselineRun,
   options: BenchOptions,
   redisUrl: string | undefined,
   runId: string,
 ): Promise<AdapterResult> {
   const started = performance.now();
+  const { build, db: baselineDb } = baselineRun;
   const start = (which: 'current' | 'baseline') =>
-    startBenchServer({
-      adapter,
-      databaseUrl: (which === 'current' ? db : baselineDb).url,
-      redisUrl,
-      poolSize: options.poolSize,
-      peerKeyPrefix: `nest-idempotency-bench:${runId}:${adapter}:${which}`,
-      logFile: resolve(
-        ROOT,
-        'bench/results/logs',
-        `server-${adapter}${which === 'baseline' ? '-baseline' : ''}.log`,
-      ),
-      root: which === 'baseline' ? build.dir : undefined,
-    });
+    startBuildServer(adapter, which, db, baselineRun, options, redisUrl, runId);
   log(`[${adapter}] starting this checkout's server and the baseline's (${build.ref})`);
   const current = await start('current');
   try {
@@ -287,25 +316,19 @@ async function compareAdapter(
 async function countAdapter(
   adapter: BenchHttpAdapter,
   db: BenchDatabase,
-  baseline: { db: BenchDatabase; build: BaselineBuild } | undefined,
+  baseline: BaselineRun | undefined,
   options: BenchOptions,
   redisUrl: string | undefined,
   runId: string,
 ): Promise<AdapterResult> {
   const started = performance.now();
-  const logs = resolve(ROOT, 'bench/results/logs');
   const start = (which: CountedBuild['name']) => {
     const suffix = which === 'baseline' ? '-baseline' : '';
-    return startBenchServer({
-      adapter,
-      databaseUrl: (which === 'current' ? db : baseline!.db).url,
-      redisUrl,
-      poolSize: options.poolSize,
-      peerKeyPrefix: `nest-idempotency-bench:${runId}:${adapter}:${which}`,
-      logFile: resolve(logs, `server-${adapter}${suffix}.log`),
-      root: which === 'baseline' ? baseline!.build.dir : undefined,
-      wrapper: callgrindCommand(resolve(logs, `callgrind-${adapter}${suffix}.out`)),
-      // Node starts some fifty times slower under callgrind.
+    return startBuildServer(adapter, which, db, baseline, options, redisUrl, runId, {
+      wrapper: callgrindCommand(
+        resolve(ROOT, 'bench/results/logs', `callgrind-${adapter}${suffix}.out`),
+      ),
+      // Node starts far slower under callgrind.
       startTimeoutMs: 15 * 60_000,
     });
   };
@@ -315,7 +338,11 @@ async function countAdapter(
   const builds: CountedBuild[] = [];
   servers.forEach((server, i) => {
     if (server.status === 'fulfilled') {
-      builds.push({ name: names[i], server: server.value, db: i ? baseline!.db : db });
+      builds.push({
+        name: names[i],
+        server: server.value,
+        db: names[i] === 'baseline' ? baseline!.db : db,
+      });
     }
   });
   try {
@@ -398,15 +425,7 @@ async function main(): Promise<void> {
         const result = options.instructions
           ? await countAdapter(adapter, db, baseline, options, redisUrl, runId)
           : baseline
-            ? await compareAdapter(
-                adapter,
-                db,
-                baseline.db,
-                baseline.build,
-                options,
-                redisUrl,
-                runId,
-              )
+            ? await compareAdapter(adapter, db, baseline, options, redisUrl, runId)
             : await benchAdapter(adapter, db, options, redisUrl, runId);
         adapters.push(result);
         process.stdout.write(`\n${formatAdapterReport(result, options)}\n`);
