@@ -327,6 +327,8 @@ async function countAdapter(
     return startBuildServer(adapter, which, db, baseline, options, redisUrl, runId, {
       wrapper: callgrindCommand(
         resolve(ROOT, 'bench/results/logs', `callgrind-${adapter}${suffix}.out`),
+        options.cacheSim,
+        options.cacheLastLevel,
       ),
       // Node starts far slower under callgrind.
       startTimeoutMs: 15 * 60_000,

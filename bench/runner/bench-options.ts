@@ -91,6 +91,16 @@ export interface BenchOptions {
   instructionRequests: number;
   /** `--instruction-warmup`: requests of warm-up before each case's first window. */
   instructionWarmup: number;
+  /**
+   * `--cache-sim`: with `--instructions`, callgrind also simulates the caches and branch
+   * predictor, and the count adds misses and estimated cycles per request.
+   */
+  cacheSim: boolean;
+  /**
+   * `--cache-ll <size,assoc,line>`: the last-level cache `--cache-sim` simulates, when the one
+   * valgrind detects is not it (a VM may report a cache no core has).
+   */
+  cacheLastLevel: string | undefined;
 }
 
 /** The cases `--baseline` compares when `--cases` is not given: the library's own routes. */
@@ -139,6 +149,10 @@ const HELP = `Usage: npm run bench -- [flags]
                            builds; 1 connection unless --connections is given
   --instruction-requests <n>  requests per counted window (default 400)
   --instruction-warmup <n>    warm-up requests before each case's first window (default 1000)
+  --cache-sim              with --instructions: also simulate the caches and branch predictor
+                           and report misses and estimated cycles per request (about 2× slower)
+  --cache-ll <s,a,l>       with --cache-sim: the last-level cache to simulate, in bytes, ways and
+                           line bytes (valgrind's --LL), e.g. 1048576,16,64 for a 1 MiB L2
   --help
 `;
 
@@ -194,6 +208,8 @@ export function parseBenchOptions(
       instructions: { type: 'boolean', default: false },
       'instruction-requests': { type: 'string' },
       'instruction-warmup': { type: 'string' },
+      'cache-sim': { type: 'boolean', default: false },
+      'cache-ll': { type: 'string' },
       help: { type: 'boolean', default: false },
     },
   });
@@ -239,6 +255,16 @@ export function parseBenchOptions(
   const instructions = values.instructions === true;
   if (instructions && values.phases !== undefined) {
     throw new Error('--instructions counts the throughput cases only: leave out --phases.');
+  }
+  const cacheSim = values['cache-sim'] === true;
+  if (cacheSim && !instructions) {
+    throw new Error('--cache-sim adds to the count of --instructions: give both.');
+  }
+  const cacheLastLevel = values['cache-ll'];
+  if (cacheLastLevel !== undefined && (!cacheSim || !/^\d+,\d+,\d+$/.test(cacheLastLevel))) {
+    throw new Error(
+      `--cache-ll ${cacheLastLevel}: give it with --cache-sim, as size,associativity,line size in bytes.`,
+    );
   }
   const latencies = (values['provider-latencies'] ?? '0,50')
     .split(',')
@@ -305,5 +331,7 @@ export function parseBenchOptions(
       values['instruction-warmup'],
       quick ? 40 : 1000,
     ),
+    cacheSim,
+    cacheLastLevel,
   };
 }

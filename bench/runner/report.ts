@@ -522,6 +522,60 @@ function instructionsSection(result: AdapterResult, options: BenchOptions): stri
   );
 }
 
+function simulationSection(result: AdapterResult): string | undefined {
+  const simulated = result.instructions?.filter((row) => row.current.simulated);
+  if (!simulated?.length) return undefined;
+  const compared = simulated.some((row) => row.baseline?.simulated);
+  const rows = simulated.map((row) => {
+    const { perRequest, roundsCycles, cyclesToFloorInterceptor } = row.current.simulated!;
+    const baseline = row.baseline?.simulated;
+    return [
+      row.label,
+      int(row.current.perRequest / 1000),
+      ...(compared ? [baseline ? int(baseline.perRequest.cycles / 1000) : ''] : []),
+      int(perRequest.cycles / 1000),
+      roundsCycles.map((cycles) => int(cycles / 1000)).join('/'),
+      ...(compared
+        ? [
+            baseline
+              ? `${fixed(median(roundsCycles.map((cycles, i) => cycles / baseline.roundsCycles[i])), 3)}×`
+              : '',
+          ]
+        : []),
+      cyclesToFloorInterceptor === undefined ? '' : `${fixed(cyclesToFloorInterceptor)}×`,
+      int(perRequest.instructionL1Misses),
+      int(perRequest.dataL1Misses),
+      int(perRequest.instructionLlMisses),
+      int(perRequest.dataLlMisses),
+      int(perRequest.branchMisses),
+    ];
+  });
+  const headers = [
+    'case',
+    'instructions',
+    ...(compared ? ['baseline cycles'] : []),
+    'cycles',
+    'per round',
+    ...(compared ? ['current/baseline'] : []),
+    '/ floor-int',
+    'I1 misses',
+    'D1 misses',
+    'LLi misses',
+    'LLd misses',
+    'branch misses',
+  ];
+  return (
+    'Cache and branch simulation (--cache-sim), per request: thousands of instructions and of ' +
+    'estimated cycles (L1 hits + 5 × LL hits + 35 × memory), misses\n' +
+    `${formatTable(
+      headers,
+      rows,
+      headers.map((_, i): Align => (i === 0 ? 'left' : 'right')),
+    )}\n` +
+    'Medians over the rounds; the cycles are an estimate from a simulated cache, not a measurement.'
+  );
+}
+
 function targetsSection(result: AdapterResult): string | undefined {
   // A comparison or a count checks no targets.
   if (result.baseline || result.instructions) return undefined;
@@ -560,6 +614,7 @@ export function formatAdapterReport(result: AdapterResult, options: BenchOptions
     promisesSection(result, options),
     baselineSection(result, options),
     instructionsSection(result, options),
+    simulationSection(result),
     targetsSection(result),
   ]
     .filter((section) => section !== undefined)
@@ -574,6 +629,9 @@ export function formatSummary(results: BenchResults): string {
       const counts = adapter.instructions.map(
         (row) =>
           `${row.id} ${int(row.current.perRequest / 1000)} k` +
+          (row.current.simulated
+            ? ` (${int(row.current.simulated.perRequest.cycles / 1000)} k cycles)`
+            : '') +
           (row.ratio === undefined ? '' : ` (${fixed(row.ratio, 3)}× the baseline)`),
       );
       return `${adapter.adapter}: instructions per request ${counts.join(', ')}`;

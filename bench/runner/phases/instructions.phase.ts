@@ -1,6 +1,7 @@
 import type { BenchDatabase } from '../bench-database';
 import { httpJson } from '../http-request';
-import { mainThreadInstructions } from '../instruction-count';
+import { eventsPerRequest, mainThreadEvents, simulatedCosts } from '../instruction-count';
+import type { SimulatedCosts } from '../instruction-count';
 import { median } from '../latency-stats';
 import { runLoad } from '../load';
 import { BENCH_HOST } from '../server-process';
@@ -41,6 +42,17 @@ export interface InstructionFigures {
   toFloorInterceptor?: number;
   /** Responses by status over every window. */
   statuses: Record<string, number>;
+  /** With `--cache-sim`: the simulated misses and estimated cycles per request. */
+  simulated?: SimulatedFigures;
+}
+
+/** The cache and branch simulation's figures of one build's case (`--cache-sim`). */
+export interface SimulatedFigures {
+  /** Median over the rounds of each figure per request. */
+  perRequest: SimulatedCosts;
+  roundsCycles: number[];
+  /** Median over the rounds of the estimated cycles over `floor-interceptor`'s. */
+  cyclesToFloorInterceptor?: number;
 }
 
 /** One case counted on this checkout (and on the baseline with `--baseline`). */
@@ -59,6 +71,7 @@ export interface InstructionRow {
 
 interface Window {
   perRequest: number;
+  costs: SimulatedCosts | undefined;
   statuses: Record<string, number>;
 }
 
@@ -76,10 +89,15 @@ async function countWindow(
   const { server, db } = build;
   const load = await warmedUpLoad(server, db, benchCase, settings.connections, warmupRequests);
   await httpJson(server.url, { method: 'GET', path: '/health?gc=1' });
-  const before = await mainThreadInstructions(server.pid, BENCH_HOST);
+  const before = await mainThreadEvents(server.pid, BENCH_HOST);
   const result = await runLoad({ ...load, amount: settings.requests });
-  const after = await mainThreadInstructions(server.pid, BENCH_HOST);
-  return { perRequest: (after - before) / result.responses, statuses: result.statuses };
+  const after = await mainThreadEvents(server.pid, BENCH_HOST);
+  const perRequest = eventsPerRequest(before, after, result.responses);
+  return {
+    perRequest: perRequest.Ir,
+    costs: simulatedCosts(perRequest),
+    statuses: result.statuses,
+  };
 }
 
 function figures(windows: Window[], floor: Window[] | undefined): InstructionFigures {
@@ -90,6 +108,7 @@ function figures(windows: Window[], floor: Window[] | undefined): InstructionFig
     }
   }
   const roundsPerRequest = windows.map((window) => window.perRequest);
+  const simulated = simulatedFigures(windows, floor);
   return {
     perRequest: median(roundsPerRequest),
     roundsPerRequest,
@@ -97,6 +116,31 @@ function figures(windows: Window[], floor: Window[] | undefined): InstructionFig
       ? { toFloorInterceptor: median(windows.map((w, i) => w.perRequest / floor[i].perRequest)) }
       : {}),
     statuses,
+    ...(simulated ? { simulated } : {}),
+  };
+}
+
+function simulatedFigures(
+  windows: Window[],
+  floor: Window[] | undefined,
+): SimulatedFigures | undefined {
+  const costs = windows.map((window) => window.costs);
+  if (!costs.every((cost) => cost !== undefined)) return undefined;
+  const of = (figure: keyof SimulatedCosts) => median(costs.map((cost) => cost[figure]));
+  const floorCycles = floor?.map((window) => window.costs?.cycles);
+  return {
+    perRequest: {
+      instructionL1Misses: of('instructionL1Misses'),
+      dataL1Misses: of('dataL1Misses'),
+      instructionLlMisses: of('instructionLlMisses'),
+      dataLlMisses: of('dataLlMisses'),
+      branchMisses: of('branchMisses'),
+      cycles: of('cycles'),
+    },
+    roundsCycles: costs.map((cost) => cost.cycles),
+    ...(floorCycles?.every((cycles) => cycles !== undefined)
+      ? { cyclesToFloorInterceptor: median(costs.map((cost, i) => cost.cycles / floorCycles[i]!)) }
+      : {}),
   };
 }
 
@@ -106,6 +150,8 @@ function figures(windows: Window[], floor: Window[] | undefined): InstructionFig
  * the baseline, in interleaved rounds (the baseline first in odd rounds). Unlike req/s and CPU
  * time the count hardly moves with the host's load or speed, so a change of a few per cent shows
  * in one run; it does not weigh what an instruction costs (a cache miss, a system call's wait).
+ * With `--cache-sim` callgrind also simulates the caches and branch predictor, and each case gets
+ * the misses and an estimate of cycles per request.
  *
  * @param builds - this checkout's build first, then the baseline's if any
  * @param log - progress lines
@@ -137,9 +183,12 @@ export async function runInstructionsPhase(
         const window = await countWindow(build, benchCase, settings, warmup);
         const counted = windows.get(build.name)!;
         counted.set(benchCase.id, [...(counted.get(benchCase.id) ?? []), window]);
+        const cycles = window.costs
+          ? `, ${(window.costs.cycles / 1000).toFixed(0)} k estimated cycles`
+          : '';
         log(
           `  ${build.server.adapter} ${benchCase.label} ${build.name} (round ${round}): ` +
-            `${(window.perRequest / 1000).toFixed(0)} k instructions/request, ` +
+            `${(window.perRequest / 1000).toFixed(0)} k instructions/request${cycles}, ` +
             `statuses ${JSON.stringify(window.statuses)}`,
         );
       }
