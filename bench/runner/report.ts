@@ -535,13 +535,7 @@ function simulationSection(result: AdapterResult): string | undefined {
       ...(compared ? [baseline ? int(baseline.perRequest.cycles / 1000) : ''] : []),
       int(perRequest.cycles / 1000),
       roundsCycles.map((cycles) => int(cycles / 1000)).join('/'),
-      ...(compared
-        ? [
-            baseline
-              ? `${fixed(median(roundsCycles.map((cycles, i) => cycles / baseline.roundsCycles[i])), 3)}×`
-              : '',
-          ]
-        : []),
+      ...(compared ? [row.cyclesRatio === undefined ? '' : `${fixed(row.cyclesRatio, 3)}×`] : []),
       cyclesToFloorInterceptor === undefined ? '' : `${fixed(cyclesToFloorInterceptor)}×`,
       int(perRequest.instructionL1Misses),
       int(perRequest.dataL1Misses),

@@ -67,6 +67,8 @@ export interface InstructionRow {
   ratio?: number;
   ratioMin?: number;
   ratioMax?: number;
+  /** With `--cache-sim`: the median of each round's current / baseline estimated cycles. */
+  cyclesRatio?: number;
 }
 
 interface Window {
@@ -218,6 +220,15 @@ export async function runInstructionsPhase(
       ratio: median(roundsRatio),
       ratioMin: Math.min(...roundsRatio),
       ratioMax: Math.max(...roundsRatio),
+      ...(current.simulated && baseline.simulated
+        ? {
+            cyclesRatio: median(
+              current.simulated.roundsCycles.map(
+                (cycles, i) => cycles / baseline.simulated!.roundsCycles[i],
+              ),
+            ),
+          }
+        : {}),
     };
   });
 }
