@@ -11,5 +11,51 @@ export interface IdempotencyRunScope {
   handlerStarted: boolean;
 }
 
-/** Carries `IdempotencyRunScope` through the handler's (or the completer's) async calls. Internal. */
-export const idempotencyRunStorage = new AsyncLocalStorage<IdempotencyRunScope>();
+/**
+ * Carries each live run's scope through the async calls of its handler (or its completer), and
+ * keeps Node's async hooks on only while a run is live. Before Node 24 an `AsyncLocalStorage`
+ * makes every promise of the process pay a hook from its first `run()` on, the application's
+ * other routes included; the storage is turned off again when the last live run ends. Internal.
+ */
+export class IdempotencyRunScopes {
+  private readonly storage = new AsyncLocalStorage<IdempotencyRunScope>();
+  /** Weak: a run whose handler never settles keeps the storage on, not its objects alive. */
+  private readonly live = new WeakSet<IdempotencyRunScope>();
+  private liveCount = 0;
+
+  /** The scope of the run the caller's code belongs to, while that run is live. */
+  current(): IdempotencyRunScope | undefined {
+    const scope = this.storage.getStore();
+    return scope !== undefined && this.live.has(scope) ? scope : undefined;
+  }
+
+  /** Whether a run is live, and so the storage (and Node's hooks for it) on. */
+  get active(): boolean {
+    return this.liveCount > 0;
+  }
+
+  /**
+   * Runs `fn`, and everything it starts, in the run's scope, live until `end(scope)`.
+   * @param scope - the run's scope
+   * @param fn - the handler's (or the operation's) start
+   */
+  run<T>(scope: IdempotencyRunScope, fn: () => T): T {
+    if (!this.live.has(scope)) {
+      this.live.add(scope);
+      this.liveCount++;
+    }
+    return this.storage.run(scope, fn);
+  }
+
+  /**
+   * Ends a run's scope: its code reaches it no more, wherever it still runs. The last live
+   * run's end turns the storage off. Safe to call more than once, or for a scope never run.
+   * @param scope - the run's scope
+   */
+  end(scope: IdempotencyRunScope): void {
+    if (this.live.delete(scope) && --this.liveCount === 0) this.storage.disable();
+  }
+}
+
+/** The process's run scopes. Internal. */
+export const idempotencyRunScopes = new IdempotencyRunScopes();

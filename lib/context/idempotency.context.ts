@@ -4,11 +4,13 @@ import { IdempotencyError } from '../errors/idempotency-configuration.error';
 import { IdempotencyProblemException } from '../errors/idempotency-problem.exception';
 import { deriveKey } from './idempotency-identity';
 import type { IdempotencyRequestIdentity } from './idempotency-identity';
-import { idempotencyRunStorage } from './idempotency-run-scope';
+import { idempotencyRunScopes } from './idempotency-run-scope';
 
 /**
  * What a handler (or any service it calls) can learn about the current idempotent request,
- * without threading parameters through every call. Backed by AsyncLocalStorage.
+ * without threading parameters through every call. Backed by AsyncLocalStorage, and only while
+ * the request's run is live: code the handler leaves running after its request was answered
+ * finds no request here.
  *
  * @example
  * constructor(private readonly idempotency: IdempotencyContext) {}
@@ -22,10 +24,11 @@ export class IdempotencyContext {
   private readonly logger = new Logger('Idempotency');
 
   /**
-   * The identity of the current request, or `undefined` outside an idempotent handler.
+   * The identity of the current request, or `undefined` outside an idempotent handler (and once
+   * its request was answered).
    */
   get identity(): IdempotencyRequestIdentity | undefined {
-    const identity = idempotencyRunStorage.getStore()?.run.identity;
+    const identity = idempotencyRunScopes.current()?.run.identity;
     return identity && { ...identity };
   }
 
@@ -38,7 +41,7 @@ export class IdempotencyContext {
    *   the client gets it as problem+json and the key is released; what to fix is logged.
    */
   get entityManager(): EntityManager {
-    const manager = idempotencyRunStorage.getStore()?.manager;
+    const manager = idempotencyRunScopes.current()?.manager;
     if (!manager) {
       const message =
         'nest-idempotency: no transaction here. IdempotencyContext.entityManager is only ' +
@@ -61,7 +64,7 @@ export class IdempotencyContext {
    * @throws IdempotencyError outside an idempotent handler
    */
   derivedKey(label: string): string {
-    const scope = idempotencyRunStorage.getStore();
+    const scope = idempotencyRunScopes.current();
     if (!scope) {
       throw new IdempotencyError(
         'nest-idempotency: derivedKey() was called outside an @Idempotent() handler.',

@@ -1,4 +1,4 @@
-import { idempotencyRunStorage } from '../context/idempotency-run-scope';
+import { idempotencyRunScopes } from '../context/idempotency-run-scope';
 import { IDEMPOTENT_CLASS_METADATA } from '../idempotency.constants';
 import { isIdempotencySkipped } from './skip-idempotency.decorator';
 
@@ -16,7 +16,7 @@ export function markingStart(
   original: (...args: unknown[]) => unknown,
 ): (...args: unknown[]) => unknown {
   const wrapped = function (this: unknown, ...args: unknown[]) {
-    const state = idempotencyRunStorage.getStore();
+    const state = idempotencyRunScopes.current();
     if (state) state.handlerStarted = true;
     return original.apply(this, args);
   };

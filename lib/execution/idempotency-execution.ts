@@ -1,6 +1,6 @@
 import type { CallHandler, Logger } from '@nestjs/common';
 import { Observable } from 'rxjs';
-import { idempotencyRunStorage } from '../context/idempotency-run-scope';
+import { idempotencyRunScopes } from '../context/idempotency-run-scope';
 import type { IdempotencyRunScope } from '../context/idempotency-run-scope';
 import { IdempotencyProblemException } from '../errors/idempotency-problem.exception';
 import type { IdempotencyErrorBodyRenderer } from '../errors/idempotency-problem.exception';
@@ -150,7 +150,7 @@ export class IdempotencyExecution implements ResponseSink {
       this.subscribed = true;
       this.stage = 'running';
       let last: unknown;
-      idempotencyRunStorage.run(this.runScope, () =>
+      idempotencyRunScopes.run(this.runScope, () =>
         next.handle().subscribe({
           next: (value) => {
             last = value;
@@ -173,7 +173,7 @@ export class IdempotencyExecution implements ResponseSink {
     if (this.stage !== 'begun' && this.stage !== 'running') return Promise.resolve(undefined);
     if (outgoing === undefined) {
       this.streamed = true;
-    } else if (idempotencyRunStorage.getStore() === this.runScope) {
+    } else if (idempotencyRunScopes.current() === this.runScope) {
       // Written by the handler's own code (@Res()): stored once the handler has settled.
       return new Promise((answer) => (this.held = { outgoing, answer }));
     } else {
@@ -238,7 +238,7 @@ export class IdempotencyExecution implements ResponseSink {
     this.stage = 'deciding';
     this.run.lease.stop();
     await this.release(mode, reason);
-    this.stage = 'done';
+    this.finish();
   }
 
   /**
@@ -277,7 +277,7 @@ export class IdempotencyExecution implements ResponseSink {
       this.emitExecuted(outgoing.status, false);
       return undefined;
     } finally {
-      this.stage = 'done';
+      this.finish();
     }
   }
 
@@ -327,14 +327,14 @@ export class IdempotencyExecution implements ResponseSink {
     }
     return sent.then(
       (owned) => {
-        this.stage = 'done';
+        this.finish();
         this.deps.recordCompletion?.((performance.now() - started) / 1000, owned);
         if (!owned) this.emitLockLost('complete');
         this.emitExecuted(outgoing.status, owned);
         return outgoing;
       },
       (error: unknown) => {
-        this.stage = 'done';
+        this.finish();
         // The handler ran and its client gets its response; a retry after the lease lapses
         // runs it again. Logged loudly: this is the one window the store cannot close.
         this.deps.events.emit({ type: 'store_error', operation: 'complete', error });
@@ -349,15 +349,24 @@ export class IdempotencyExecution implements ResponseSink {
     );
   }
 
+  /**
+   * The execution is over: the handler's code, wherever it still runs, reaches its run no more
+   * (`IdempotencyContext` is empty there), and the last live run turns the storage off.
+   */
+  private finish(): void {
+    this.stage = 'done';
+    idempotencyRunScopes.end(this.runScope);
+  }
+
   /** The decision `decided` comes to, with the execution done once it settles. */
   private done<T>(decided: Promise<T>): Promise<T> {
     return decided.then(
       (value) => {
-        this.stage = 'done';
+        this.finish();
         return value;
       },
       (error: unknown) => {
-        this.stage = 'done';
+        this.finish();
         throw error;
       },
     );

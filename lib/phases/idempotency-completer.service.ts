@@ -1,7 +1,7 @@
 import { Inject, Injectable, Logger } from '@nestjs/common';
 import type { OnApplicationBootstrap, OnApplicationShutdown } from '@nestjs/common';
 import { ModuleRef } from '@nestjs/core';
-import { idempotencyRunStorage } from '../context/idempotency-run-scope';
+import { idempotencyRunScopes } from '../context/idempotency-run-scope';
 import { IdempotencyEvents } from '../events/idempotency.events';
 import { IdempotencyRun } from '../execution/idempotency-run';
 import type { OperationRunResult } from '../execution/idempotency-run';
@@ -143,13 +143,13 @@ export class IdempotencyCompleter implements OnApplicationBootstrap, OnApplicati
     row: OperationRecordRow,
     run: IdempotencyRun,
   ): Promise<OperationRunResult['kind'] | 'failed'> {
+    // Steps (and services they call) reach the run through IdempotencyContext, as in a request;
+    // the stored input is used.
+    const scope = { run, handlerStarted: false };
     try {
       const operation = this.registry.findOperation(row.operation);
       if (!operation) throw new Error(`no operation "${row.operation}" is registered`);
-      // Steps (and services they call) reach the run through IdempotencyContext, as in a request;
-      // the stored input is used.
-      const scope = { run, handlerStarted: false };
-      const result = await idempotencyRunStorage.run(scope, () =>
+      const result = await idempotencyRunScopes.run(scope, () =>
         run.operate(() => parts.runner.run(operation, null, run)),
       );
       return result.kind;
@@ -163,6 +163,7 @@ export class IdempotencyCompleter implements OnApplicationBootstrap, OnApplicati
       await this.store.release(run.ref, 'retry').catch(() => undefined);
       return 'failed';
     } finally {
+      idempotencyRunScopes.end(scope);
       run.lease.stop();
     }
   }

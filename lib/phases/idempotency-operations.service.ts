@@ -1,6 +1,6 @@
 import { Inject, Injectable } from '@nestjs/common';
 import type { Type } from '@nestjs/common';
-import { idempotencyRunStorage } from '../context/idempotency-run-scope';
+import { idempotencyRunScopes } from '../context/idempotency-run-scope';
 import { IdempotencyError } from '../errors/idempotency-configuration.error';
 import { IdempotencyProblemException } from '../errors/idempotency-problem.exception';
 import { IDEMPOTENCY_OPTIONS } from '../idempotency.tokens';
@@ -80,7 +80,7 @@ export class IdempotencyOperations {
    */
   run(operation: string, input: unknown): Promise<unknown>;
   async run(operation: Type<IdempotencyOperation> | string, input: unknown): Promise<unknown> {
-    const run = idempotencyRunStorage.getStore()?.run;
+    const run = idempotencyRunScopes.current()?.run;
     if (!run) {
       throw new IdempotencyError(
         'nest-idempotency: IdempotencyOperations.run() was called outside an @Idempotent() handler.',

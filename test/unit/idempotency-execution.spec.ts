@@ -8,7 +8,7 @@ import { randomUUID } from 'node:crypto';
 import { BadRequestException, HttpException } from '@nestjs/common';
 import type { CallHandler, Logger } from '@nestjs/common';
 import { Subject, defer } from 'rxjs';
-import { idempotencyRunStorage } from '../../lib/context/idempotency-run-scope';
+import { idempotencyRunScopes } from '../../lib/context/idempotency-run-scope';
 import { IdempotencyEvents } from '../../lib/events/idempotency.events';
 import type { IdempotencyEvent } from '../../lib/events/idempotency.events';
 import { IdempotencyExecution } from '../../lib/execution/idempotency-execution';
@@ -131,7 +131,7 @@ function manualHandler(marksStart = true): ManualHandler {
     handle: () =>
       defer(() => {
         handler.runs++;
-        const state = idempotencyRunStorage.getStore();
+        const state = idempotencyRunScopes.current();
         if (marksStart && state) state.handlerStarted = true;
         return work;
       }),
@@ -166,7 +166,7 @@ async function returned(value: unknown, route?: IdempotencyRouteOptions) {
 
 /** Calls a sink method from the handler's own async context, as `@Res()` code does. */
 function fromHandler<T>(execution: IdempotencyExecution, write: () => T): T {
-  return idempotencyRunStorage.run(execution.runScope, write);
+  return idempotencyRunScopes.run(execution.runScope, write);
 }
 
 function json(status: number, value: unknown): StoredResponse {

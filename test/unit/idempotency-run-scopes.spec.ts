@@ -1,0 +1,122 @@
+/**
+ * The run scopes: what a run's code reaches while the run is live, and nothing once it ended;
+ * Node's async hooks on only while some run is live (checked in a process of its own, where no
+ * other test's storage can keep them on).
+ */
+import { spawnSync } from 'node:child_process';
+import { join } from 'node:path';
+import { IdempotencyRunScopes } from '../../lib/context/idempotency-run-scope';
+import type { IdempotencyRunScope } from '../../lib/context/idempotency-run-scope';
+import type { IdempotencyRun } from '../../lib/execution/idempotency-run';
+
+const scopeOf = (name: string): IdempotencyRunScope => ({
+  run: { name } as unknown as IdempotencyRun,
+  handlerStarted: false,
+});
+
+/** Resolves on the next macrotask, so a continuation really is a later async call. */
+const later = () => new Promise<void>((resolve) => setTimeout(resolve, 1));
+
+describe('IdempotencyRunScopes', () => {
+  let scopes: IdempotencyRunScopes;
+  beforeEach(() => {
+    scopes = new IdempotencyRunScopes();
+  });
+
+  it("gives a run's code its scope, after awaits and timers, and nothing outside it", async () => {
+    const a = scopeOf('a');
+
+    const seen = await scopes.run(a, async () => {
+      const first = scopes.current();
+      await later();
+      const afterTimer = await new Promise((resolve) =>
+        setTimeout(() => resolve(scopes.current())),
+      );
+      return [first, scopes.current(), afterTimer];
+    });
+
+    expect(seen).toEqual([a, a, a]);
+    expect(scopes.current()).toBeUndefined();
+  });
+
+  it('keeps each of two live runs its own scope when the other ends first', async () => {
+    const [a, b] = [scopeOf('a'), scopeOf('b')];
+    let release!: () => void;
+    const gate = new Promise<void>((resolve) => (release = resolve));
+
+    const aSees = scopes.run(a, async () => {
+      await gate;
+      return [scopes.current(), scopes.active];
+    });
+    await scopes.run(b, async () => later());
+    scopes.end(b);
+    release();
+
+    expect(await aSees).toEqual([a, true]);
+    scopes.end(a);
+    expect(scopes.active).toBe(false);
+  });
+
+  it('gives code a run left running nothing once the run ended, even while another is live', async () => {
+    const [a, b] = [scopeOf('a'), scopeOf('b')];
+    let release!: () => void;
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    const leftBehind = scopes.run(a, () => gate.then(() => scopes.current()));
+
+    scopes.run(b, () => undefined);
+    scopes.end(a);
+    release();
+
+    expect(await leftBehind).toBeUndefined();
+    expect(scopes.active).toBe(true);
+    scopes.end(b);
+    expect(scopes.active).toBe(false);
+  });
+
+  it('counts a scope run twice once, and ignores an end twice or of a scope never run', () => {
+    const [a, b] = [scopeOf('a'), scopeOf('b')];
+
+    scopes.run(a, () => undefined);
+    scopes.run(a, () => undefined);
+    scopes.run(b, () => undefined);
+    scopes.end(b);
+    scopes.end(b);
+    scopes.end(scopeOf('never run'));
+    expect(scopes.active).toBe(true);
+    scopes.end(a);
+    expect(scopes.active).toBe(false);
+  });
+
+  it("turns Node's async hooks on with the first live run and off after the last, in a process of its own", () => {
+    // executionAsyncId() after an await is 0 while no async hook is on, an id of its own when one is.
+    const script = `
+      const { executionAsyncId } = require('node:async_hooks');
+      const { IdempotencyRunScopes } = require(${JSON.stringify(
+        join(__dirname, '../../lib/context/idempotency-run-scope'),
+      )});
+      const idAfterAwait = async () => { await null; return executionAsyncId(); };
+      (async () => {
+        const scopes = new IdempotencyRunScopes();
+        const [a, b] = [{ handlerStarted: false }, { handlerStarted: false }];
+        const ids = [await idAfterAwait()];
+        await scopes.run(a, async () => undefined);
+        await scopes.run(b, async () => undefined);
+        ids.push(await idAfterAwait());
+        scopes.end(a);
+        ids.push(await idAfterAwait());
+        scopes.end(b);
+        ids.push(await idAfterAwait());
+        process.stdout.write(JSON.stringify(ids.map((id) => id !== 0)));
+      })();
+    `;
+    const child = spawnSync(
+      process.execPath,
+      ['-r', 'ts-node/register/transpile-only', '-e', script],
+      { encoding: 'utf8', env: { ...process.env, NODE_OPTIONS: '' } },
+    );
+
+    expect(child.stderr).toBe('');
+    // Before any run, two live, one live, none.
+    expect(JSON.parse(child.stdout)).toEqual([false, true, true, false]);
+  });
+});
