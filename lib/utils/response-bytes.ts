@@ -8,15 +8,18 @@ export type OutgoingResponse = StoredResponse;
 
 /**
  * Header names lower-cased, values as strings (arrays kept), unset values dropped.
- * @param headers - what `getHeaders()` returned
+ * @param headers - what `getHeaders()` returned (its own properties are the headers)
  */
 export function lowerCaseHeaders(
   headers: Record<string, unknown>,
 ): Record<string, string | string[]> {
   const out: Record<string, string | string[]> = {};
-  for (const [name, value] of Object.entries(headers)) {
+  // for…in rather than Object.entries: no array per header on every response captured.
+  for (const name in headers) {
+    const value = headers[name];
     if (value === undefined) continue;
-    out[name.toLowerCase()] = Array.isArray(value) ? value.map(String) : String(value);
+    out[name.toLowerCase()] =
+      typeof value === 'string' ? value : Array.isArray(value) ? value.map(String) : String(value);
   }
   return out;
 }

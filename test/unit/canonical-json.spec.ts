@@ -156,6 +156,28 @@ describe('canonicalJson', () => {
     expect(canonicalJson(object)).toBe(`${'{"a":'.repeat(depth)}0${'}'.repeat(depth)}`);
   });
 
+  // Three writers share the work (JSON.stringify for plain values whose keys are in order, a
+  // recursive one, a stack-based one past 64 levels): each must give what the others would.
+  it('gives the same text with keys in order or not, at every depth around where writers change', () => {
+    for (let depth = 1; depth <= 70; depth++) {
+      let inOrder: Json = [1, 'x'];
+      let reversed: Json = [1, 'x'];
+      for (let i = 0; i < depth; i++) {
+        inOrder = i % 3 === 2 ? [inOrder, 2] : { a: inOrder, b: i };
+        reversed = i % 3 === 2 ? [reversed, 2] : { b: i, a: reversed };
+      }
+      const text = canonicalJson(inOrder);
+      expect(canonicalJson(reversed)).toBe(text);
+      expect(JSON.parse(text)).toEqual(inOrder);
+    }
+  });
+
+  it('writes a class instance by the same rules whatever the key order (a boxed number, say)', () => {
+    const boxed = { a: Object(1) as Json, b: 2 };
+    expect(canonicalJson(boxed)).toBe(canonicalJson({ b: 2, a: Object(1) as Json }));
+    expect(canonicalJson({ a: 1, b: 2 })).toBe('{"a":1,"b":2}');
+  });
+
   it('handles 100000 levels of arrays and objects with prototype keys, as JSON.parse gives them', () => {
     const half = 50_000;
     const text = `${'[{"__proto__":'.repeat(half)}0${'}]'.repeat(half)}`;

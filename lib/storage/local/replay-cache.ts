@@ -27,7 +27,8 @@ const ENTRY_OVERHEAD_BYTES = 1024;
 
 function headerBytes(headers: StoredResponse['headers']): number {
   let bytes = 0;
-  for (const [name, value] of Object.entries(headers)) {
+  for (const name in headers) {
+    const value = headers[name];
     bytes += name.length + (Array.isArray(value) ? value.join('').length : value.length);
   }
   return bytes;
