@@ -14,6 +14,40 @@ function numberText(n: number): string {
   return n > 0 ? '1e999' : '-1e999';
 }
 
+/** A value as JSON writes it: what its `toJSON()` returns, when it has one. */
+function jsonValueOf(value: unknown): unknown {
+  if (value !== null && typeof value === 'object' && typeof (value as any).toJSON === 'function') {
+    return (value as any).toJSON();
+  }
+  return value;
+}
+
+/**
+ * The text of a value that is neither an array nor an object; undefined for one that is.
+ * @throws TypeError for a BigInt, as `JSON.stringify` does
+ */
+function leafText(item: unknown): string | undefined {
+  if (item === null || isSkipped(item)) return 'null';
+  switch (typeof item) {
+    case 'number':
+      return numberText(item);
+    case 'string':
+    case 'boolean':
+      return JSON.stringify(item);
+    case 'bigint':
+      throw new TypeError('Do not know how to serialize a BigInt');
+    default:
+      return undefined;
+  }
+}
+
+/** An object's members as written: sorted keys, members JSON skips left out. */
+function memberKeys(obj: Record<string, unknown>): string[] {
+  return Object.keys(obj)
+    .filter((k) => !isSkipped(obj[k]))
+    .sort();
+}
+
 /**
  * Serialises a JSON value with object keys sorted, without whitespace, so that key order and
  * formatting never change the result. Deep nesting cannot overflow the stack: past 64 levels
@@ -83,25 +117,9 @@ const RECURSION_LIMIT = 64;
  * @returns undefined when the value is nested deeper
  */
 function shallowText(value: unknown, depth: number): string | undefined {
-  let item = value;
-  if (item !== null && typeof item === 'object' && typeof (item as any).toJSON === 'function') {
-    item = (item as any).toJSON();
-  }
-  switch (typeof item) {
-    case 'string':
-      return JSON.stringify(item);
-    case 'number':
-      return numberText(item);
-    case 'boolean':
-      return item ? 'true' : 'false';
-    case 'bigint':
-      throw new TypeError('Do not know how to serialize a BigInt');
-    case 'object':
-      if (item === null) return 'null';
-      break;
-    default:
-      return 'null';
-  }
+  const item = jsonValueOf(value);
+  const leaf = leafText(item);
+  if (leaf !== undefined) return leaf;
   if (depth === RECURSION_LIMIT) return undefined;
   if (Array.isArray(item)) {
     let text = '[';
@@ -113,16 +131,11 @@ function shallowText(value: unknown, depth: number): string | undefined {
     return `${text}]`;
   }
   const obj = item as Record<string, unknown>;
-  const keys = Object.keys(obj).sort();
   let text = '{';
-  let separator = '';
-  for (const key of keys) {
-    const raw = obj[key];
-    if (isSkipped(raw)) continue;
-    const member = shallowText(raw, depth + 1);
+  for (const key of memberKeys(obj)) {
+    const member = shallowText(obj[key], depth + 1);
     if (member === undefined) return undefined;
-    text += `${separator}${JSON.stringify(key)}:${member}`;
-    separator = ',';
+    text += `${text.length > 1 ? ',' : ''}${JSON.stringify(key)}:${member}`;
   }
   return `${text}}`;
 }
@@ -132,22 +145,15 @@ function deepText(value: unknown): string {
   const out: string[] = [];
   const stack: unknown[] = [value];
   while (stack.length > 0) {
-    let item = stack.pop();
-    if (item instanceof Literal) {
-      out.push(item.text);
+    const popped = stack.pop();
+    if (popped instanceof Literal) {
+      out.push(popped.text);
       continue;
     }
-    if (item !== null && typeof item === 'object' && typeof (item as any).toJSON === 'function') {
-      item = (item as any).toJSON();
-    }
-    if (item === null || isSkipped(item)) {
-      out.push('null');
-    } else if (typeof item === 'number') {
-      out.push(numberText(item));
-    } else if (typeof item === 'string' || typeof item === 'boolean') {
-      out.push(JSON.stringify(item));
-    } else if (typeof item === 'bigint') {
-      throw new TypeError('Do not know how to serialize a BigInt');
+    const item = jsonValueOf(popped);
+    const leaf = leafText(item);
+    if (leaf !== undefined) {
+      out.push(leaf);
     } else if (Array.isArray(item)) {
       out.push('[');
       stack.push(new Literal(']'));
@@ -157,9 +163,7 @@ function deepText(value: unknown): string {
       }
     } else {
       const obj = item as Record<string, unknown>;
-      const keys = Object.keys(obj)
-        .filter((k) => !isSkipped(obj[k]))
-        .sort();
+      const keys = memberKeys(obj);
       out.push('{');
       stack.push(new Literal('}'));
       for (let i = keys.length - 1; i >= 0; i--) {
