@@ -9,6 +9,12 @@ export interface BenchHealth {
   /** Whether a full GC ran first (`?gc=1` on a process started with `--expose-gc`). */
   collected: boolean;
   memory: NodeJS.MemoryUsage;
+  /**
+   * Whether Node's async hooks are on now (a promise made here carries an async id): on Node 20
+   * an `AsyncLocalStorage` left on makes every request of the process pay them, so between
+   * cases, with nothing in flight, this should be `false`.
+   */
+  asyncHooks: boolean;
   /** Promises created while counting was on (`?promises=on`, `read` or `off`), else absent. */
   promises?: number;
 }
@@ -32,6 +38,7 @@ export class HealthController {
       uptimeSeconds: Math.round(process.uptime()),
       collected,
       memory: process.memoryUsage(),
+      asyncHooks: Object.getOwnPropertySymbols(Promise.resolve()).length > 0,
       ...(promises ? { promises: promiseCount.value } : {}),
     };
   }

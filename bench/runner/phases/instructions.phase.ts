@@ -1,5 +1,6 @@
 import type { BenchDatabase } from '../bench-database';
 import { httpJson } from '../http-request';
+import type { BenchHealth } from '../../app/health.controller';
 import { eventsPerRequest, mainThreadEvents, simulatedCosts } from '../instruction-count';
 import type { SimulatedCosts } from '../instruction-count';
 import { median } from '../latency-stats';
@@ -90,7 +91,12 @@ async function countWindow(
 ): Promise<Window> {
   const { server, db } = build;
   const load = await warmedUpLoad(server, db, benchCase, settings.connections, warmupRequests);
-  await httpJson(server.url, { method: 'GET', path: '/health?gc=1' });
+  const health = await httpJson<BenchHealth>(server.url, { method: 'GET', path: '/health?gc=1' });
+  // Nothing is in flight here: hooks still on were left on by an earlier case, and would be
+  // counted against this one.
+  if (health.asyncHooks) {
+    console.warn(`  ${benchCase.id}: Node's async hooks were on before the window (left on)`);
+  }
   const before = await mainThreadEvents(server.pid, BENCH_HOST);
   const result = await runLoad({ ...load, amount: settings.requests });
   const after = await mainThreadEvents(server.pid, BENCH_HOST);
