@@ -388,6 +388,8 @@ function writeResults(path: string, results: BenchResults): string {
 async function main(): Promise<void> {
   const options = parseBenchOptions(process.argv.slice(2));
   if (!options) return;
+  // The servers inherit the runner's environment (the baseline's too).
+  if (options.asyncHooks) process.env.BENCH_ASYNC_HOOKS = 'on';
   for (const signal of ['SIGINT', 'SIGTERM'] as const) {
     process.once(signal, () => {
       log(`${signal}: stopping the bench servers`);
@@ -408,7 +410,8 @@ async function main(): Promise<void> {
     const machine = machineInfo(await db.serverVersion());
     log(
       `nest-idempotency bench ${runId}: ${options.adapters.join(', ')}; ${machine.cpuModel} × ${machine.cores}, ` +
-        `Node ${machine.node}, PostgreSQL ${machine.postgres}${options.quick ? ' (quick smoke run)' : ''}`,
+        `Node ${machine.node}, PostgreSQL ${machine.postgres}${options.quick ? ' (quick smoke run)' : ''}` +
+        `${options.asyncHooks ? ', async hooks on from the start' : ''}`,
     );
     if (options.instructions && !(await callgrindAvailable())) {
       throw new Error('--instructions needs valgrind (callgrind and callgrind_control) installed.');

@@ -36,6 +36,11 @@ export interface BenchAppConfig {
    * request may choose its own with `?holdMs=`.
    */
   waitHoldMs: number;
+  /**
+   * `BENCH_ASYNC_HOOKS=on`: an `AsyncLocalStorage` of the app's own is on from the start, so every
+   * request pays Node 20's async hooks (as with OpenTelemetry or nestjs-cls); default off.
+   */
+  asyncHooks: boolean;
 }
 
 /** Start of the line `bench:serve` prints once listening, followed by JSON with the port. */
@@ -87,5 +92,6 @@ export function loadBenchAppConfig(env: NodeJS.ProcessEnv = process.env): BenchA
         : readInteger(env, 'IDEMPOTENCY_PURGE_BATCH_SIZE', 1000, 1),
     providerLatencyMs: readInteger(env, 'BENCH_PROVIDER_LATENCY_MS', 0, 0),
     waitHoldMs: readInteger(env, 'BENCH_WAIT_HOLD_MS', DEFAULT_WAIT_HOLD_MS, 0),
+    asyncHooks: env.BENCH_ASYNC_HOOKS === 'on',
   };
 }

@@ -87,6 +87,12 @@ export interface BenchOptions {
    * valgrind's callgrind; with `--baseline`, on both builds.
    */
   instructions: boolean;
+  /**
+   * `--async-hooks`: every server keeps an `AsyncLocalStorage` of its own on from its start, as
+   * an application with OpenTelemetry or nestjs-cls does, so on Node 20 every case pays Node's
+   * async hooks, not only the library's runs (`BENCH_ASYNC_HOOKS=on`).
+   */
+  asyncHooks: boolean;
   /** `--instruction-requests`: requests per counted window. */
   instructionRequests: number;
   /** `--instruction-warmup`: requests of warm-up before each case's first window. */
@@ -153,6 +159,8 @@ const HELP = `Usage: npm run bench -- [flags]
                            and report misses and estimated cycles per request (about 2× slower)
   --cache-ll <s,a,l>       with --cache-sim: the last-level cache to simulate, in bytes, ways and
                            line bytes (valgrind's --LL), e.g. 1048576,16,64 for a 1 MiB L2
+  --async-hooks            servers keep an AsyncLocalStorage on from their start, as an app with
+                           OpenTelemetry or nestjs-cls does: on Node 20 every case pays async hooks
   --help
 `;
 
@@ -210,6 +218,7 @@ export function parseBenchOptions(
       'instruction-warmup': { type: 'string' },
       'cache-sim': { type: 'boolean', default: false },
       'cache-ll': { type: 'string' },
+      'async-hooks': { type: 'boolean', default: false },
       help: { type: 'boolean', default: false },
     },
   });
@@ -333,5 +342,6 @@ export function parseBenchOptions(
     ),
     cacheSim,
     cacheLastLevel,
+    asyncHooks: values['async-hooks'] === true,
   };
 }

@@ -647,7 +647,8 @@ export function formatSummary(results: BenchResults): string {
     `== summary ${'='.repeat(85)}`,
     ...lines,
     `${machine.cpuModel} × ${machine.cores}, ${machine.os}, Node ${machine.node}, PostgreSQL ${machine.postgres}, ` +
-      `load average at start ${machine.loadAverage.join(' ')}${machine.commit ? `, commit ${machine.commit}` : ''}`,
+      `load average at start ${machine.loadAverage.join(' ')}${machine.commit ? `, commit ${machine.commit}` : ''}` +
+      `${results.options.asyncHooks ? ', async hooks on from the start (--async-hooks)' : ''}`,
     ...(results.baseline
       ? [
           `baseline ${results.baseline.ref} = ${results.baseline.commit.slice(0, 12)} ` +
