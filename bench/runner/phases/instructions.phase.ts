@@ -93,8 +93,8 @@ async function countWindow(
   const load = await warmedUpLoad(server, db, benchCase, settings.connections, warmupRequests);
   const health = await httpJson<BenchHealth>(server.url, { method: 'GET', path: '/health?gc=1' });
   // Nothing is in flight here: hooks still on were left on by an earlier case, and would be
-  // counted against this one.
-  if (health.asyncHooks) {
+  // counted against this one (unless --async-hooks keeps them on for every case).
+  if (health.asyncHooks && process.env.BENCH_ASYNC_HOOKS !== 'on') {
     console.warn(`  ${benchCase.id}: Node's async hooks were on before the window (left on)`);
   }
   const before = await mainThreadEvents(server.pid, BENCH_HOST);
