@@ -161,6 +161,7 @@ const HELP = `Usage: npm run bench -- [flags]
                            line bytes (valgrind's --LL), e.g. 1048576,16,64 for a 1 MiB L2
   --async-hooks            servers keep an AsyncLocalStorage on from their start, as an app with
                            OpenTelemetry or nestjs-cls does: on Node 20 every case pays async hooks
+                           (not with --baseline)
   --help
 `;
 
@@ -260,6 +261,10 @@ export function parseBenchOptions(
   }
   if (baseline !== undefined && values.phases !== undefined) {
     throw new Error('--baseline compares the throughput cases only: leave out --phases.');
+  }
+  if (baseline !== undefined && values['async-hooks'] === true) {
+    // The baseline's server may predate BENCH_ASYNC_HOOKS: it would run without them.
+    throw new Error('--async-hooks cannot be given with --baseline: an earlier build ignores it.');
   }
   const instructions = values.instructions === true;
   if (instructions && values.phases !== undefined) {
