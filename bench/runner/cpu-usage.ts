@@ -6,6 +6,8 @@ import { median } from './latency-stats';
 export interface CpuSnapshot {
   at: number;
   server: number;
+  /** The server's main thread (the event loop, where the request path runs). */
+  serverMain: number;
   /** Per PostgreSQL backend connected to the bench database, by pid. */
   backends: Map<number, number>;
   runner: number;
@@ -15,6 +17,8 @@ export interface CpuSnapshot {
 export interface CpuPerRequest {
   /** Server process (Node, the app and the library), microseconds of CPU per response. */
   serverUs: number;
+  /** Of `serverUs`, the main thread's: the rest is V8's helpers (garbage collection, compilers). */
+  serverMainUs: number;
   /** PostgreSQL backends of the bench database, microseconds of CPU per response. */
   postgresUs: number;
   /** The runner (autocannon), microseconds of CPU per response. */
@@ -25,9 +29,10 @@ export interface CpuPerRequest {
 
 const TICK_MS = 10; // USER_HZ is 100 on Linux
 
-async function processCpuMs(pid: number): Promise<number | undefined> {
+async function processCpuMs(pid: number, thread?: number): Promise<number | undefined> {
   try {
-    const stat = await readFile(`/proc/${pid}/stat`, 'utf8');
+    const path = thread === undefined ? `/proc/${pid}/stat` : `/proc/${pid}/task/${thread}/stat`;
+    const stat = await readFile(path, 'utf8');
     // Fields after the command name (which may contain spaces) start at state (field 3).
     const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
     return (Number(fields[11]) + Number(fields[12])) * TICK_MS;
@@ -74,6 +79,8 @@ export async function cpuSnapshot(serverPid: number, db: BenchDatabase): Promise
   return {
     at: performance.now(),
     server: (await processCpuMs(serverPid)) ?? 0,
+    // A process's main thread has the process's id.
+    serverMain: (await processCpuMs(serverPid, serverPid)) ?? 0,
     backends,
     runner: (usage.user + usage.system) / 1000,
   };
@@ -93,6 +100,7 @@ export function cpuPerRequest(
   const per = (ms: number) => (responses > 0 ? (ms * 1000) / responses : 0);
   return {
     serverUs: per(after.server - before.server),
+    serverMainUs: per(after.serverMain - before.serverMain),
     postgresUs: per(postgres),
     runnerUs: per(after.runner - before.runner),
     serverCores: (after.server - before.server) / (after.at - before.at),
@@ -107,6 +115,7 @@ export function medianCpu(rounds: readonly CpuPerRequest[]): CpuPerRequest {
   const of = (part: keyof CpuPerRequest) => median(rounds.map((round) => round[part]));
   return {
     serverUs: of('serverUs'),
+    serverMainUs: of('serverMainUs'),
     postgresUs: of('postgresUs'),
     runnerUs: of('runnerUs'),
     serverCores: of('serverCores'),

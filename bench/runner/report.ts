@@ -44,6 +44,7 @@ function throughputSection(result: AdapterResult, options: BenchOptions): string
       ? '–'
       : `${fixed(row.ratioToFloor)}×${rounds(row.roundsRatioToFloor)}`,
     int(row.cpu.serverUs),
+    int(row.cpu.serverMainUs),
     int(row.cpu.postgresUs),
     plain ? signed(row.cpu.serverUs - plain.cpu.serverUs) : '–',
     plain ? signed(row.cpu.postgresUs - plain.cpu.postgresUs) : '–',
@@ -61,6 +62,7 @@ function throughputSection(result: AdapterResult, options: BenchOptions): string
         'vs plain',
         'vs floor',
         'server µs/req',
+        'main thread µs/req',
         'PG µs/req',
         'Node µs beyond plain',
         'PG µs beyond plain',
@@ -81,9 +83,11 @@ function throughputSection(result: AdapterResult, options: BenchOptions): string
         'right',
         'right',
         'right',
+        'right',
         'left',
       ],
-    )}\nCPU per request: the server process and the PostgreSQL backends of its pool (from /proc); ` +
+    )}\nCPU per request: the server process (all its threads, then its main thread alone) and the ` +
+    `PostgreSQL backends of its pool (from /proc); ` +
     `"beyond plain" is the case's minus plain's, each the median over the rounds.`
   );
 }

@@ -205,7 +205,8 @@ function waitStormChecks(phase: WaitStormPhaseResult | undefined): TargetCheck[]
 /**
  * A ratio target between two rows measured side by side: the median of the rounds' ratios.
  * With `ceiling`, the same ratio of that row over `b` is printed too: what the same statements
- * reach when sent from a bare guard and interceptor, the most a layer of this design can.
+ * reach when sent from a bare guard and interceptor, the most a layer of this design can; with
+ * `contract`, that of the contract floor: the most any implementation of the contract can.
  */
 function sideBySide(
   name: string,
@@ -213,15 +214,18 @@ function sideBySide(
   b: ThroughputRow | undefined,
   target: number,
   ceiling?: ThroughputRow,
+  contract?: ThroughputRow,
 ): TargetCheck {
   return check(name, `≥ ${target.toFixed(2)}×`, () => {
     const measured = roundsRatio(a, b);
     if (!measured) return undefined;
     const reach = roundsRatio(ceiling, b);
+    const contractReach = roundsRatio(contract, b);
     return {
       measured:
         `${ratio(measured.median)}${perRound(measured.rounds, (r) => r.toFixed(2))}` +
-        (reach ? `; floor from an interceptor ${ratio(reach.median)}` : ''),
+        (reach ? `; floor from an interceptor ${ratio(reach.median)}` : '') +
+        (contractReach ? `; contract floor ${ratio(contractReach.median)}` : ''),
       pass: measured.median >= target,
     };
   });
@@ -255,6 +259,7 @@ export function evaluateTargets(inputs: TargetInputs): TargetCheck[] {
       row('floor'),
       TARGETS.firstToFloor,
       row('floor-interceptor'),
+      row('floor-contract'),
     ),
     check(
       'transactional first execution vs plain in a transaction (req/s)',
@@ -288,6 +293,8 @@ export function evaluateTargets(inputs: TargetInputs): TargetCheck[] {
       first,
       row('floor-interceptor'),
       TARGETS.firstToInterceptorFloor,
+      undefined,
+      row('floor-contract'),
     ),
     sideBySide(
       'first execution vs the contract floor from an interceptor (req/s)',
@@ -301,6 +308,7 @@ export function evaluateTargets(inputs: TargetInputs): TargetCheck[] {
       row('floor-tx'),
       TARGETS.firstTxToTxFloor,
       row('floor-tx-interceptor'),
+      row('floor-contract-tx'),
     ),
     sideBySide(
       'transactional first execution vs that floor on a TypeORM query runner (req/s)',
@@ -314,6 +322,8 @@ export function evaluateTargets(inputs: TargetInputs): TargetCheck[] {
       firstTx,
       row('floor-tx-interceptor'),
       TARGETS.firstTxToTxFloor,
+      undefined,
+      row('floor-contract-tx'),
     ),
     sideBySide(
       'transactional first execution vs the transactional contract floor (req/s)',
@@ -329,11 +339,17 @@ export function evaluateTargets(inputs: TargetInputs): TargetCheck[] {
     ),
     check('Node CPU per replay vs the Redis peer', "≤ the peer's", () => {
       const cpu = roundsRatio(replay, peerReplay, (row, round) => row.roundsCpu[round].serverUs);
+      const main = roundsRatio(
+        replay,
+        peerReplay,
+        (row, round) => row.roundsCpu[round].serverMainUs,
+      );
       return cpu
         ? {
             measured:
               `${ratio(cpu.median)}${perRound(cpu.rounds, (r) => r.toFixed(2))} ` +
-              `(${Math.round(replay!.cpu.serverUs)} vs ${Math.round(peerReplay!.cpu.serverUs)} µs)`,
+              `(${Math.round(replay!.cpu.serverUs)} vs ${Math.round(peerReplay!.cpu.serverUs)} µs)` +
+              (main ? `; main thread ${ratio(main.median)}` : ''),
             pass: cpu.median <= 1,
           }
         : undefined;
@@ -344,6 +360,7 @@ export function evaluateTargets(inputs: TargetInputs): TargetCheck[] {
       durableFirst,
       TARGETS.aheadOfDurablePeer,
       row('floor-interceptor'),
+      row('floor-contract'),
     ),
     sideBySide(
       'replay vs the durable peer (req/s)',

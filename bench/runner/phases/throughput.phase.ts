@@ -168,7 +168,7 @@ export async function runThroughputPhase(
         `  ${server.adapter} ${benchCase.label}${settings.rounds > 1 ? ` (round ${round})` : ''}: ` +
           `${result.rps.toFixed(0)} req/s, p50 ${result.latency.p50.toFixed(2)} ms, ` +
           `p99 ${result.latency.p99.toFixed(2)} ms, CPU/req server ${result.cpu.serverUs.toFixed(0)} µs ` +
-          `PostgreSQL ${result.cpu.postgresUs.toFixed(0)} µs, statuses ${JSON.stringify(result.statuses)}`,
+          `(main thread ${result.cpu.serverMainUs.toFixed(0)}) PostgreSQL ${result.cpu.postgresUs.toFixed(0)} µs, statuses ${JSON.stringify(result.statuses)}`,
       );
     }
     const floor = results.get('floor')?.rps;
