@@ -430,6 +430,9 @@ function waitStormSection(result: AdapterResult, options: BenchOptions): string 
   );
 }
 
+/** `count` right-aligned columns. */
+const right = (count: number) => Array<'right'>(count).fill('right');
+
 function baselineSection(result: AdapterResult, options: BenchOptions): string | undefined {
   if (!result.baseline) return undefined;
   const title =
@@ -453,27 +456,36 @@ function baselineSection(result: AdapterResult, options: BenchOptions): string |
       row.roundsRatio.map((ratio) => fixed(ratio)).join('/'),
       fixed(baseline.p99),
       fixed(current.p99),
+      `${int(baseline.cpu.serverUs)} (${int(baseline.cpu.serverMainUs)})`,
+      `${int(current.cpu.serverUs)} (${int(current.cpu.serverMainUs)})`,
+      `${fixed(row.cpuRatio)}×`,
       flagged(baseline),
       flagged(current),
     ];
   });
-  return `${title}\n${formatTable(
-    [
-      'case',
-      'route',
-      'baseline req/s',
-      'current req/s',
-      'current/baseline',
-      'range',
-      'per round',
-      'baseline p99 ms',
-      'current p99 ms',
-      'baseline statuses',
-      'current statuses',
-    ],
-    rows,
-    ['left', 'left', 'right', 'right', 'right', 'right', 'left', 'right', 'right', 'left', 'left'],
-  )}\nreq/s and p99: medians over the rounds; current/baseline: the median of the per-round ratios.`;
+  return (
+    `${title}\n${formatTable(
+      [
+        'case',
+        'route',
+        'baseline req/s',
+        'current req/s',
+        'current/baseline',
+        'range',
+        'per round',
+        'baseline p99 ms',
+        'current p99 ms',
+        'baseline server µs/req (main thread)',
+        'current server µs/req (main thread)',
+        'server CPU current/baseline',
+        'baseline statuses',
+        'current statuses',
+      ],
+      rows,
+      ['left', 'left', ...right(4), 'left', ...right(5), 'left', 'left'],
+    )}\nreq/s, p99 and CPU: medians over the rounds; current/baseline: the median of the per-round ` +
+    `ratios. CPU per request is the server process's, all its threads (its main thread alone).`
+  );
 }
 
 function instructionsSection(result: AdapterResult, options: BenchOptions): string | undefined {

@@ -1,4 +1,6 @@
 import type { BenchDatabase } from '../bench-database';
+import { medianCpu } from '../cpu-usage';
+import type { CpuPerRequest } from '../cpu-usage';
 import { httpRequest } from '../http-request';
 import { median } from '../latency-stats';
 import type { BenchServer } from '../server-process';
@@ -27,6 +29,8 @@ export interface BuildFigures {
   errors: number;
   /** Handler executions (rows inserted) over every measured run. */
   executions: number;
+  /** Median over the rounds of each CPU figure per request (the server's, its main thread's). */
+  cpu: CpuPerRequest;
 }
 
 /** One case measured on this checkout and on the baseline. */
@@ -43,6 +47,8 @@ export interface BaselineRow {
   ratio: number;
   ratioMin: number;
   ratioMax: number;
+  /** The median of each round's current / baseline server CPU per request. */
+  cpuRatio: number;
 }
 
 /**
@@ -75,6 +81,7 @@ function figures(runs: Measured[]): BuildFigures {
     statuses,
     errors: runs.reduce((sum, run) => sum + run.errors + run.timeouts, 0),
     executions: runs.reduce((sum, run) => sum + run.executions, 0),
+    cpu: medianCpu(runs.map((run) => run.cpu)),
   };
 }
 
@@ -121,7 +128,8 @@ export async function runBaselinePhase(
         runs.get(benchCase.id)![build].push(result);
         log(
           `  ${adapter} ${benchCase.label} ${build} (round ${round}): ${result.rps.toFixed(0)} req/s, ` +
-            `p99 ${result.latency.p99.toFixed(2)} ms, statuses ${JSON.stringify(result.statuses)}`,
+            `p99 ${result.latency.p99.toFixed(2)} ms, CPU/req server ${result.cpu.serverUs.toFixed(0)} µs ` +
+            `(main thread ${result.cpu.serverMainUs.toFixed(0)}), statuses ${JSON.stringify(result.statuses)}`,
         );
       }
     }
@@ -138,9 +146,13 @@ export async function runBaselinePhase(
         ratio: NaN,
         ratioMin: NaN,
         ratioMax: NaN,
+        cpuRatio: NaN,
       };
     }
     const roundsRatio = measured.current.map((run, i) => run.rps / measured.baseline[i].rps);
+    const cpuRatios = measured.current.map(
+      (run, i) => run.cpu.serverUs / measured.baseline[i].cpu.serverUs,
+    );
     return {
       ...row,
       comparable: true,
@@ -150,6 +162,7 @@ export async function runBaselinePhase(
       ratio: median(roundsRatio),
       ratioMin: Math.min(...roundsRatio),
       ratioMax: Math.max(...roundsRatio),
+      cpuRatio: median(cpuRatios),
     };
   });
 }
