@@ -9,19 +9,8 @@ export interface CachedCompletion {
 }
 
 /** An entry, linked into the recency list: `older` is evicted before it, `newer` after it. */
-interface CacheEntry {
+interface CacheEntry extends CachedCompletion {
   readonly id: string;
-  readonly recordId: string;
-  readonly fingerprint: string;
-  readonly status: number;
-  readonly headers: StoredResponse['headers'];
-  /**
-   * The body's bytes as a one-byte string (`latin1`: one character per byte, every byte kept).
-   * A string lives on V8's heap; a buffer of its own per entry is an allocation outside it that
-   * garbage collection must track, which cost a first execution 5–6 % of its server CPU on both
-   * adapters while the cache turned over (BENCHMARKS.md). A replay copies it back to bytes.
-   */
-  readonly body: string;
   /** When the entry stops being served, on the cache's clock (never after the record expires). */
   readonly expiresAt: number;
   readonly bytes: number;
@@ -31,9 +20,8 @@ interface CacheEntry {
 
 /**
  * What an entry costs beyond its body, header, scope and key bytes: its objects, the body's
- * string, the fingerprint, record id and map key strings, the map slot. Measured with V8's heap
- * after a full collection: 1.1–1.2 KB per entry for bodies of 10 B to 4 KB, when the body was a
- * buffer of its own, which cost more than its string does (BENCHMARKS.md).
+ * buffer, the fingerprint, record id and map key strings, the map slot. Measured with V8's heap
+ * after a full collection: 1.1–1.2 KB per entry for bodies of 10 B to 4 KB (BENCHMARKS.md).
  */
 const ENTRY_OVERHEAD_BYTES = 1024;
 
@@ -92,12 +80,7 @@ export class ReplayCache {
     }
     this.unlink(entry);
     this.append(entry);
-    const { recordId, fingerprint, status, headers, body } = entry;
-    return {
-      recordId,
-      fingerprint,
-      response: { status, headers, body: Buffer.from(body, 'latin1') },
-    };
+    return entry;
   }
 
   /**
@@ -121,11 +104,7 @@ export class ReplayCache {
       id,
       recordId: completion.recordId,
       fingerprint: completion.fingerprint,
-      status,
-      headers,
-      // A copy: a small Buffer is usually a view of a larger one (Node's 8 KiB pool, a socket
-      // read), which caching the view would keep alive.
-      body: body.toString('latin1'),
+      response: { status, headers, body: ownCopy(body) },
       expiresAt,
       bytes,
       older: undefined,
@@ -161,4 +140,15 @@ export class ReplayCache {
     else this.newest = entry.older;
     entry.older = entry.newer = undefined;
   }
+}
+
+/**
+ * The bytes in a buffer of their own. A small Buffer is usually a view of a larger one (Node's
+ * 8 KiB allocation pool, a socket read): caching the view would keep the whole parent alive and
+ * make `maxBytes` a lie.
+ */
+function ownCopy(body: Buffer): Buffer {
+  const copy = Buffer.allocUnsafeSlow(body.length);
+  body.copy(copy);
+  return copy;
 }
