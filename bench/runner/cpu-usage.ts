@@ -121,3 +121,8 @@ export function medianCpu(rounds: readonly CpuPerRequest[]): CpuPerRequest {
     serverCores: of('serverCores'),
   };
 }
+
+/** A run's server CPU per request, for a progress line: `CPU/req server 455 µs (main thread 400)`. */
+export function serverCpuText(cpu: CpuPerRequest): string {
+  return `CPU/req server ${cpu.serverUs.toFixed(0)} µs (main thread ${cpu.serverMainUs.toFixed(0)})`;
+}

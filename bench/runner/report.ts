@@ -22,6 +22,9 @@ function signed(value: number): string {
   return `${value >= 0 ? '+' : '−'}${int(Math.abs(value))}`;
 }
 
+/** `count` right-aligned columns. */
+const right = (count: number) => Array<'right'>(count).fill('right');
+
 function throughputSection(result: AdapterResult, options: BenchOptions): string | undefined {
   if (!result.throughput) return undefined;
   const title =
@@ -70,22 +73,7 @@ function throughputSection(result: AdapterResult, options: BenchOptions): string
         'statuses',
       ],
       rows,
-      [
-        'left',
-        'left',
-        'right',
-        'right',
-        'right',
-        'right',
-        'right',
-        'right',
-        'right',
-        'right',
-        'right',
-        'right',
-        'right',
-        'left',
-      ],
+      ['left', 'left', ...right(11), 'left'],
     )}\nCPU per request: the server process (all its threads, then its main thread alone) and the ` +
     `PostgreSQL backends of its pool (from /proc); ` +
     `"beyond plain" is the case's minus plain's, each the median over the rounds.`
@@ -429,9 +417,6 @@ function waitStormSection(result: AdapterResult, options: BenchOptions): string 
     `${fixed(phase.clock.offsetMs, 3)} ms ± ${fixed(phase.clock.uncertaintyMs, 3)} ms (not corrected).`
   );
 }
-
-/** `count` right-aligned columns. */
-const right = (count: number) => Array<'right'>(count).fill('right');
 
 function baselineSection(result: AdapterResult, options: BenchOptions): string | undefined {
   if (!result.baseline) return undefined;

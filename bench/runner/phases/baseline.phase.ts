@@ -1,5 +1,5 @@
 import type { BenchDatabase } from '../bench-database';
-import { medianCpu } from '../cpu-usage';
+import { medianCpu, serverCpuText } from '../cpu-usage';
 import type { CpuPerRequest } from '../cpu-usage';
 import { httpRequest } from '../http-request';
 import { median } from '../latency-stats';
@@ -128,8 +128,8 @@ export async function runBaselinePhase(
         runs.get(benchCase.id)![build].push(result);
         log(
           `  ${adapter} ${benchCase.label} ${build} (round ${round}): ${result.rps.toFixed(0)} req/s, ` +
-            `p99 ${result.latency.p99.toFixed(2)} ms, CPU/req server ${result.cpu.serverUs.toFixed(0)} µs ` +
-            `(main thread ${result.cpu.serverMainUs.toFixed(0)}), statuses ${JSON.stringify(result.statuses)}`,
+            `p99 ${result.latency.p99.toFixed(2)} ms, ${serverCpuText(result.cpu)}, ` +
+            `statuses ${JSON.stringify(result.statuses)}`,
         );
       }
     }

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import type { BenchDatabase } from '../bench-database';
 import type { CpuPerRequest } from '../cpu-usage';
-import { cpuPerRequest, cpuSnapshot, medianCpu } from '../cpu-usage';
+import { cpuPerRequest, cpuSnapshot, medianCpu, serverCpuText } from '../cpu-usage';
 import { httpRequest } from '../http-request';
 import type { LatencySummary } from '../latency-stats';
 import { median } from '../latency-stats';
@@ -167,8 +167,8 @@ export async function runThroughputPhase(
       log(
         `  ${server.adapter} ${benchCase.label}${settings.rounds > 1 ? ` (round ${round})` : ''}: ` +
           `${result.rps.toFixed(0)} req/s, p50 ${result.latency.p50.toFixed(2)} ms, ` +
-          `p99 ${result.latency.p99.toFixed(2)} ms, CPU/req server ${result.cpu.serverUs.toFixed(0)} µs ` +
-          `(main thread ${result.cpu.serverMainUs.toFixed(0)}) PostgreSQL ${result.cpu.postgresUs.toFixed(0)} µs, statuses ${JSON.stringify(result.statuses)}`,
+          `p99 ${result.latency.p99.toFixed(2)} ms, ${serverCpuText(result.cpu)} ` +
+          `PostgreSQL ${result.cpu.postgresUs.toFixed(0)} µs, statuses ${JSON.stringify(result.statuses)}`,
       );
     }
     const floor = results.get('floor')?.rps;
