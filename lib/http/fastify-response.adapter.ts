@@ -6,6 +6,7 @@ import type { OutgoingResponse } from '../utils/response-bytes';
 import { IdempotencyResponseAdapter } from './idempotency-response.adapter';
 import { hookMethod, silenceMethods } from './method-hook';
 import { replayBody, replayHeaders } from './replay-headers';
+import { sendsSerializedText } from './fastify-serialized-send';
 import { fastifyContentType } from './wire-content-type';
 import { REPLACED_HEADERS, ResponseCaptureState, failClosed } from './response-capture-state';
 import type { ResponseSink, ResponseSnapshot } from './response-sink.interface';
@@ -43,7 +44,18 @@ export class FastifyResponseAdapter extends IdempotencyResponseAdapter {
         const bytes = fastifyBytes(reply, payload, headers['content-type'] as string | undefined);
         if (bytes?.contentType !== undefined) headers['content-type'] = bytes.contentType;
         const outgoing = bytes && { status: reply.statusCode, headers, body: bytes.body };
-        capture.handOver(outgoing, () => send.call(reply, payload), replace);
+        // The text just stored goes out as it is where Fastify would only serialize the object
+        // again: the same bytes, one serialization fewer, and a toJSON() that answers
+        // differently each time cannot make the first answer differ from its replays.
+        const text =
+          bytes?.serialized !== undefined && sendsSerializedText(reply)
+            ? bytes.serialized
+            : undefined;
+        const writeOriginal =
+          text === undefined
+            ? () => send.call(reply, payload)
+            : () => send.call(reply.header('content-type', headers['content-type']), text);
+        capture.handOver(outgoing, writeOriginal, replace);
         return reply;
       }),
     );
@@ -83,6 +95,9 @@ export class FastifyResponseAdapter extends IdempotencyResponseAdapter {
   }
 }
 
+/** The bytes of a payload, with the text Fastify's serializer made of it, if it made one. */
+type FastifyBytes = NonNullable<ReturnType<typeof responseBytes>> & { serialized?: string };
+
 /**
  * The bytes Fastify's `reply.send` will write for `payload`. What Fastify serializes itself
  * (anything but a string, bytes, a stream or `undefined`, under no content type or a JSON one) is
@@ -94,7 +109,7 @@ function fastifyBytes(
   reply: any,
   payload: unknown,
   contentType: string | undefined,
-): ReturnType<typeof responseBytes> {
+): FastifyBytes | undefined {
   // A web stream or Response is piped, as a Node stream is: no bytes to store.
   if (typeof (payload as { getReader?: unknown } | null)?.getReader === 'function')
     return undefined;
@@ -114,10 +129,10 @@ function fastifyBytes(
       // Fastify's own send fails the same way and answers with its error: nothing to store.
       return undefined;
     }
-    return {
-      body: typeof text === 'string' ? Buffer.from(text, 'utf8') : Buffer.from(text),
-      contentType: fastifyContentType('serialized', contentType),
-    };
+    const type = fastifyContentType('serialized', contentType);
+    return typeof text === 'string'
+      ? { body: Buffer.from(text, 'utf8'), contentType: type, serialized: text }
+      : { body: Buffer.from(text), contentType: type };
   }
   const bytes = responseBytes(payload, contentType, 'text/plain');
   // The content type Fastify itself will write (a `text/csv` string keeps no charset).

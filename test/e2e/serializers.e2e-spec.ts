@@ -2,7 +2,8 @@
  * A stored response holds the bytes the application's own serializer wrote, so a replay is the
  * first answer byte for byte (docs/design/contract.md#the-decision-table) even when the app does not serialize JSON the default
  * way: Express's `json spaces` and `json replacer` settings, Fastify's `setReplySerializer`,
- * and a handler that returns `null` (an empty body on Express, `null` as JSON on Fastify).
+ * a result whose JSON differs each time it is made (serialized once, on Fastify too), and a
+ * handler that returns `null` (an empty body on Express, `null` as JSON on Fastify).
  */
 import { Controller, Post } from '@nestjs/common';
 import type { INestApplication } from '@nestjs/common';
@@ -23,6 +24,15 @@ class SerializedController {
   object() {
     runs++;
     return { id: 'pay_1', amount: 1999, secret: 'not for the wire' };
+  }
+
+  /** JSON that differs each time it is made: serialized twice, the wire would not be what is stored. */
+  @Post('changing')
+  @Idempotent()
+  changing() {
+    runs++;
+    let made = 0;
+    return { toJSON: () => ({ id: 'pay_2', serialized: ++made }) };
   }
 
   @Post('null')
@@ -91,6 +101,11 @@ describe.each(ADAPTERS)("the application's own serializer (%s)", (adapter) => {
   it('stores and replays the default serializer unchanged', async () => {
     const first = await firstAndReplay(plain, '/serialized/object');
     expect(first.text).toBe('{"id":"pay_1","amount":1999,"secret":"not for the wire"}');
+  });
+
+  it('answers first with the bytes it stores, when serializing twice would give other bytes', async () => {
+    const first = await firstAndReplay(plain, '/serialized/changing');
+    expect(first.text).toBe('{"id":"pay_2","serialized":1}');
   });
 
   it('stores and replays what the adapter makes of a null result', async () => {

@@ -118,6 +118,72 @@ describe('FastifyResponseAdapter', () => {
       ]);
     });
 
+    describe('an object Fastify serializes', () => {
+      /** An object whose JSON counts how many times it was serialized. */
+      const counted = () => {
+        let serialized = 0;
+        return { toJSON: () => ({ serialized: ++serialized }) };
+      };
+
+      it('is serialized once: the stored bytes are the bytes sent, and onSend hooks get them as text', async () => {
+        const sink = new RecordingResponseSink();
+        const onSend: unknown[] = [];
+        appWith(sink, (reply) => reply.code(201).send(counted()));
+        app.addHook('onSend', async (_request, _reply, payload) => {
+          onSend.push(payload);
+          return payload;
+        });
+        const response = await app.inject({ method: 'POST', url: '/' });
+
+        expect(response.body).toBe('{"serialized":1}');
+        expect(response.headers['content-type']).toBe('application/json; charset=utf-8');
+        expect(sink.responses).toEqual([
+          {
+            status: 201,
+            headers: { 'content-type': 'application/json; charset=utf-8' },
+            body: Buffer.from('{"serialized":1}'),
+          },
+        ]);
+        expect(onSend).toEqual(['{"serialized":1}']);
+      });
+
+      it("keeps a JSON content type of the route's own, as Fastify writes it", async () => {
+        const sink = new RecordingResponseSink();
+        const response = await appWith(sink, (reply) =>
+          reply.type('application/problem+json').send({ id: 1 }),
+        ).inject({ method: 'POST', url: '/' });
+
+        expect(response.headers['content-type']).toBe('application/problem+json; charset=utf-8');
+        expect(response.body).toBe('{"id":1}');
+        expect(sink.responses[0]?.headers['content-type']).toBe(
+          'application/problem+json; charset=utf-8',
+        );
+      });
+
+      it("is serialized once by the reply's own serializer, not serialized again as text", async () => {
+        const sink = new RecordingResponseSink();
+        const response = await appWith(sink, (reply) =>
+          reply.serializer((payload) => JSON.stringify(payload, null, 1)).send({ id: 1 }),
+        ).inject({ method: 'POST', url: '/' });
+
+        expect(response.body).toBe('{\n "id": 1\n}');
+        expect(sink.responses[0]?.body).toEqual(Buffer.from('{\n "id": 1\n}'));
+      });
+
+      it("still goes through the route's preSerialization hooks (what they change is not stored)", async () => {
+        const sink = new RecordingResponseSink();
+        appWith(sink, (reply) => reply.code(201).send({ id: 1 }));
+        app.addHook('preSerialization', async (_request, _reply, payload) => ({
+          ...(payload as object),
+          wrapped: true,
+        }));
+        const response = await app.inject({ method: 'POST', url: '/' });
+
+        expect(response.body).toBe('{"id":1,"wrapped":true}');
+        expect(sink.responses[0]?.body).toEqual(Buffer.from('{"id":1}'));
+      });
+    });
+
     it('hands over null as Fastify sends it: null, as JSON', async () => {
       const sink = new RecordingResponseSink();
       const response = await appWith(sink, (reply) => reply.send(null)).inject({
