@@ -191,26 +191,30 @@ function leakSection(result: AdapterResult): string | undefined {
 function promisesSection(result: AdapterResult, options: BenchOptions): string | undefined {
   const { promises } = result;
   if (!promises) return undefined;
-  const plain = promises.find((row) => row.id === 'plain')?.perRequest;
+  const plain = promises.find((row) => row.id === 'plain');
+  const beyond = (value: number, base: number | undefined, digits: number) =>
+    base === undefined
+      ? '–'
+      : `${value >= base ? '+' : '−'}${fixed(Math.abs(value - base), digits)}`;
   const rows = promises.map((row) => [
     row.label,
     row.path,
     fixed(row.perRequest, 1),
-    plain === undefined
-      ? '–'
-      : `${row.perRequest >= plain ? '+' : '−'}${fixed(Math.abs(row.perRequest - plain), 1)}`,
+    beyond(row.perRequest, plain?.perRequest, 1),
+    fixed(row.allocatedPerRequest / 1024, 1),
+    beyond(row.allocatedPerRequest / 1024, plain && plain.allocatedPerRequest / 1024, 1),
     statuses(row.statuses),
   ]);
   return (
-    `Promises — created in the server per request, ${int(options.promiseRequests)} requests per case ` +
-    `after as many of warm-up, ${options.connections} connections (async_hooks, on for this phase only)\n` +
-    formatTable(['case', 'route', 'promises/req', 'vs plain', 'statuses'], rows, [
-      'left',
-      'left',
-      'right',
-      'right',
-      'left',
-    ])
+    `Promises and allocations — created in the server per request, ${int(options.promiseRequests)} requests ` +
+    `per case in each window after as many of warm-up, ${options.connections} connections (promises: ` +
+    "async_hooks; KB allocated on the heap: V8's sampling heap profiler, in a window of its own; " +
+    'both on for this phase only)\n' +
+    formatTable(
+      ['case', 'route', 'promises/req', 'vs plain', 'KB allocated/req', 'vs plain', 'statuses'],
+      rows,
+      ['left', 'left', ...right(4), 'left'],
+    )
   );
 }
 
