@@ -206,7 +206,7 @@ async function benchAdapter(
     }
     if (runs('promises')) {
       log(
-        `[${adapter}] promises per request, ${options.promiseRequests} per case (at ${elapsed(started)})`,
+        `[${adapter}] promises and bytes allocated per request, ${options.promiseRequests} per case and window (at ${elapsed(started)})`,
       );
       result.promises = await runPromisesPhase(server, db, {
         requests: options.promiseRequests,

@@ -135,7 +135,7 @@ const HELP = `Usage: npm run bench -- [flags]
   --wait-requests <n>      wait storm: requests per key, the first included (default 200)
   --wait-rounds <n>        wait storm: keys per route, one storm each (default 5)
   --wait-hold <ms>         wait storm: how long the handler takes (default 200)
-  --promise-requests <n>   promises phase: requests counted per case (default 2000)
+  --promise-requests <n>   promises phase: requests per case in each window (default 2000)
   --purge-rows <n>         expired records to purge (default 1000000)
   --leak-requests <n>      requests between the first and last RSS sample (default 50000)
   --provider-latencies <l> provider latencies in ms of the phased comparison (default 0,50)
