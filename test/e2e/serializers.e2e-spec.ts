@@ -3,7 +3,8 @@
  * first answer byte for byte (docs/design/contract.md#the-decision-table) even when the app does not serialize JSON the default
  * way: Express's `json spaces` and `json replacer` settings, Fastify's `setReplySerializer`,
  * a result whose JSON differs each time it is made (serialized once, on Fastify too), and a
- * handler that returns `null` (an empty body on Express, `null` as JSON on Fastify).
+ * handler that returns `null` (an empty body on Express, `null` as JSON on Fastify). A Fastify
+ * `preSerialization` hook still runs on the first answer, and what it changes is not stored.
  */
 import { Controller, Post } from '@nestjs/common';
 import type { INestApplication } from '@nestjs/common';
@@ -112,5 +113,59 @@ describe.each(ADAPTERS)("the application's own serializer (%s)", (adapter) => {
     const first = await firstAndReplay(plain, '/serialized/null');
     expect(first.status).toBe(201);
     expect(first.text).toBe(adapter === 'express' ? '' : 'null');
+  });
+});
+
+/** Fastify only: Express has no hook between its serializer and the wire. */
+describe('a Fastify preSerialization hook (a known limit: what it changes is not stored)', () => {
+  let db: TestDatabase;
+  let app: TestApp;
+
+  beforeAll(async () => {
+    db = await createTestDatabase();
+    app = await createTestApp('fastify', db, {
+      controllers: [SerializedController],
+      configure: (nest) =>
+        nest
+          .getHttpAdapter()
+          .getInstance()
+          .addHook(
+            'preSerialization',
+            async (_request: unknown, _reply: unknown, payload: object) => ({
+              ...payload,
+              wrapped: true,
+            }),
+          ),
+    });
+  });
+
+  afterAll(async () => {
+    await app?.close();
+    await db?.drop();
+  });
+
+  it('still runs on the first answer; the stored bytes and the replays are without its change', async () => {
+    const key = `serializer-hook-${Date.now()}`;
+    const before = runs;
+    const first = await request(app.server)
+      .post('/serialized/object')
+      .set('Idempotency-Key', key)
+      .send({});
+    const replay = await request(app.server)
+      .post('/serialized/object')
+      .set('Idempotency-Key', key)
+      .send({});
+
+    expect(runs - before).toBe(1);
+    expect(first.status).toBe(201);
+    expect(first.body).toEqual({
+      id: 'pay_1',
+      amount: 1999,
+      secret: 'not for the wire',
+      wrapped: true,
+    });
+    expect(replay.headers['idempotent-replayed']).toBe('true');
+    expect(replay.text).toBe('{"id":"pay_1","amount":1999,"secret":"not for the wire"}');
+    expect(await storedBodyText(db, key)).toBe(replay.text);
   });
 });
