@@ -139,3 +139,16 @@ export function startLoad(spec: LoadSpec): RunningLoad {
 export function runLoad(spec: LoadSpec): Promise<LoadResult> {
   return startLoad(spec).done;
 }
+
+/** Responses by status over several runs: each status's counts added up. */
+export function summedStatuses(
+  runs: readonly { statuses: Record<string, number> }[],
+): Record<string, number> {
+  const statuses: Record<string, number> = {};
+  for (const run of runs) {
+    for (const [status, count] of Object.entries(run.statuses)) {
+      statuses[status] = (statuses[status] ?? 0) + count;
+    }
+  }
+  return statuses;
+}

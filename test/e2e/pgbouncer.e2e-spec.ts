@@ -31,6 +31,7 @@ const found = findPgBouncer();
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
 if (!('bin' in found)) {
+  // Skipped only without a PgBouncer binary (.ci/run installs one); the title says how to get it.
   describe.skip(`behind PgBouncer (${found.missing})`, () => {
     it('is skipped', () => undefined);
   });

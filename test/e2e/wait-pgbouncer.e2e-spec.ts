@@ -20,6 +20,7 @@ import { WaitingController, typeOrmWakeUpsOf, waitersOf } from '../fixtures/wait
 const found = findPgBouncer();
 
 if (!('bin' in found)) {
+  // Skipped only without a PgBouncer binary (.ci/run installs one); the title says how to get it.
   describe.skip(`waiting behind PgBouncer (${found.missing})`, () => {
     it('is skipped', () => undefined);
   });

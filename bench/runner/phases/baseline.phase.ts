@@ -3,6 +3,7 @@ import { medianCpu, serverCpuText } from '../cpu-usage';
 import type { CpuPerRequest } from '../cpu-usage';
 import { httpRequest } from '../http-request';
 import { median } from '../latency-stats';
+import { summedStatuses } from '../load';
 import type { BenchServer } from '../server-process';
 import type { BenchCase } from './bench-routes';
 import { BENCH_BODY, selectedCases } from './bench-routes';
@@ -66,12 +67,7 @@ export async function hasRoute(server: BenchServer, path: string): Promise<boole
 }
 
 function figures(runs: Measured[]): BuildFigures {
-  const statuses: Record<string, number> = {};
-  for (const run of runs) {
-    for (const [status, count] of Object.entries(run.statuses)) {
-      statuses[status] = (statuses[status] ?? 0) + count;
-    }
-  }
+  const statuses = summedStatuses(runs);
   return {
     rps: median(runs.map((run) => run.rps)),
     p50: median(runs.map((run) => run.latency.p50)),

@@ -4,7 +4,7 @@ import type { BenchHealth } from '../../app/health.controller';
 import { eventsPerRequest, mainThreadEvents, simulatedCosts } from '../instruction-count';
 import type { SimulatedCosts } from '../instruction-count';
 import { median } from '../latency-stats';
-import { runLoad } from '../load';
+import { runLoad, summedStatuses } from '../load';
 import { BENCH_HOST } from '../server-process';
 import type { BenchServer } from '../server-process';
 import type { BenchCase } from './bench-routes';
@@ -109,12 +109,7 @@ async function countWindow(
 }
 
 function figures(windows: Window[], floor: Window[] | undefined): InstructionFigures {
-  const statuses: Record<string, number> = {};
-  for (const window of windows) {
-    for (const [status, count] of Object.entries(window.statuses)) {
-      statuses[status] = (statuses[status] ?? 0) + count;
-    }
-  }
+  const statuses = summedStatuses(windows);
   const roundsPerRequest = windows.map((window) => window.perRequest);
   const simulated = simulatedFigures(windows, floor);
   return {

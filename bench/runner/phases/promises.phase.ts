@@ -1,7 +1,7 @@
 import type { BenchHealth } from '../../app/health.controller';
 import type { BenchDatabase } from '../bench-database';
 import { httpJson } from '../http-request';
-import { runLoad } from '../load';
+import { runLoad, summedStatuses } from '../load';
 import type { BenchServer } from '../server-process';
 import { selectedCases } from './bench-routes';
 import type { BenchCase } from './bench-routes';
@@ -84,7 +84,7 @@ export async function runPromisesPhase(
         perRequest: (after - before - read) / result.responses,
         allocatedPerRequest: allocated / sampled.responses,
         requests: result.responses,
-        statuses: mergedStatuses(sampled.statuses, result.statuses),
+        statuses: summedStatuses([sampled, result]),
       });
     }
     return rows;
@@ -93,13 +93,4 @@ export async function runPromisesPhase(
     await health('allocations=off');
     await db.reset();
   }
-}
-
-function mergedStatuses(
-  a: Record<string, number>,
-  b: Record<string, number>,
-): Record<string, number> {
-  const merged = { ...a };
-  for (const [status, n] of Object.entries(b)) merged[status] = (merged[status] ?? 0) + n;
-  return merged;
 }
