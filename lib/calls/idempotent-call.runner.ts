@@ -6,7 +6,6 @@ import { IdempotencyProblemException } from '../errors/idempotency-problem.excep
 import { IdempotencyEvents } from '../events/idempotency.events';
 import { IdempotencyClaims } from '../execution/idempotency-claims';
 import type { Claimed } from '../execution/idempotency-claims';
-import { refusalOf } from '../execution/idempotency-execution';
 import type { IdempotencyExecution } from '../execution/idempotency-execution';
 import { IdempotencyExecutionFactory } from '../execution/idempotency-execution.factory';
 import { IdempotencyRouteOptionsResolver } from '../idempotency-route-options.resolver';
@@ -131,9 +130,10 @@ export class IdempotentCallRunner {
             void execution.giveBack().then(() => subscriber.error(error));
             return;
           }
-          void execution.onResponse(outgoing).then((decided) => {
-            const refusal = decided && refusalOf(decided);
-            if (refusal) return subscriber.error(transport.refuse(refusal, context, true));
+          void execution.respond(outgoing).then((decided) => {
+            if (decided?.kind === 'refused') {
+              return subscriber.error(transport.refuse(decided.problem, context, true));
+            }
             subscriber.next(last);
             subscriber.complete();
           });

@@ -50,16 +50,16 @@ const INTERNAL_ERROR: OutgoingResponse = {
   body: Buffer.from(JSON.stringify({ statusCode: 500, message: 'Internal server error' })),
 };
 
-/** The refusals an execution answered with, by the response rendered from each. */
-const refusals = new WeakMap<OutgoingResponse, IdempotencyProblemException>();
-
 /**
- * The refusal a response decided by an execution stands for (a transactional completion that
- * could not commit), so a transport that does not write HTTP responses can raise it its own way.
+ * What an execution's decision came to, for its transport to render: the handler's answer went
+ * to the store (its `executed` event says whether it landed), or the key was given back (with
+ * the answer to write instead of the original, if any), or the completion could not commit and
+ * the client is refused with a problem.
  */
-export function refusalOf(outgoing: OutgoingResponse): IdempotencyProblemException | undefined {
-  return refusals.get(outgoing);
-}
+export type ExecutionResult =
+  | { kind: 'stored'; answer: OutgoingResponse }
+  | { kind: 'released'; answer?: OutgoingResponse }
+  | { kind: 'refused'; problem: IdempotencyProblemException };
 
 type Stage = 'begun' | 'running' | 'settled' | 'deciding' | 'done';
 
@@ -91,7 +91,10 @@ type Stage = 'begun' | 'running' | 'settled' | 'deciding' | 'done';
 export class IdempotencyExecution implements ResponseSink {
   private stage: Stage = 'begun';
   private outcome?: HandlerOutcome;
-  private held?: { outgoing: OutgoingResponse; answer: (decision: Promise<any>) => void };
+  private held?: {
+    outgoing: OutgoingResponse;
+    answer: (decision: Promise<ExecutionResult | undefined>) => void;
+  };
   private leftEarly = false;
   private streamed = false;
   private subscribed = false;
@@ -167,8 +170,24 @@ export class IdempotencyExecution implements ResponseSink {
     });
   }
 
+  /**
+   * Decides on the answer of a handler that settled, on a call that is not an HTTP request.
+   * @param outgoing - the handler's value, as the response kept in its record
+   * @returns what the decision came to; undefined when the execution had already ended
+   */
+  respond(outgoing: OutgoingResponse): Promise<ExecutionResult | undefined> {
+    return this.decide(outgoing);
+  }
+
   /** @inheritDoc */
   onResponse(outgoing: OutgoingResponse | undefined): Promise<OutgoingResponse | undefined> {
+    return this.decision(outgoing).then((result) =>
+      result?.kind === 'refused' ? this.render(result.problem) : result?.answer,
+    );
+  }
+
+  /** What a response about to be written comes to: decided now, once the handler settles, or not. */
+  private decision(outgoing: OutgoingResponse | undefined): Promise<ExecutionResult | undefined> {
     if (this.stage === 'settled') return this.decide(outgoing);
     if (this.stage !== 'begun' && this.stage !== 'running') return Promise.resolve(undefined);
     if (outgoing === undefined) {
@@ -221,13 +240,14 @@ export class IdempotencyExecution implements ResponseSink {
    * because it threw afterwards and its transaction was rolled back.
    * @returns what its client should get
    */
-  private async decideOwnOutcome(outcome: HandlerOutcome): Promise<OutgoingResponse | undefined> {
+  private async decideOwnOutcome(outcome: HandlerOutcome): Promise<ExecutionResult> {
     const own = renderHandlerOutcome(outcome, this.deps.before, this.deps.textContentType);
-    if (own || outcome.kind === 'value') return (await this.decide(own)) ?? own;
-    if (this.run.completion === 'operation')
-      return (await this.decide(undefined)) ?? INTERNAL_ERROR;
+    if (own || outcome.kind === 'value') return answeredWith(await this.decide(own), own);
+    if (this.run.completion === 'operation') {
+      return answeredWith(await this.decide(undefined), INTERNAL_ERROR);
+    }
     await this.conclude('retry', 'not_final');
-    return INTERNAL_ERROR;
+    return { kind: 'released', answer: INTERNAL_ERROR };
   }
 
   /** Ends the execution by giving the key back, with no response to store. */
@@ -245,7 +265,7 @@ export class IdempotencyExecution implements ResponseSink {
    * Decides what becomes of the response and of the key, once. A response to store (most
    * requests) goes straight to `store()`, without an async function around it.
    */
-  private decide(outgoing: OutgoingResponse | undefined): Promise<OutgoingResponse | undefined> {
+  private decide(outgoing: OutgoingResponse | undefined): Promise<ExecutionResult | undefined> {
     if (this.stage === 'deciding' || this.stage === 'done') return Promise.resolve(undefined);
     this.stage = 'deciding';
     this.run.lease.stop();
@@ -260,22 +280,22 @@ export class IdempotencyExecution implements ResponseSink {
   /** Every decision but storing the response: the operation's, or giving the key back. */
   private async decideWithoutStoring(
     outgoing: OutgoingResponse | undefined,
-  ): Promise<OutgoingResponse | undefined> {
+  ): Promise<ExecutionResult> {
     try {
       if (this.run.completion === 'operation') return await this.concludeOperation(outgoing);
       if (!this.handlerStarted()) {
         await this.release('forget', 'rejected_before_handler');
-        return undefined;
+        return RELEASED;
       }
       if (!outgoing) {
         this.deps.warnUnstorable('it is not sent as bytes (a stream, a file or SSE)');
         await this.release('retry', 'unstorable');
-        return undefined;
+        return RELEASED;
       }
       // A status that is not final (not in `storeStatuses`).
       await this.release('retry', 'not_final');
       this.emitExecuted(outgoing.status, false);
-      return undefined;
+      return RELEASED;
     } finally {
       this.finish();
     }
@@ -291,15 +311,15 @@ export class IdempotencyExecution implements ResponseSink {
    */
   private async concludeOperation(
     outgoing: OutgoingResponse | undefined,
-  ): Promise<OutgoingResponse | undefined> {
+  ): Promise<ExecutionResult> {
     const conclusion = await this.run.operationConclusion();
     if (conclusion?.kind === 'completed') {
       this.emitExecuted(conclusion.outgoing.status, true);
-      return conclusion.outgoing;
+      return { kind: 'stored', answer: conclusion.outgoing };
     }
     if (conclusion?.kind === 'failed') await this.release('retry', 'not_final');
     if (outgoing) this.emitExecuted(outgoing.status, false);
-    return undefined;
+    return RELEASED;
   }
 
   private handlerStarted(): boolean {
@@ -307,7 +327,7 @@ export class IdempotencyExecution implements ResponseSink {
   }
 
   /** Stores the response (in the handler's transaction, which then commits, on such a route). */
-  private store(outgoing: OutgoingResponse): Promise<OutgoingResponse> {
+  private store(outgoing: OutgoingResponse): Promise<ExecutionResult> {
     const transaction = this.transaction;
     this.transaction = undefined;
     let sent: Promise<boolean>;
@@ -331,7 +351,7 @@ export class IdempotencyExecution implements ResponseSink {
         this.deps.recordCompletion?.((performance.now() - started) / 1000, owned);
         if (!owned) this.emitLockLost('complete');
         this.emitExecuted(outgoing.status, owned);
-        return outgoing;
+        return { kind: 'stored', answer: outgoing };
       },
       (error: unknown) => {
         this.finish();
@@ -344,7 +364,7 @@ export class IdempotencyExecution implements ResponseSink {
           error as Error,
         );
         this.emitExecuted(outgoing.status, false);
-        return outgoing;
+        return { kind: 'stored', answer: outgoing };
       },
     );
   }
@@ -377,7 +397,7 @@ export class IdempotencyExecution implements ResponseSink {
     transaction: IdempotencyStoreTransaction,
     stored: StoredResponse,
     outgoing: OutgoingResponse,
-  ): Promise<OutgoingResponse> {
+  ): Promise<ExecutionResult> {
     let owned: boolean;
     const started = performance.now();
     try {
@@ -393,31 +413,34 @@ export class IdempotencyExecution implements ResponseSink {
       this.deps.events.emit({ type: 'store_error', operation: 'complete', error });
       await transaction.rollback().catch(() => undefined);
       await this.release('retry', 'not_final');
-      return this.problem(IdempotencyProblemException.notStored(this.route.retryAfterSeconds));
+      return this.refuse(IdempotencyProblemException.notStored(this.route.retryAfterSeconds));
     }
     if (!owned) {
       this.emitLockLost('complete');
-      return this.problem(IdempotencyProblemException.leaseLost(this.route.retryAfterSeconds));
+      return this.refuse(IdempotencyProblemException.leaseLost(this.route.retryAfterSeconds));
     }
     this.emitExecuted(outgoing.status, true);
-    return outgoing;
+    return { kind: 'stored', answer: outgoing };
   }
 
   private toStored(outgoing: OutgoingResponse): StoredResponse {
     return storedResponseOf(outgoing, this.route);
   }
 
-  private problem(exception: IdempotencyProblemException): OutgoingResponse {
+  private refuse(problem: IdempotencyProblemException): ExecutionResult {
     this.deps.events.emit({
       type: 'rejected',
       scope: this.run.ref.scope,
       key: this.run.ref.key,
-      code: exception.code,
-      status: exception.getStatus(),
+      code: problem.code,
+      status: problem.getStatus(),
     });
-    const rendered = renderProblem(exception, this.deps, this.deps.logger);
-    refusals.set(rendered, exception);
-    return rendered;
+    return { kind: 'refused', problem };
+  }
+
+  /** A refusal as the HTTP response its client gets. */
+  private render(problem: IdempotencyProblemException): OutgoingResponse {
+    return renderProblem(problem, this.deps, this.deps.logger);
   }
 
   private async release(
@@ -469,4 +492,16 @@ export class IdempotencyExecution implements ResponseSink {
     this.deps.events.emit({ type: 'lock_lost', scope, key, during });
     this.deps.logger.warn(`Lost the lease of an idempotent request during ${during}`);
   }
+}
+
+/** The key was given back, and the response is written as it is. */
+const RELEASED: ExecutionResult = { kind: 'released' };
+
+/** A decision that names no answer of its own answers with `fallback`. */
+function answeredWith(
+  result: ExecutionResult | undefined,
+  fallback?: OutgoingResponse,
+): ExecutionResult {
+  if (result?.kind === 'refused' || result?.answer) return result;
+  return { kind: 'released', answer: fallback };
 }

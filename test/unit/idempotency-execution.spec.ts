@@ -580,6 +580,30 @@ describe('IdempotencyExecution', () => {
       expect(events.map((e) => e.type)).toEqual(['store_error', 'released', 'rejected']);
     });
 
+    it('returns the refusal itself to a call that is not an HTTP request (respond())', async () => {
+      const log: string[] = [];
+      const execution = await completed(log, { completeFails: true });
+
+      const decision = await execution.respond(json(200, { id: 1 }));
+      expect(decision?.kind).toBe('refused');
+      expect(decision?.kind === 'refused' && decision.problem.code).toBe(
+        'idempotency_store_unavailable',
+      );
+      expect(await retry()).toBe('claimed, attempt 2');
+    });
+
+    it('returns the stored answer to a call that is not an HTTP request', async () => {
+      const log: string[] = [];
+      const execution = await completed(log);
+      const outgoing = json(200, { id: 1 });
+
+      await expect(execution.respond(outgoing)).resolves.toEqual({
+        kind: 'stored',
+        answer: outgoing,
+      });
+      expect(await retry()).toEqual(storedJson(200, { id: 1 }));
+    });
+
     it('forgets the record when abort() follows a failed begin()', async () => {
       jest.spyOn(store, 'beginTransaction').mockRejectedValue(new Error('connection refused'));
       const execution = await create({ transactional: true });
