@@ -7,9 +7,9 @@ import { IdempotencyConfigurationError } from './errors/idempotency-configuratio
 import { IdempotencyExceptionFilter } from './errors/idempotency-exception.filter';
 import { IdempotencyEvents } from './events/idempotency.events';
 import { resolveIdempotencyOptions } from './idempotency.defaults';
-import { IdempotentCallRunner } from './calls/idempotent-call.runner';
 import { IdempotencyClaims } from './execution/idempotency-claims';
 import { IdempotencyExecutionFactory } from './execution/idempotency-execution.factory';
+import { IdempotencyRunner } from './execution/idempotency-runner';
 import { ResponseAdapterResolver } from './http/response-adapter.resolver';
 import { IdempotencyGuard } from './idempotency.guard';
 import { IdempotencyInterceptor } from './idempotency.interceptor';
@@ -104,7 +104,7 @@ const providers: Provider[] = [
   ResponseAdapterResolver,
   IdempotencyExecutionFactory,
   IdempotencyClaims,
-  IdempotentCallRunner,
+  IdempotencyRunner,
   IdempotencyEvents,
   IdempotencyMetrics,
   IdempotencyGuard,
@@ -145,7 +145,7 @@ const providers: Provider[] = [
     ResponseAdapterResolver,
     IdempotencyExecutionFactory,
     IdempotencyClaims,
-    IdempotentCallRunner,
+    IdempotencyRunner,
     IdempotencyEvents,
     IdempotencyMetrics,
     IdempotencyGuard,

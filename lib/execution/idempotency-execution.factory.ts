@@ -59,11 +59,10 @@ export class IdempotencyExecutionFactory {
     // A throw is turned into the rejection its caller handles, here and in startCall().
     try {
       const http = context.switchToHttp();
-      const request = http.getRequest();
       const response = http.getResponse();
       const adapter = this.responses.get();
       const begun = this.begin(context, route, claim, {
-        warnUnstorable: (why) => this.warnOnce(routeOf(request), why),
+        warnUnstorable: (why) => this.warnOnce(claim.label, why),
         before: adapter.snapshot(response),
         textContentType: adapter.textContentType,
       });
@@ -160,9 +159,4 @@ export class IdempotencyExecutionFactory {
     this.warned.add(route);
     this.logger.warn(`${route}: response not stored because ${why}; the key was released`);
   }
-}
-
-/** How a route is named in the unstorable warning: its pattern, or its URL when unknown. */
-function routeOf(request: any): string {
-  return `${request.method} ${request.routeOptions?.url ?? request.route?.path ?? request.url}`;
 }

@@ -1,0 +1,118 @@
+import type { CallHandler, ExecutionContext } from '@nestjs/common';
+import { Observable, of } from 'rxjs';
+import { IdempotencyProblemException } from '../errors/idempotency-problem.exception';
+import type { IdempotencyExecutionFactory } from '../execution/idempotency-execution.factory';
+import type { IdempotencyExecution } from '../execution/idempotency-execution';
+import type { IdempotencyCallInput, IdempotencyTransport } from '../execution/idempotency-runner';
+import type { ResolvedIdempotencyRouteOptions } from '../interfaces/idempotency-module-options.interface';
+import type { StoredResponse } from '../interfaces/idempotency-record.interface';
+import { BodyTooLargeError, fingerprintRequest } from '../utils/fingerprint';
+import type { OutgoingResponse } from '../utils/response-bytes';
+import type { IdempotencyCallTransport } from './idempotency-call-transport';
+
+const JSON_TYPE = 'application/json; charset=utf-8';
+
+/**
+ * A handler that is not an HTTP route (a message, a GraphQL mutation) as the runner's transport,
+ * read and answered by the call transport its decorator set. The handler's last value is stored
+ * as JSON and returned to every later call with the key; a handler that throws gives the key
+ * back, so the next delivery runs it.
+ * @param transport - how the decorator's calls are read and refused
+ * @param executions - starts the execution of a claimed call
+ * @internal
+ */
+export function callTransportAdapter(
+  transport: IdempotencyCallTransport,
+  executions: IdempotencyExecutionFactory,
+): IdempotencyTransport {
+  return {
+    read(context, route): IdempotencyCallInput {
+      const call = transport.read(context, route);
+      return {
+        ...call,
+        label: `${call.method} ${call.path}`,
+        fingerprint: (scope) => fingerprintOf(route, call.method, call.path, call.payload, scope),
+      };
+    },
+    start: (context, route, won) => executions.startCall(context, route, won),
+    run: (execution, next, context) => run(execution, next, transport, context),
+    replay(context, replay): Observable<unknown> {
+      transport.replayed?.(context);
+      const stored = valueOf(replay.response);
+      return of(transport.revive ? transport.revive(stored, context) : stored);
+    },
+    refuse: (problem, context) => transport.refuse(problem, context, false),
+  };
+}
+
+/** Runs the handler once; stores its last value, or gives the key back when it throws. */
+function run(
+  execution: IdempotencyExecution,
+  next: CallHandler,
+  transport: IdempotencyCallTransport,
+  context: ExecutionContext,
+): Observable<unknown> {
+  return new Observable((subscriber) => {
+    let last: unknown;
+    execution.handle(next).subscribe({
+      next: (value) => (last = value),
+      error: (error) => void execution.giveBack().then(() => subscriber.error(error)),
+      complete: () => {
+        let outgoing: OutgoingResponse;
+        try {
+          outgoing = responseOf(last);
+        } catch (error) {
+          void execution.giveBack().then(() => subscriber.error(error));
+          return;
+        }
+        void execution.respond(outgoing).then((decided) => {
+          // The handler ran, but its completion could not commit: refused all the same.
+          if (decided?.kind === 'refused') {
+            return subscriber.error(transport.refuse(decided.problem, context, true));
+          }
+          subscriber.next(last);
+          subscriber.complete();
+        });
+      },
+    });
+  });
+}
+
+/** A call's fingerprint: its kind, what it names and its data, as canonical JSON. */
+function fingerprintOf(
+  route: ResolvedIdempotencyRouteOptions,
+  method: string,
+  url: string,
+  body: unknown,
+  scope: string,
+): string {
+  try {
+    return fingerprintRequest({
+      scope,
+      method,
+      url,
+      body,
+      contentType: 'application/json',
+      headers: [],
+      maxBodyBytes: route.maxRequestBytes,
+    });
+  } catch (error) {
+    if (!(error instanceof BodyTooLargeError)) throw error;
+    throw IdempotencyProblemException.requestTooLarge(route.maxRequestBytes);
+  }
+}
+
+/** A handler's value as the response kept in its record: JSON, or no body for `undefined`. */
+function responseOf(value: unknown): OutgoingResponse {
+  const json = value === undefined ? undefined : JSON.stringify(value);
+  return {
+    status: 200,
+    headers: json === undefined ? {} : { 'content-type': JSON_TYPE },
+    body: json === undefined ? Buffer.alloc(0) : Buffer.from(json, 'utf8'),
+  };
+}
+
+/** The value a record keeps: what the handler returned, as JSON brings it back. */
+function valueOf(response: StoredResponse): unknown {
+  return response.body.length === 0 ? undefined : JSON.parse(response.body.toString('utf8'));
+}
