@@ -215,6 +215,15 @@ describe.each(ADAPTERS)('idempotent routes on %s', (adapter) => {
       expect(t.probe.ran('create')).toBe(runs + 1);
     });
 
+    it('checks the key after the auth guards: a denied caller gets their 401, not a 400', async () => {
+      // The controller binds its auth guard above @Idempotent(); the key is still checked after it.
+      const denied = await post('/orders', undefined).set('x-user', 'deny');
+      expect(denied.status).toBe(401);
+      const malformed = await post('/orders', 'bad key, with comma').set('x-user', 'deny');
+      expect(malformed.status).toBe(401);
+      expect((await post('/orders', undefined)).status).toBe(400);
+    });
+
     it('does not store a request an auth guard rejected', async () => {
       const key = newKey();
       const denied = await post('/orders', key).set('x-user', 'deny');
