@@ -21,6 +21,7 @@ import { claimOrWait } from '../waiting/wait-for-claim';
 import type { WaitingRequest } from '../waiting/wait-for-claim';
 import type { WonClaim } from './idempotency-execution.factory';
 import type { IdempotencyExecution } from './idempotency-execution';
+import { emitRejected } from './rejected-event';
 import { omittedBodyOf } from './stored-response';
 
 /** One request or call about to claim its key, as its transport (HTTP, a message) reads it. */
@@ -236,15 +237,6 @@ export class IdempotencyClaims {
     scope?: string,
     key?: string,
   ): IdempotencyProblemException {
-    const { code } = error;
-    this.events.emit({
-      type: 'rejected',
-      scope,
-      key,
-      code,
-      status: error.getStatus(),
-      route: label,
-    });
-    return error;
+    return emitRejected(this.events, error, { route: label, scope, key });
   }
 }

@@ -17,6 +17,7 @@ import type { OutgoingResponse } from '../utils/response-bytes';
 import { renderHandlerOutcome } from './handler-outcome';
 import type { HandlerOutcome } from './handler-outcome';
 import type { IdempotencyRun } from './idempotency-run';
+import { emitRejected } from './rejected-event';
 import { storedResponseOf } from './stored-response';
 
 /** What an execution needs from its surroundings; built by `IdempotencyExecutionFactory`. */
@@ -428,13 +429,8 @@ export class IdempotencyExecution implements ResponseSink {
   }
 
   private refuse(problem: IdempotencyProblemException): ExecutionResult {
-    this.deps.events.emit({
-      type: 'rejected',
-      scope: this.run.ref.scope,
-      key: this.run.ref.key,
-      code: problem.code,
-      status: problem.getStatus(),
-    });
+    // Its route is named by the events this execution was given.
+    emitRejected(this.deps.events, problem, this.run.ref);
     return { kind: 'refused', problem };
   }
 
