@@ -81,12 +81,15 @@ export class TypeOrmJobStore implements StagedJobStore {
       // waits for a lock rather than skipping it: another drainer's claim statement may hold the
       // row for a moment (it locks, then finds the job no longer due), and skipping would leave
       // a job this drainer claimed undelivered until its hold ran out. The claimed attempt, checked
-      // once the lock is had, still refuses a job another drainer has claimed since.
+      // once the lock is had, still refuses a job another drainer has claimed since. The
+      // backend's pid is what ends the delivery if its handler runs out of time.
       lock: `
         DELETE FROM ${j}
          WHERE id = (SELECT id FROM ${j}
                       WHERE id = $1::bigint AND attempts = $2 AND status = 'pending'
-                        FOR UPDATE)`,
+                        FOR UPDATE)
+        RETURNING pg_backend_pid() AS pid`,
+      endBackend: `SELECT pg_terminate_backend($1::int)`,
       fail: `
         UPDATE ${j} SET last_error = $3,
                run_after = clock_timestamp() + $4::float8 * interval '1 second',
@@ -178,12 +181,14 @@ export class TypeOrmJobStore implements StagedJobStore {
   /** @inheritDoc */
   async deliver(job: ClaimedJob): Promise<JobDelivery | undefined> {
     const tx = await this.store.openTransaction();
+    let pid: number;
     try {
-      const { rowCount } = await tx.run('lock job', this.sql.lock, [job.id, job.attempt]);
+      const { rows, rowCount } = await tx.run('lock job', this.sql.lock, [job.id, job.attempt]);
       if (rowCount !== 1) {
         await tx.rollback();
         return undefined;
       }
+      pid = Number(rows[0].pid);
     } catch (error) {
       await tx.rollback().catch(() => undefined);
       throw error;
@@ -192,8 +197,22 @@ export class TypeOrmJobStore implements StagedJobStore {
       manager: tx.manager,
       commit: () => tx.commit(),
       rollback: () => tx.rollback(),
-      abandon: () => tx.abandon(),
+      abandon: () => this.abandon(tx, pid),
     };
+  }
+
+  /**
+   * Closes the delivery's connection, then ends its backend from another one. PostgreSQL notices
+   * a closed socket only when it next reads or writes it: a handler's statement would run on,
+   * and keep the job's row locked, until it returned. Closing first frees the pool's slot for the
+   * second statement. Should that statement fail (no connection, a role not allowed to end the
+   * backend), the backend ends with its statement, as it would without it.
+   */
+  private async abandon(tx: TypeOrmStoreTransaction, pid: number): Promise<void> {
+    await tx.abandon();
+    await this.store
+      .runStatement('end job connection', this.sql.endBackend, [pid])
+      .catch(() => undefined);
   }
 
   /** @inheritDoc */
