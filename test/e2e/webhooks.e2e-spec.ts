@@ -10,6 +10,8 @@
  * duplicate), and no HTTP route's scope can name a webhook's record.
  */
 import { createHash, createHmac } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { Body, Controller, HttpCode, Post } from '@nestjs/common';
 import { Idempotent } from '../../lib';
 import type { LoggerService } from '@nestjs/common';
@@ -116,6 +118,14 @@ class TenantOrdersController {
     return { created: body.note };
   }
 }
+
+/** The statement docs/webhooks.md gives to remove a caller's record written before the upgrade. */
+const CLEANUP_SQL = /```sql\n([^`]*DELETE FROM idempotency_records[^`]*)```/.exec(
+  readFileSync(join(__dirname, '../../docs/webhooks.md'), 'utf8'),
+)![1];
+
+/** Where the records of a caller whose scope is webhook:stripe are stored. */
+const HASHED_STRIPE = `sha256:${createHash('sha256').update('webhook:stripe').digest('hex')}`;
 
 /** The key of an HMAC-signed delivery: the SHA-256 of its signed body. */
 const bodyKey = (body: string) => `sha256:${createHash('sha256').update(body).digest('hex')}`;
@@ -287,8 +297,34 @@ describe.each(ADAPTERS)('@IdempotentWebhook() (%s)', (adapter) => {
       expect(t.probe.ran(`stripe:${id}`)).toBe(1);
       expect(await recordsOf('webhook:stripe', id)).toBe(1);
       // The caller's record is its own, under the hash of its scope.
-      const hashed = `sha256:${createHash('sha256').update('webhook:stripe').digest('hex')}`;
-      expect(await recordsOf(hashed, id)).toBe(1);
+      expect(await recordsOf(HASHED_STRIPE, id)).toBe(1);
+    });
+
+    it('the docs’ statement removes what a caller took under webhook:stripe before the upgrade, and only that', async () => {
+      const genuine = newId('evt');
+      const body = JSON.stringify({ id: genuine });
+      expect((await deliver('stripe', body, stripeSigned(body))).status).toBe(200);
+      // Before the upgrade the caller's record was stored under webhook:stripe itself.
+      const taken = newId('evt');
+      await request(t.server)
+        .post('/tenant-orders')
+        .set('X-Tenant', 'webhook:stripe')
+        .set('Idempotency-Key', taken)
+        .send({ note: taken })
+        .expect(201);
+      await db.query(
+        "UPDATE idempotency_records SET scope = 'webhook:stripe' WHERE scope = $1 AND idempotency_key = $2",
+        [HASHED_STRIPE, taken],
+      );
+      const event = JSON.stringify({ id: taken });
+      expect((await deliver('stripe', event, stripeSigned(event))).status).toBe(422);
+      const removed = await db.query(
+        `${CLEANUP_SQL.trim().replace(/;$/, '')} RETURNING idempotency_key`,
+      );
+      expect(removed).toEqual([{ idempotency_key: taken }]);
+      expect(await recordsOf('webhook:stripe', genuine)).toBe(1);
+      const now = await deliver('stripe', event, stripeSigned(event));
+      expect([now.status, now.body]).toEqual([200, { processed: `stripe:${taken}`, run: 1 }]);
     });
   });
 
