@@ -90,11 +90,11 @@ export class IdempotencyInterceptor implements NestInterceptor {
     key: string,
     source: IdempotencyKeySource,
   ): KnownClaimInput {
-    const scope = this.scopeOf(request, route);
+    const scope = this.scopeOf(request, route, source);
     const fingerprint =
       source.fingerprint?.(request, scope) ?? this.fingerprintOf(request, route, scope);
     const label = routeLabelOf(request);
-    return { route, keyPlace: route.header, scope, key, fingerprint, label };
+    return { route, keyPlace: source.keyPlace ?? route.header, scope, key, fingerprint, label };
   }
 
   private claim(context: ExecutionContext, known: KnownClaimInput): Promise<Claimed> {
@@ -152,9 +152,13 @@ export class IdempotencyInterceptor implements NestInterceptor {
     return of(undefined);
   }
 
-  private scopeOf(request: any, route: ResolvedIdempotencyRouteOptions): string {
+  private scopeOf(
+    request: any,
+    route: ResolvedIdempotencyRouteOptions,
+    source: IdempotencyKeySource,
+  ): string {
     try {
-      return normaliseScope(route.scope(request));
+      return normaliseScope(route.scope(request), source.namespace);
     } catch (error) {
       if (!(error instanceof IdempotencyConfigurationError)) throw error;
       this.logger.error(error.message);

@@ -164,7 +164,7 @@ export class IdempotentCallRunner {
     label: string,
   ): string {
     try {
-      return normaliseScope(route.scope(call.scopeSource));
+      return normaliseScope(route.scope(call.scopeSource), call.namespace);
     } catch (error) {
       if (!(error instanceof IdempotencyConfigurationError)) throw error;
       this.logger.error(error.message);
