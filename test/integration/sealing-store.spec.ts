@@ -53,7 +53,11 @@ afterAll(async () => {
 });
 
 function sealing(...keys: Array<{ id: string; secret: Buffer }>): SealingIdempotencyStore {
-  const sealer = new RecordSealer(resolveEncryptionOptions(keys.length ? { keys } : null));
+  return sealingWith(keys.length ? { keys } : null);
+}
+
+function sealingWith(encryption: Parameters<typeof resolveEncryptionOptions>[0]) {
+  const sealer = new RecordSealer(resolveEncryptionOptions(encryption));
   return new SealingIdempotencyStore(new TypeOrmIdempotencyStore(dataSource, TABLE), sealer);
 }
 
@@ -230,10 +234,11 @@ describe('the operations port', () => {
     expect(replay.outcome === 'completed' && replay.response).toEqual(RESPONSE);
   });
 
-  it('reads input and state stored in the clear (before encryption)', async () => {
+  it('reads input and state stored in the clear (before encryption) only until plaintextUntil', async () => {
     const plain = sealing();
     const { ref } = await reserved(plain);
-    const operations = operationsOf(sealing(K1));
+    const until = new Date(Date.now() + 60_000);
+    const operations = operationsOf(sealingWith({ keys: [K1], plaintextUntil: until }));
     expect(await operations.bind(ref, 'cards.create', INPUT, SETTINGS)).toMatchObject({
       input: INPUT,
       state: { token: SECRET_TEXT },
@@ -241,6 +246,15 @@ describe('the operations port', () => {
     const step = await operations.beginStep(ref, 'reserved', 'READ COMMITTED');
     expect(step!.state).toEqual({ token: SECRET_TEXT });
     await step!.rollback();
+    // Without the window, the same clear row is refused, with no transaction left open.
+    const strict = operationsOf(sealing(K1));
+    await unreadable(strict.bind(ref, 'cards.create', INPUT, SETTINGS));
+    await unreadable(strict.beginStep(ref, 'reserved', 'READ COMMITTED'));
+    const [{ open }] = await db.query(
+      `SELECT count(*)::int AS open FROM pg_stat_activity
+        WHERE datname = current_database() AND state LIKE 'idle in transaction%'`,
+    );
+    expect(open).toBe(0);
   });
 
   it('refuses input and state whose key is gone, with no transaction left open', async () => {
