@@ -234,6 +234,20 @@ describe('the operations port', () => {
     expect(replay.outcome === 'completed' && replay.response).toEqual(RESPONSE);
   });
 
+  /** bind() and beginStep() both refuse the record, and leave no transaction open. */
+  async function expectRefusedWithNoTransactionOpen(
+    operations: OperationRecordStore,
+    ref: IdempotencyRecordRef,
+  ): Promise<void> {
+    await unreadable(operations.bind(ref, 'cards.create', INPUT, SETTINGS));
+    await unreadable(operations.beginStep(ref, 'reserved', 'READ COMMITTED'));
+    const [{ open }] = await db.query(
+      `SELECT count(*)::int AS open FROM pg_stat_activity
+        WHERE datname = current_database() AND state LIKE 'idle in transaction%'`,
+    );
+    expect(open).toBe(0);
+  }
+
   it('reads input and state stored in the clear (before encryption) only until plaintextUntil', async () => {
     const plain = sealing();
     const { ref } = await reserved(plain);
@@ -248,25 +262,13 @@ describe('the operations port', () => {
     await step!.rollback();
     // Without the window, the same clear row is refused, with no transaction left open.
     const strict = operationsOf(sealing(K1));
-    await unreadable(strict.bind(ref, 'cards.create', INPUT, SETTINGS));
-    await unreadable(strict.beginStep(ref, 'reserved', 'READ COMMITTED'));
-    const [{ open }] = await db.query(
-      `SELECT count(*)::int AS open FROM pg_stat_activity
-        WHERE datname = current_database() AND state LIKE 'idle in transaction%'`,
-    );
-    expect(open).toBe(0);
+    await expectRefusedWithNoTransactionOpen(strict, ref);
   });
 
   it('refuses input and state whose key is gone, with no transaction left open', async () => {
     const { ref } = await reserved(sealing(K1));
     const operations = operationsOf(sealing(K2));
-    await unreadable(operations.bind(ref, 'cards.create', INPUT, SETTINGS));
-    await unreadable(operations.beginStep(ref, 'reserved', 'READ COMMITTED'));
-    const [{ open }] = await db.query(
-      `SELECT count(*)::int AS open FROM pg_stat_activity
-        WHERE datname = current_database() AND state LIKE 'idle in transaction%'`,
-    );
-    expect(open).toBe(0);
+    await expectRefusedWithNoTransactionOpen(operations, ref);
     // The row is left as it was: with the key back, the operation carries on.
     const step = await operationsOf(sealing(K2, K1)).beginStep(ref, 'reserved', 'READ COMMITTED');
     expect(step!.state).toEqual({ token: SECRET_TEXT });
