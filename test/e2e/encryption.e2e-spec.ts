@@ -1,11 +1,14 @@
 /**
  * Encryption at rest (`encryption: { keys }`) through HTTP on real PostgreSQL, on both adapters:
- * the record's row holds none of the response's plaintext while its replay is byte-identical;
- * keys rotate across a restart (a new first key) and old records still replay; records stored
- * before encryption still replay; a record whose key was removed answers 500
- * `idempotency_record_unreadable` on every retry without running the handler; and an operation
- * in phases keeps its input and state sealed in the row and resumes after a retry-later — or,
- * with its key gone, is neither resumed by a retry nor by the completer, which leaves it as it
+ * the record's row holds none of the response's plaintext while its replay is byte-identical; keys
+ * rotate across a restart (a new first key) and old records still replay; records stored before
+ * encryption replay only while `plaintextUntil` lets them, and records sealed before the status was
+ * sealed still replay; a row changed outside the library (its seal marker removed, its status or
+ * headers changed, an operation's state put in the clear) answers 500
+ * `idempotency_record_unreadable` and never runs the handler again; a record whose key was removed
+ * answers 500 `idempotency_record_unreadable` on every retry without running the handler; and an
+ * operation in phases keeps its input and state sealed in the row and resumes after a retry-later —
+ * or, with its key gone, is neither resumed by a retry nor by the completer, which leaves it as it
  * is until the key is back.
  */
 import { randomBytes } from 'node:crypto';
@@ -15,6 +18,7 @@ import { Idempotent } from '../../lib';
 import type { IdempotencyModuleOptions } from '../../lib';
 import { IdempotencyCompleter } from '../../lib/phases';
 import { createTestDatabase } from '../fixtures/database';
+import { legacySealedBody } from '../fixtures/legacy-seal';
 import type { TestDatabase } from '../fixtures/database';
 import { TRANSFERS, TransferHooks } from '../fixtures/phased-transfers';
 import { OrdersController, Probe } from '../fixtures/orders.controller';
@@ -225,6 +229,25 @@ describe.each(ADAPTERS)('encryption at rest on %s', (adapter: AdapterName) => {
     expect(errors.join('\n')).toContain('is stored in the clear, but encryption is on');
   });
 
+  it('replays a record sealed before the status was sealed with it, as in a rolling upgrade', async () => {
+    const t = await start(encryption(K1));
+    const key = newKey();
+    const first = await post(t, key).expect(201);
+    const [{ scope }] = await db.query(
+      'SELECT scope FROM idempotency_records WHERE idempotency_key = $1',
+      [key],
+    );
+    const headers: Record<string, string> = { 'content-type': first.headers['content-type'] };
+    if (first.headers.location) headers.location = first.headers.location;
+    const body = legacySealedBody(K1, scope, key, { headers, body: Buffer.from(first.text) });
+    await db.query('UPDATE idempotency_records SET response_body = $2 WHERE idempotency_key = $1', [
+      key,
+      body,
+    ]);
+    expectSameAnswer(await post(t, key), first);
+    expect(t.probe.ran('create')).toBe(1);
+  });
+
   describe('a row changed outside the library', () => {
     const sql = (statement: string, key: string) =>
       db.query(`UPDATE idempotency_records SET ${statement} WHERE idempotency_key = $1`, [key]);
@@ -357,6 +380,29 @@ describe.each(ADAPTERS)('encryption at rest on %s', (adapter: AdapterName) => {
       expect(await rowText(key)).not.toContain(PLAINTEXT);
       expect(await rowText(key)).not.toContain('/transfers/');
       expectSameAnswer(await transfer(t, key), retry);
+      expect(hooks.ran(key, 'settled')).toBe(1);
+    });
+
+    it('a changed row is refused: its state in the clear past its start, its final status', async () => {
+      const t = await start(encryption(K1));
+      const hooks = t.app.get(TransferHooks);
+      const key = newKey();
+      const update = (set: string, ...values: unknown[]) =>
+        db.query(`UPDATE idempotency_records SET ${set} WHERE idempotency_key = $1`, [
+          key,
+          ...values,
+        ]);
+      hooks.providerAnswers.push('unavailable');
+      expect((await transfer(t, key)).status).toBe(503);
+      const { operation_state: sealed } = await record(key);
+      await update(`operation_state = '{}'`);
+      expectUnreadable(await transfer(t, key));
+      expect(hooks.ran(key, 'sent')).toBe(1);
+      await update('operation_state = $2', sealed);
+      const done = await transfer(t, key);
+      expect(done.status).toBe(201);
+      await update('response_status = 200');
+      expectUnreadable(await transfer(t, key));
       expect(hooks.ran(key, 'settled')).toBe(1);
     });
 

@@ -1,10 +1,11 @@
 /**
- * Encryption at rest on real PostgreSQL: the sealing store over the TypeORM store (alone and
- * under the local-first store) passes the store conformance suite; the row holds no plaintext of
- * a sealed response (plain or transactional completion) nor of an operation's input, state or
- * final response, while the status and the operation's columns stay readable; the operations
- * port opens what it sealed, reads rows stored in the clear, and refuses (500
- * `idempotency_record_unreadable`) input or state whose key is gone — leaving no transaction open.
+ * Encryption at rest on real PostgreSQL: the sealing store over the TypeORM store (alone and under
+ * the local-first store) passes the store conformance suite; the row holds no plaintext of a sealed
+ * response (plain or transactional completion) nor of an operation's input, state or final
+ * response, while the status and the operation's columns stay readable; the operations port opens
+ * what it sealed, reads rows stored in the clear only while `plaintextUntil` lets it, and refuses
+ * (500 `idempotency_record_unreadable`) input or state whose key is gone — leaving no transaction
+ * open.
  */
 import { randomBytes, randomUUID } from 'node:crypto';
 import { Logger } from '@nestjs/common';

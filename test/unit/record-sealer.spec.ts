@@ -6,7 +6,7 @@
  * record sealed with an older key opens while that key is still listed, and one whose key is gone
  * is `idempotency_record_unreadable` with a log naming the key id only.
  */
-import { createCipheriv, randomBytes } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import { inspect } from 'node:util';
 import { Logger } from '@nestjs/common';
 import { IdempotencyConfigurationError, IdempotencyProblemException } from '../../lib';
@@ -14,6 +14,7 @@ import { resolveIdempotencyOptions } from '../../lib/idempotency.defaults';
 import type { StoredResponse } from '../../lib/interfaces/idempotency-record.interface';
 import { resolveEncryptionOptions } from '../../lib/storage/sealed/encryption-options';
 import { RecordSealer, SEALED_MARKER, SEALED_STATUS } from '../../lib/storage/sealed/record-sealer';
+import { legacySealedBody } from '../fixtures/legacy-seal';
 
 const OLD = randomBytes(32).toString('base64');
 const NEW = randomBytes(32);
@@ -171,18 +172,7 @@ describe('RecordSealer', () => {
   });
 
   it('opens a blob sealed before the status was sealed with it, with the row status', () => {
-    // What the previous version wrote: the same format, the headers' JSON without the status.
-    const headers = Buffer.from(JSON.stringify(RESPONSE.headers));
-    const length = Buffer.alloc(4);
-    length.writeUInt32BE(headers.length);
-    const iv = randomBytes(12);
-    const cipher = createCipheriv('aes-256-gcm', Buffer.from(OLD, 'base64'), iv);
-    cipher.setAAD(Buffer.from(JSON.stringify(['nest-idempotency', 1, 'response', 'k1', 'a', 'k'])));
-    const sealed = Buffer.concat([
-      cipher.update(Buffer.concat([length, headers, RESPONSE.body])),
-      cipher.final(),
-    ]);
-    const blob = Buffer.concat([Buffer.from([1]), iv, cipher.getAuthTag(), sealed]);
+    const blob = legacySealedBody({ id: 'k1', secret: OLD }, 'a', 'k', RESPONSE);
     const stored = { status: 201, headers: { [SEALED_MARKER]: 'k1' }, body: blob };
     expect(sealing.openResponse('a', 'k', stored, 'r')).toEqual(RESPONSE);
   });
