@@ -105,15 +105,16 @@ export class RecordSealer {
     if (4 + length > plain.length) {
       throw this.unreadable(`${what} holds a sealed response in a shape this version cannot read.`);
     }
-    const headers = JSON.parse(plain.subarray(4, 4 + length).toString('utf8'));
-    const status = headers[SEALED_STATUS];
+    // A fresh object without the status entry (no `delete`, which would slow the headers down).
+    const { [SEALED_STATUS]: status, ...headers } = JSON.parse(
+      plain.subarray(4, 4 + length).toString('utf8'),
+    ) as StoredResponse['headers'];
     if (status !== undefined && status !== String(response.status)) {
       throw this.unreadable(
         `${what} has the status ${response.status} in its row but ${String(status)} under its ` +
           `seal: ${CHANGED}`,
       );
     }
-    delete headers[SEALED_STATUS];
     return { status: response.status, headers, body: plain.subarray(4 + length) };
   }
 
