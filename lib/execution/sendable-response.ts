@@ -54,6 +54,16 @@ export function assertSendable(response: StoredResponse): void {
   }
 }
 
+/** Whether Node.js could send `response`: `assertSendable()` passes. */
+export function isSendable(response: StoredResponse): boolean {
+  try {
+    assertSendable(response);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 /**
  * A given answer as it goes on the wire, checked by `assertSendable()`: header names in lower
  * case, the body as bytes (JSON text unless a string or bytes) with its content type.
