@@ -104,7 +104,8 @@ interface Outcome {
  * @param argv - the command line after the script's name: `process.argv.slice(2)`
  * @param options - where output goes; Nest's log levels
  * @returns 0 when the command did what it says; 1 when the record was not found, the action
- *   was refused, the store lacks the ability or failed; 2 for a wrong command line
+ *   was refused, the store lacks the ability or failed; 2 for a wrong command line (a
+ *   `--response-file` whose answer Node.js could not send among them: nothing is stored)
  *
  * @example
  * // src/idempotency-cli.ts
