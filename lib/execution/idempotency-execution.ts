@@ -17,6 +17,7 @@ import type { OutgoingResponse } from '../utils/response-bytes';
 import { renderHandlerOutcome } from './handler-outcome';
 import type { HandlerOutcome } from './handler-outcome';
 import type { IdempotencyRun } from './idempotency-run';
+import { isSendable } from './sendable-response';
 import { storedResponseOf } from './stored-response';
 
 /** What an execution needs from its surroundings; built by `IdempotencyExecutionFactory`. */
@@ -253,7 +254,8 @@ export class IdempotencyExecution implements ResponseSink {
       outgoing !== undefined &&
       this.run.completion !== 'operation' &&
       this.handlerStarted() &&
-      this.route.storeStatuses.includes(outgoing.status);
+      this.route.storeStatuses.includes(outgoing.status) &&
+      isSendable(outgoing);
     return storable ? this.store(outgoing) : this.decideWithoutStoring(outgoing);
   }
 
