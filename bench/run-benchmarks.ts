@@ -26,6 +26,7 @@ import { runThroughputPhase } from './runner/phases/throughput.phase';
 import { runWaitStormPhase } from './runner/phases/wait-storm.phase';
 import { ROUTES } from './runner/phases/bench-routes';
 import { redisAnswers } from './runner/redis-ping';
+import { CHART_FILE, isFullRun, writeResultsChart } from './results-chart';
 import { formatAdapterReport, formatSummary } from './runner/report';
 import { killAllServers, startBenchServer } from './runner/server-process';
 import type { BenchServer, ServerSpawnOptions } from './runner/server-process';
@@ -457,6 +458,10 @@ async function main(): Promise<void> {
     };
     const file = writeResults(options.output, results);
     process.stdout.write(`\n${formatSummary(results)}\nresults: ${file}\n`);
+    // BENCHMARKS.md's chart, from a run that measured every case the way a full run does.
+    if (isFullRun(options)) {
+      process.stdout.write(`chart: ${writeResultsChart(results, CHART_FILE)}\n`);
+    }
   } finally {
     await db.close();
   }

@@ -1,15 +1,20 @@
-import type { IdempotencyProblemException } from './errors/idempotency-problem.exception';
+import type {
+  IdempotencyKeyPlace,
+  IdempotencyProblemException,
+} from './errors/idempotency-problem.exception';
 import type { ResolvedIdempotencyRouteOptions } from './interfaces/idempotency-module-options.interface';
 import { readIdempotencyKey } from './utils/parse-idempotency-key';
 import type { ParsedIdempotencyKey } from './utils/parse-idempotency-key';
+import type { IdempotencyNamespace } from './utils/request-scope';
 
 /**
  * Where the key of a route's requests comes from: the port through which a part of the library
  * gives a route a key other than the key header. The guard asks it (a missing or invalid key is
  * refused before pipes); the interceptor asks it again and claims what it says. Every route
  * has the key header's source unless a decorator set another on its handler
- * (`@IdempotentWebhook()` reads the event id of a delivery its own guard verified). The rest of
- * the run (claim, lease, replay, release) is the same whatever the source.
+ * (`@IdempotentWebhook()` derives the event id from what the delivery's signature covers, once
+ * its own guard verified it). The rest of the run (claim, lease, replay, release) is the same
+ * whatever the source.
  * @internal
  */
 export interface IdempotencyKeySource {
@@ -28,6 +33,13 @@ export interface IdempotencyKeySource {
    * @param scope - the request's scope
    */
   fingerprint?(request: any, scope: string): string;
+  /**
+   * The namespace of the route's records, apart from every caller's scope (`normaliseScope`):
+   * `webhook` for a webhook route. Without it, the records are the HTTP routes'.
+   */
+  readonly namespace?: IdempotencyNamespace;
+  /** Where refusals say the key is, in place of the key header (a webhook's event id). */
+  readonly keyPlace?: IdempotencyKeyPlace;
   /** How the OpenAPI document shows the route's key, in place of the key header's. */
   readonly openApi?: IdempotencyKeySourceDocs;
 }

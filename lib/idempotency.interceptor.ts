@@ -78,11 +78,12 @@ export class IdempotencyInterceptor implements NestInterceptor {
     const source = keySourceOf(context.getHandler());
     return {
       key: source.read(request, route),
-      keyPlace: route.header,
+      keyPlace: source.keyPlace ?? route.header,
       method: request.method,
       path: request.originalUrl ?? request.url,
       label: routeLabelOf(request),
       scopeSource: request,
+      namespace: source.namespace,
       fingerprint: (scope) =>
         source.fingerprint?.(request, scope) ?? this.fingerprintOf(request, route, scope),
     };

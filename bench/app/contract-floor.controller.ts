@@ -51,7 +51,10 @@ function startedContext(): ContractContext {
   return context;
 }
 
-/** Canonical JSON (object keys sorted), the fingerprint's body part (SPEC §4), in a few lines. */
+/**
+ * Canonical JSON (object keys sorted), the fingerprint's body part, in a few lines: a retry whose
+ * body lists the same fields in another order is the same request.
+ */
 function canonical(value: unknown): string {
   if (value === null || typeof value !== 'object') return JSON.stringify(value) ?? 'null';
   if (Array.isArray(value)) return `[${value.map(canonical).join(',')}]`;
@@ -61,8 +64,8 @@ function canonical(value: unknown): string {
 }
 
 /**
- * The floor from an interceptor plus what the contract (SPEC §4–§6) asks of any implementation
- * on every first execution, each done the cheapest way: the fingerprint (canonical JSON and
+ * The floor from an interceptor plus what the behaviour contract asks of any implementation on
+ * every first execution, each done the cheapest way: the fingerprint (canonical JSON and
  * SHA-256 of method, path and body), a request context for the handler (AsyncLocalStorage: the
  * started mark, the transaction), a lease renewal timer while the handler runs, and the response
  * held at the wire (`end`) until its status, content type and exact bytes are stored. No events,

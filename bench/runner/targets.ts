@@ -7,10 +7,7 @@ import { ROUTES } from './phases/bench-routes';
 import type { EncryptionRow } from './phases/encryption.phase';
 import type { WaitStormPhaseResult, WaitStormResult } from './phases/wait-storm.phase';
 
-/**
- * One target (issue 14; the purge's from issue 4; encryption and the wait storm's from issue 25),
- * checked against what was measured.
- */
+/** One target, checked against what was measured. */
 export interface TargetCheck {
   name: string;
   target: string;
@@ -29,7 +26,7 @@ export interface TargetInputs {
   waitStorm?: WaitStormPhaseResult;
 }
 
-/** The targets (issue 14), in the units they are stated in. */
+/** The targets, in the units they are stated in. */
 export const TARGETS = {
   firstToFloor: 0.95,
   firstTxToPlainTx: 0.8,
@@ -231,8 +228,8 @@ function sideBySide(
 }
 
 /**
- * Checks the measurements of one adapter against the targets of issue 4. Ratios come from the
- * same run, side by side. "p50 added" is taken from the unloaded probe (one request at a time):
+ * Checks the measurements of one adapter against the targets. Ratios come from the same run,
+ * side by side. "p50 added" is taken from the unloaded probe (one request at a time):
  * under saturating load p50 is mostly queueing, i.e. the throughput difference again; the
  * loaded difference is shown next to it.
  */

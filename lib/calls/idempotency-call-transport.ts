@@ -5,6 +5,7 @@ import type {
 } from '../errors/idempotency-problem.exception';
 import type { ResolvedIdempotencyRouteOptions } from '../interfaces/idempotency-module-options.interface';
 import type { ParsedIdempotencyKey } from '../utils/parse-idempotency-key';
+import type { IdempotencyNamespace } from '../utils/request-scope';
 
 /** One call of a handler that is not an HTTP route (a message, an event, a GraphQL mutation). */
 export interface IdempotentCall {
@@ -23,6 +24,8 @@ export interface IdempotentCall {
   payload: unknown;
   /** What the route's `scope` function is given (for a GraphQL mutation, its HTTP request). */
   scopeSource: unknown;
+  /** The namespace its record is kept in, apart from every HTTP route's (`normaliseScope`). */
+  namespace: IdempotencyNamespace;
 }
 
 /**

@@ -2,6 +2,7 @@ import { readFile } from 'node:fs/promises';
 import { NestFactory } from '@nestjs/core';
 import type { DynamicModule, INestApplicationContext, LogLevel, Type } from '@nestjs/common';
 import { IdempotencyEvents } from '../events/idempotency.events';
+import { sendableResponse, UnsendableResponseError } from '../execution/sendable-response';
 import type { IdempotencyEvent } from '../events/idempotency.events';
 import { IDEMPOTENCY_STORE_CAPABILITIES } from '../idempotency.tokens';
 import { IdempotencyOperations } from '../phases/idempotency-operations.service';
@@ -103,7 +104,8 @@ interface Outcome {
  * @param argv - the command line after the script's name: `process.argv.slice(2)`
  * @param options - where output goes; Nest's log levels
  * @returns 0 when the command did what it says; 1 when the record was not found, the action
- *   was refused, the store lacks the ability or failed; 2 for a wrong command line
+ *   was refused, the store lacks the ability or failed; 2 for a wrong command line (a
+ *   `--response-file` whose answer Node.js could not send among them: nothing is stored)
  *
  * @example
  * // src/idempotency-cli.ts
@@ -227,7 +229,10 @@ async function parse(argv: readonly string[]): Promise<{ command: Command; table
   }
 }
 
-/** Reads `{ status, body, headers? }` from a JSON file. */
+/**
+ * Reads `{ status, body, headers? }` from a JSON file, refused unless Node.js could send it (the
+ * check every stored answer passes), so that nothing is stored that fails every retry.
+ */
 async function responseFrom(file: string): Promise<AbandonedResolution> {
   let parsed: any;
   try {
@@ -235,25 +240,21 @@ async function responseFrom(file: string): Promise<AbandonedResolution> {
   } catch (error) {
     throw new UsageError(`--response-file ${file}: ${(error as Error).message}`);
   }
-  const status = parsed?.status;
-  const headers = parsed?.headers;
-  const headersOk =
-    headers === undefined ||
-    (typeof headers === 'object' &&
-      headers !== null &&
-      Object.values(headers).every((value) => typeof value === 'string'));
-  if (
-    !Number.isInteger(status) ||
-    status < 100 ||
-    status > 599 ||
-    !('body' in parsed) ||
-    !headersOk
-  ) {
+  const { status, body, headers } = parsed ?? {};
+  const shaped = typeof parsed === 'object' && parsed !== null && 'body' in parsed;
+  try {
+    if (!shaped || (headers !== undefined && (typeof headers !== 'object' || headers === null))) {
+      throw new UnsendableResponseError('not the shape {"status", "body", "headers"}');
+    }
+    sendableResponse({ status, body, headers });
+  } catch (error) {
+    if (!(error instanceof UnsendableResponseError)) throw error;
     throw new UsageError(
-      `--response-file ${file} must hold {"status": 100-599, "body": …, "headers": {"name": "value"}}.`,
+      `--response-file ${file} is refused: ${error.why}. It must hold ` +
+        '{"status": 100-599, "body": …, "headers": {"name": "value"}} that Node.js can send.',
     );
   }
-  return { response: { status, body: parsed.body, headers } };
+  return { response: { status, body, headers } };
 }
 
 async function run(

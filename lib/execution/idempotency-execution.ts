@@ -18,6 +18,7 @@ import { renderHandlerOutcome } from './handler-outcome';
 import type { HandlerOutcome } from './handler-outcome';
 import type { IdempotencyRun } from './idempotency-run';
 import { emitRejected } from './rejected-event';
+import { isSendable } from './sendable-response';
 import { storedResponseOf } from './stored-response';
 
 /** What an execution needs from its surroundings; built by `IdempotencyExecutionFactory`. */
@@ -274,7 +275,8 @@ export class IdempotencyExecution implements ResponseSink {
       outgoing !== undefined &&
       this.run.completion !== 'operation' &&
       this.handlerStarted() &&
-      this.route.storeStatuses.includes(outgoing.status);
+      this.route.storeStatuses.includes(outgoing.status) &&
+      isSendable(outgoing);
     return storable ? this.store(outgoing) : this.decideWithoutStoring(outgoing);
   }
 

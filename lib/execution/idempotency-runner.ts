@@ -7,6 +7,7 @@ import type { IdempotencyKeyPlace } from '../errors/idempotency-problem.exceptio
 import { IdempotencyEvents } from '../events/idempotency.events';
 import type { ResolvedIdempotencyRouteOptions } from '../interfaces/idempotency-module-options.interface';
 import { normaliseScope } from '../utils/request-scope';
+import type { IdempotencyNamespace } from '../utils/request-scope';
 import type { ParsedIdempotencyKey } from '../utils/parse-idempotency-key';
 import type { WaitingRequest } from '../waiting/wait-for-claim';
 import { IdempotencyClaims } from './idempotency-claims';
@@ -28,6 +29,8 @@ export interface IdempotencyCallInput {
   label: string;
   /** What the route's `scope` function is given. */
   scopeSource: unknown;
+  /** The namespace its record is kept in, apart from every HTTP route's (`normaliseScope`). */
+  namespace?: IdempotencyNamespace;
   /**
    * What a retry under the same key must match, for the call's scope.
    * @throws IdempotencyProblemException when the call cannot be fingerprinted (too large)
@@ -196,7 +199,7 @@ export class IdempotencyRunner {
 
   private scopeOf(route: ResolvedIdempotencyRouteOptions, call: IdempotencyCallInput): string {
     try {
-      return normaliseScope(route.scope(call.scopeSource));
+      return normaliseScope(route.scope(call.scopeSource), call.namespace);
     } catch (error) {
       if (!(error instanceof IdempotencyConfigurationError)) throw error;
       this.logger.error(error.message);

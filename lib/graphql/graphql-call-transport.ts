@@ -73,6 +73,7 @@ export function graphqlCallTransport(keyArg: string | undefined): IdempotencyCal
         path: info.fieldName,
         payload: argumentsWithout(args, keyArg),
         scopeSource: request,
+        namespace: 'mutation',
       };
     },
 

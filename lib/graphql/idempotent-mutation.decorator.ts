@@ -20,7 +20,8 @@ import type { IdempotentMutationOptions } from './idempotent-mutation.options';
  * resolver's writes (through `IdempotencyContext.entityManager`) commit with its record.
  *
  * Other options are those of `@Idempotent()` (`ttlSeconds`, `scope`, `required`, ...). The
- * scope function gets the HTTP request, as on an HTTP route.
+ * scope function gets the HTTP request, as on an HTTP route; the records are kept under
+ * `mutation:<scope>`, apart from the HTTP routes' (no caller's scope can name them).
  *
  * @param options - where the key comes from, and route options
  * @throws IdempotencyConfigurationError when an option is invalid (at class definition)

@@ -258,11 +258,11 @@ export interface ResolvedIdempotencyOptions extends ResolvedIdempotencyRouteOpti
    */
   openApi: boolean;
   /**
-   * Encryption at rest: stored responses (headers and body; the status stays clear) and the
+   * Encryption at rest: stored responses (headers, body and status) and the
    * input and state of operations in phases are sealed with AES-256-GCM. The first key seals,
    * every key opens, so keys rotate without downtime; a record whose key is gone answers 500
-   * `idempotency_record_unreadable` and is never run again. `null` stores them in the clear.
-   * Module-level only.
+   * `idempotency_record_unreadable` and is never run again, as does one in the clear once
+   * `plaintextUntil` has passed. `null` stores them in the clear. Module-level only.
    * @defaultValue `DEFAULT_IDEMPOTENCY_OPTIONS.encryption` (`null`: not encrypted)
    * @example
    * encryption: { keys: [{ id: '2026-01', secret: process.env.IDEMPOTENCY_KEY! }] } // openssl rand -base64 32

@@ -36,10 +36,11 @@ interface DrainRun extends DrainSummary {
  * counts the attempt (so a delivery that crashes, hangs or cannot record its failure still
  * counts) and skips jobs other drainers hold; it is delivered in a transaction of its own that
  * deletes its row and commits with the handler's writes. A handler gets `jobs.timeoutSeconds`
- * and an `AbortSignal`; past it, its connection is closed (PostgreSQL rolls back, the lock goes)
- * and the drain moves on. A failure is recorded in a statement of its own, with sanitized error
- * text; it waits with exponential backoff and full jitter, and after `jobs.maxAttempts` the job
- * is kept as dead for a human (`job_failed` event with `dead: true`, `listDeadJobs()`).
+ * and an `AbortSignal`; past it, its connection is closed and its backend ended (PostgreSQL rolls
+ * back and the lock goes, even mid-statement) and the drain moves on. A failure is recorded in a
+ * statement of its own, with sanitized error text; it waits with exponential backoff and full
+ * jitter, and after `jobs.maxAttempts` the job is kept as dead for a human (`job_failed` event
+ * with `dead: true`, `listDeadJobs()`).
  * Delivery is at least once, with the same `job.key`. An idle drainer polls less and less
  * often, up to `jobs.maxIdleIntervalSeconds`; a job staged in this process wakes it.
  */

@@ -78,8 +78,10 @@ export interface IdempotentMessageOptions extends IdempotentMessageRouteOptions 
   ack?: 'auto' | 'manual';
   /**
    * The scope of the delivery's key; keys are unique per scope. By default, the pattern: the
-   * same key on two patterns names two messages.
-   * @defaultValue `DEFAULT_IDEMPOTENCY_MESSAGE_OPTIONS.scope` (`message:<pattern>`)
+   * same key on two patterns names two messages. Records are kept under `message:<scope>`, a
+   * namespace no HTTP route's scope can name (a caller's scope that starts with `message:` is
+   * hashed).
+   * @defaultValue `DEFAULT_IDEMPOTENCY_MESSAGE_OPTIONS.scope` (`<pattern>`)
    */
   scope?: IdempotencyMessageScope;
 }
@@ -93,10 +95,10 @@ export const DEFAULT_IDEMPOTENCY_MESSAGE_OPTIONS: {
   };
   /** The server acknowledges deliveries itself (Nest's default). */
   readonly ack: 'auto' | 'manual';
-  /** One key space per pattern. */
+  /** One key space per pattern: records under `message:<pattern>`. */
   readonly scope: IdempotencyMessageScope;
 } = Object.freeze({
   key: Object.freeze({ field: 'idempotencyKey' }),
   ack: 'auto',
-  scope: (message: IdempotencyMessage) => `message:${message.pattern}`,
+  scope: (message: IdempotencyMessage) => message.pattern,
 });

@@ -73,6 +73,7 @@ export function messageCallTransport(settings: MessageTransportSettings): Idempo
         path: message.pattern,
         payload: data,
         scopeSource: message,
+        namespace: 'message',
       };
     },
 

@@ -79,19 +79,24 @@ function parseMessageKey(value: unknown): ParsedIdempotencyKey {
 }
 
 /**
- * One header of a delivery, in any case, from the transport's context: NATS headers
- * (`getHeaders().get()`), RabbitMQ's `properties.headers`, Kafka's message headers.
+ * One header of a delivery, its name matched in any case, from the transport's context: NATS
+ * headers (`getHeaders()`: `keys()` and `get()`), RabbitMQ's `properties.headers`, Kafka's
+ * message headers. NATS's own `get()` matches names exactly, so its names are listed instead.
  */
 function headerOf(context: any, name: string): unknown {
+  const wanted = name.toLowerCase();
   const nats = typeof context?.getHeaders === 'function' ? context.getHeaders() : undefined;
   if (nats && typeof nats.get === 'function') {
-    // NATS answers '' for a header it does not have; its names are matched in any case.
-    return nats.get(name) || nats.get(name.toLowerCase()) || undefined;
+    const names: Iterable<unknown> = typeof nats.keys === 'function' ? nats.keys() : [name];
+    for (const header of names) {
+      // NATS answers '' for a header it does not have.
+      if (String(header).toLowerCase() === wanted) return nats.get(header) || undefined;
+    }
+    return undefined;
   }
   const message = typeof context?.getMessage === 'function' ? context.getMessage() : undefined;
   const headers = message?.properties?.headers ?? message?.headers;
   if (typeof headers !== 'object' || headers === null) return undefined;
-  const wanted = name.toLowerCase();
   for (const [header, value] of Object.entries(headers)) {
     if (header.toLowerCase() === wanted) return value;
   }

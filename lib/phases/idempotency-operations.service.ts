@@ -6,7 +6,8 @@ import { IdempotencyProblemException } from '../errors/idempotency-problem.excep
 import { IDEMPOTENCY_OPTIONS } from '../idempotency.tokens';
 import type { ResolvedIdempotencyOptions } from '../interfaces/idempotency-module-options.interface';
 import type { AbandonedOperation } from './operation-record.store';
-import { responseBytes } from '../utils/response-bytes';
+import { sendableResponse, UnsendableResponseError } from '../execution/sendable-response';
+import type { StoredResponse } from '../interfaces/idempotency-record.interface';
 import { IdempotencyPhaseEngine } from './idempotency-phase-engine';
 import type { PhaseEngineParts } from './idempotency-phase-engine';
 import { IdempotencyOperationRegistry } from './operation-registry';
@@ -121,7 +122,8 @@ export class IdempotencyOperations {
    *   response is stored as the route that started the operation stores its own: its
    *   `replayHeaders` only, replayed for its `ttlSeconds`
    * @returns false when no abandoned record has that (scope, key)
-   * @throws IdempotencyError when the response body cannot be sent as bytes
+   * @throws IdempotencyError when Node.js could not send the response (a status outside
+   *   100–599, CR or LF in a header, a body that is not JSON, a string or bytes); nothing is stored
    */
   async resolveAbandoned(
     scope: string,
@@ -131,25 +133,24 @@ export class IdempotencyOperations {
     const { operations } = this.parts();
     const given = resolution.response;
     if (!given) return operations.resolveAbandoned(scope, key, undefined, 0);
+    let outgoing: StoredResponse;
+    try {
+      outgoing = sendableResponse(given);
+    } catch (error) {
+      if (!(error instanceof UnsendableResponseError)) throw error;
+      throw new IdempotencyError(
+        `nest-idempotency: resolveAbandoned() refused a response with ${error.why}: Node.js ` +
+          'could not send it to a retry; nothing was stored.',
+      );
+    }
     const settings = await operations.abandonedSettings(scope, key);
     if (settings === undefined) return false;
     // As the route that started the operation would have stored it (older records: the module's).
     const { ttlSeconds, replayHeaders } = settings ?? this.options;
-    const headers: Record<string, string> = {};
-    for (const [name, value] of Object.entries(given.headers ?? {})) {
-      headers[name.toLowerCase()] = value;
-    }
-    const bytes = responseBytes(given.body, headers['content-type'], 'text/plain');
-    if (!bytes) {
-      throw new IdempotencyError(
-        'nest-idempotency: resolveAbandoned() needs a response body that can be sent as bytes: ' +
-          'JSON, a string or a Buffer.',
-      );
-    }
-    if (bytes.contentType) headers['content-type'] = bytes.contentType;
-    const kept: Record<string, string> = {};
+    const { headers } = outgoing;
+    const kept: StoredResponse['headers'] = {};
     for (const name of replayHeaders) if (headers[name] !== undefined) kept[name] = headers[name];
-    const response = { status: given.status, headers: kept, body: bytes.body };
+    const response = { status: outgoing.status, headers: kept, body: outgoing.body };
     return operations.resolveAbandoned(scope, key, response, ttlSeconds);
   }
 

@@ -1,5 +1,4 @@
 import { createHash } from 'node:crypto';
-import { validateHeaderName, validateHeaderValue } from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Logger } from '@nestjs/common';
 import { deriveKey } from '../context/idempotency-identity';
@@ -11,10 +10,10 @@ import type { StoredResponse } from '../interfaces/idempotency-record.interface'
 import type { ResolvedIdempotencyOptions } from '../interfaces/idempotency-module-options.interface';
 import type { ResolvedIdempotencyPhasesOptions } from './idempotency-phases.options';
 import type { IdempotencyStore } from '../storage/idempotency.store';
-import { responseBytes } from '../utils/response-bytes';
 import type { OperationRecordStore, OperationStepTransaction } from './operation-record.store';
 import type { OperationStep, StepOutcome } from './operation-step';
 import { storedResponseOf } from '../execution/stored-response';
+import { sendableResponse, UnsendableResponseError } from '../execution/sendable-response';
 import type { RegisteredOperation } from './operation-registry';
 
 /** PostgreSQL aborted the transaction to keep it serializable, or to break a deadlock. */
@@ -384,28 +383,15 @@ export class OperationRunner {
     outcome: Extract<StepOutcome, { kind: 'respond' }>,
     run: IdempotencyRun,
   ): { stored: StoredResponse; outgoing: StoredResponse } {
-    const refuse = (why: string) =>
-      IdempotencyProblemException.operationUnavailable(
-        `Step "${step}" of "${operation}" responded with ${why}; nothing was stored.`,
+    let outgoing: StoredResponse;
+    try {
+      outgoing = sendableResponse(outcome);
+    } catch (error) {
+      if (!(error instanceof UnsendableResponseError)) throw error;
+      throw IdempotencyProblemException.operationUnavailable(
+        `Step "${step}" of "${operation}" responded with ${error.why}; nothing was stored.`,
       );
-    const { status } = outcome;
-    if (!Number.isInteger(status) || status < 100 || status > 599) {
-      throw refuse(`status ${String(status)}, not an HTTP status from 100 to 599`);
     }
-    const headers: Record<string, string> = {};
-    for (const [name, value] of Object.entries(outcome.headers)) {
-      try {
-        validateHeaderName(name);
-        validateHeaderValue(name, String(value));
-      } catch {
-        throw refuse(`a header Node.js refuses to send ("${name}"; encode non-ASCII values)`);
-      }
-      headers[name.toLowerCase()] = String(value);
-    }
-    const bytes = responseBytes(outcome.body, headers['content-type'], 'text/plain');
-    if (!bytes) throw refuse('a body that cannot be sent as bytes: use JSON, a string or a Buffer');
-    if (bytes.contentType) headers['content-type'] = bytes.contentType;
-    const outgoing = { status, headers, body: bytes.body };
     return { stored: storedResponseOf(outgoing, run.settings), outgoing };
   }
 }

@@ -13,15 +13,16 @@ import { sealingOperations } from './sealed/sealing-operations';
 /**
  * Encryption at rest (the `encryption` option), as a store between the local-first store and
  * the store that decides: every response it is given to store is sealed with the first key
- * (headers and body together; the status stays in the clear), and every response a claim finds
- * is opened with the key it names, so the layers above — the replay cache included — only ever
- * see plaintext. Operation input, carried state and final responses are sealed the same way
- * through its operations ability. Records stored in the clear (before encryption was turned
- * on) are read as they are.
+ * (headers, body and status together; the status is also kept in the clear for the store), and
+ * every response a claim finds is opened with the key it names, so the layers above — the
+ * replay cache included — only ever see what the seal vouches for. Operation input, carried
+ * state and final responses are sealed the same way through its operations ability. With
+ * encryption on, a record stored in the clear is read only until `encryption.plaintextUntil`.
  *
- * A completed record that cannot be opened (its key is not configured, or its bytes do not
- * authenticate) makes the claim throw `idempotency_record_unreadable` (500): it is neither
- * replayed nor run again. The module always puts this store in place, with no keys when
+ * A completed record that cannot be opened (its key is not configured, its bytes do not
+ * authenticate, its status or headers in the row differ from the seal's, or it is in the clear
+ * when it may not be) makes the claim throw `idempotency_record_unreadable` (500): it is
+ * neither replayed nor run again. The module always puts this store in place, with no keys when
  * encryption is off, so a sealed record is never replayed as ciphertext.
  */
 export class SealingIdempotencyStore extends IdempotencyStore {

@@ -10,6 +10,22 @@ export const MAX_SCOPE_BYTES = 256;
 /** Prefix of a hashed scope. A scope that starts with it is always hashed, so none collides. */
 export const SCOPE_HASH_PREFIX = 'sha256:';
 
+/**
+ * The namespaces of records that are not an HTTP route's: a webhook provider's events, messages
+ * and events, GraphQL mutations. Each record's stored scope starts with its namespace and `:`.
+ */
+export type IdempotencyNamespace = 'webhook' | 'message' | 'mutation';
+
+/**
+ * What only the library writes at the start of a stored scope: a hash, or a namespace. A
+ * caller's scope (what a `scope` resolver returns for an HTTP route) that starts with one is
+ * hashed, so it can never name a webhook's, a message's or a mutation's record.
+ */
+const RESERVED: readonly string[] = [SCOPE_HASH_PREFIX, 'webhook:', 'message:', 'mutation:'];
+
+/** Only the hash prefix is reserved inside a namespace: its own prefix already sets it apart. */
+const RESERVED_IN_NAMESPACE: readonly string[] = [SCOPE_HASH_PREFIX];
+
 /** A UTF-16 surrogate without its other half: not valid UTF-8, so not storable as `text`. */
 const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
 
@@ -33,14 +49,17 @@ function scopeBytes(value: string): Buffer {
   return Buffer.concat(chunks);
 }
 
-/** Whether a scope can be stored as it is: short, valid UTF-8 without NUL, not hash-shaped. */
-function storedAsIs(scope: string): boolean {
+/**
+ * Whether a scope can be stored as it is: at most `maxBytes`, valid UTF-8 without NUL, and not
+ * starting with a reserved prefix.
+ */
+function storedAsIs(scope: string, maxBytes: number, reserved: readonly string[]): boolean {
   return (
-    scope.length <= MAX_SCOPE_BYTES &&
-    !scope.startsWith(SCOPE_HASH_PREFIX) &&
+    scope.length <= maxBytes &&
+    !reserved.some((prefix) => scope.startsWith(prefix)) &&
     !scope.includes('\0') &&
     !LONE_SURROGATE.test(scope) &&
-    Buffer.byteLength(scope, 'utf8') <= MAX_SCOPE_BYTES
+    Buffer.byteLength(scope, 'utf8') <= maxBytes
   );
 }
 
@@ -63,15 +82,21 @@ function describe(value: unknown): string {
  *
  * - `undefined` and `null` are no scope: `''`.
  * - A string is itself when it is at most `MAX_SCOPE_BYTES` (256) bytes of UTF-8. A longer one,
- *   one that starts with `sha256:`, or one PostgreSQL `text` cannot hold as it is (a NUL
- *   character, an unpaired surrogate) becomes `sha256:` and the hex SHA-256 of its bytes, so any
- *   scope fits the primary key and two different scopes stay two different scopes.
+ *   one that starts with a reserved prefix (`sha256:`, `webhook:`, `message:`, `mutation:`), or
+ *   one PostgreSQL `text` cannot hold as it is (a NUL character, an unpaired surrogate) becomes
+ *   `sha256:` and the hex SHA-256 of its bytes, so any scope fits the primary key, two different
+ *   scopes stay two different scopes, and no caller's scope names another namespace's record.
  * - A finite number or a bigint is its string form (`42` and `'42'` are the same scope), then the
  *   same rule.
  * - Anything else (an object, an array, a boolean, a symbol, a function, NaN, Infinity) does not
  *   identify a caller and is refused.
  *
+ * With a `namespace` (a webhook route, a message, a mutation), the stored scope is the namespace,
+ * `:`, and the scope under the same rule within what is left of the 256 bytes (only `sha256:` is
+ * reserved there). An HTTP route's scope never starts with a namespace, so the two never meet.
+ *
  * @param value - what the resolver returned
+ * @param namespace - the namespace of a record that is not an HTTP route's
  * @returns the scope, at most 256 bytes of UTF-8
  * @throws IdempotencyConfigurationError (`invalidScope`) for a value that is not a string, a
  *   finite number, a bigint, `null` or `undefined`; the message says how to fix the resolver
@@ -80,15 +105,24 @@ function describe(value: unknown): string {
  * normaliseScope(42); // '42'
  * normaliseScope('acct_1'); // 'acct_1'
  * normaliseScope('x'.repeat(3000)); // 'sha256:…' (71 characters)
+ * normaliseScope('webhook:stripe'); // 'sha256:…': a caller's scope is never a namespace
+ * normaliseScope('stripe', 'webhook'); // 'webhook:stripe'
  * ```
  */
-export function normaliseScope(value: unknown): string {
-  if (value === undefined || value === null) return '';
+export function normaliseScope(value: unknown, namespace?: IdempotencyNamespace): string {
   let scope: string;
-  if (typeof value === 'string') scope = value;
+  if (value === undefined || value === null) scope = '';
+  else if (typeof value === 'string') scope = value;
   else if (typeof value === 'bigint' || (typeof value === 'number' && Number.isFinite(value))) {
     scope = String(value);
   } else throw IdempotencyConfigurationError.invalidScope(describe(value));
-  if (storedAsIs(scope)) return scope;
+  if (namespace === undefined) return bounded(scope, MAX_SCOPE_BYTES, RESERVED);
+  const prefix = `${namespace}:`;
+  return prefix + bounded(scope, MAX_SCOPE_BYTES - prefix.length, RESERVED_IN_NAMESPACE);
+}
+
+/** The scope as it is when it can be stored so, else `sha256:` and the hash of its bytes. */
+function bounded(scope: string, maxBytes: number, reserved: readonly string[]): string {
+  if (storedAsIs(scope, maxBytes, reserved)) return scope;
   return SCOPE_HASH_PREFIX + createHash('sha256').update(scopeBytes(scope)).digest('hex');
 }

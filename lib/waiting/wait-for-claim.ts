@@ -42,9 +42,10 @@ type WaitOutcome = Extract<IdempotencyEvent, { type: 'waited' }>['outcome'];
 
 /**
  * Claims the key through `attempt`; while the claim finds it in flight, waits for a wake-up (up
- * to the request's budget) and claims again, so a duplicate gets the first request's stored
- * answer, or, after a release, claims the key itself and runs the handler as a retry would. A
- * request whose client hangs up stops waiting (and claims nothing more). An answer given after
+ * to the request's budget) and claims again, and once more when the budget runs out (no poll
+ * may come within the wait), so a duplicate gets the first request's stored answer, or, after
+ * a release, claims the key itself and runs the handler as a retry would. A request whose
+ * client hangs up stops waiting (and claims nothing more). An answer given after
  * a wait that the request asked for carries `Preference-Applied: wait=<seconds>` (RFC 7240).
  * A request that waited, or was refused a wait, emits one `waited` event saying how it ended.
  *
@@ -90,8 +91,10 @@ export async function claimOrWait<T extends ClaimResult>(
         break;
       }
       end = await watch.sleep(left, wait.pollIntervalSeconds * 1000);
-      if (end !== 'woken' || gone) break;
+      if ((end !== 'woken' && end !== 'timeout') || gone) break;
+      // At the deadline, one last look: a poll (or a lost wake-up) may not have come in time.
       result = await attempt();
+      if (end === 'timeout') break;
     }
     report(gone && result.outcome === 'in_flight' ? 'client_gone' : outcomeOf(result, end));
     if (watch.waited) {

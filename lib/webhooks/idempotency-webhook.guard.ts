@@ -3,22 +3,21 @@ import type { CanActivate, ExecutionContext } from '@nestjs/common';
 import { ModuleRef } from '@nestjs/core';
 import { IdempotencyProblemException } from '../errors/idempotency-problem.exception';
 import { IdempotencyEvents } from '../events/idempotency.events';
-import { headerLines } from '../utils/parse-idempotency-key';
 import { routeLabelOf } from '../utils/route-label';
 import { IDEMPOTENCY_WEBHOOK_CLOCK } from './idempotent-webhook.options';
 import type { IdempotencyWebhookClock } from './idempotent-webhook.options';
-import { keysOf, markVerified, webhookRouteOf } from './webhook-route';
+import { deliveryPartsOf, signedBodyOf, webhookEventIdOf } from './webhook-key-source';
+import { keysOf, webhookRouteOf } from './webhook-route';
 import type { ResolvedWebhookRoute } from './webhook-route';
 import { verifyWebhookSignature } from './webhook-signatures';
 
-/** What a valid event id is: what a valid idempotency key is, 1 to 255 printable ASCII. */
-const EVENT_ID = /^[\x20-\x7e]{1,255}$/;
-
 /**
  * Verifies the signature of a webhook delivery over its raw body, before any other part of the
- * library (or a pipe, or the handler) sees it, then reads its event id: the route's key. Bound
- * by `@IdempotentWebhook()`, ahead of the idempotency guard; a delivery that does not verify is
- * refused with 400 `idempotency_webhook_signature_invalid`, and nothing runs or is stored.
+ * library (or a pipe, or the handler) sees it, then checks that what the signature covers has
+ * an event id (the route's key, which its key source derives from the request again: nothing is
+ * attached to the request). Bound by `@IdempotentWebhook()`, ahead of the idempotency guard; a
+ * delivery that does not verify is refused with 400 `idempotency_webhook_signature_invalid`, and
+ * nothing runs or is stored.
  */
 @Injectable()
 export class IdempotencyWebhookGuard implements CanActivate {
@@ -46,28 +45,21 @@ export class IdempotencyWebhookGuard implements CanActivate {
     const rawBody = this.rawBodyOf(request);
     const verdict = verifyWebhookSignature(
       route.signature,
-      {
-        header: (name) => headerLines(request.rawHeaders ?? request.raw?.rawHeaders, name),
-        rawBody,
-      },
+      deliveryPartsOf(request, rawBody),
       await this.keysOf(route),
       (this.clock ?? Date.now)(),
     );
     if (!verdict.ok) {
       this.reject(IdempotencyProblemException.webhookSignatureInvalid(verdict.reason), request);
     }
-    markVerified(request, this.eventIdOf(route, request, rawBody));
+    this.checkEventId(route, request);
     return true;
   }
 
   /** The signed bytes; a request without a raw body (`rawBody: true` is off) is refused. */
   private rawBodyOf(request: any): Buffer {
-    const raw: unknown = request.rawBody;
-    if (Buffer.isBuffer(raw)) return raw;
-    if (typeof raw === 'string') return Buffer.from(raw, 'utf8');
-    const length = Number(request.headers['content-length'] ?? 0);
-    // No body at all: there is nothing to keep, and the signature is checked over nothing.
-    if (!(length > 0) && request.headers['transfer-encoding'] === undefined) return Buffer.alloc(0);
+    const signed = signedBodyOf(request);
+    if (signed) return signed;
     const label = routeLabelOf(request);
     if (!this.warned.has(label)) {
       this.warned.add(label);
@@ -102,17 +94,10 @@ export class IdempotencyWebhookGuard implements CanActivate {
     );
   }
 
-  /** The event id of a verified delivery, or a 400 when it has none that can be a key. */
-  private eventIdOf(route: ResolvedWebhookRoute, request: any, rawBody: Buffer): string {
-    let payload: unknown;
-    try {
-      payload = JSON.parse(rawBody.toString('utf8'));
-    } catch {
-      payload = undefined;
-    }
-    const id = route.key({ payload, headers: request.headers, rawBody });
-    const text = typeof id === 'number' && Number.isFinite(id) ? String(id) : id;
-    if (text === undefined || text === null || text === '') {
+  /** A 400 when what the signature covers has no event id that can be a key. */
+  private checkEventId(route: ResolvedWebhookRoute, request: any): void {
+    const id = webhookEventIdOf(route, request);
+    if (id.kind === 'missing') {
       this.reject(
         new IdempotencyProblemException(
           'idempotency_key_missing',
@@ -123,7 +108,7 @@ export class IdempotencyWebhookGuard implements CanActivate {
         request,
       );
     }
-    if (typeof text !== 'string' || !EVENT_ID.test(text)) {
+    if (id.kind === 'invalid') {
       this.reject(
         new IdempotencyProblemException(
           'idempotency_key_invalid',
@@ -135,7 +120,6 @@ export class IdempotencyWebhookGuard implements CanActivate {
         request,
       );
     }
-    return text;
   }
 
   private reject(error: IdempotencyProblemException, request: any): never {

@@ -3,7 +3,8 @@ import { Idempotent } from '../decorators/idempotent.decorator';
 import { setKeySource } from '../idempotency-key-source';
 import { IdempotencyWebhookGuard } from './idempotency-webhook.guard';
 import type { IdempotentWebhookOptions } from './idempotent-webhook.options';
-import { resolveWebhookRoute, setWebhookRoute, webhookKeySource } from './webhook-route';
+import { webhookKeySource } from './webhook-key-source';
+import { resolveWebhookRoute, setWebhookRoute } from './webhook-route';
 
 /**
  * Makes a webhook route process each event once, however many times the provider delivers it.
@@ -12,7 +13,9 @@ import { resolveWebhookRoute, setWebhookRoute, webhookKeySource } from './webhoo
  * Webhooks spec, or a plain HMAC header such as GitHub's), with every configured secret and in
  * constant time: a missing, forged or stale signature is refused with 400
  * `idempotency_webhook_signature_invalid`, and nothing runs or is stored. The event id of a
- * verified delivery is then the idempotency key, under the scope `webhook:<provider>`: the
+ * verified delivery, read from what its signature covers (Stripe's body `id`, the signed
+ * `webhook-id`, the SHA-256 of an HMAC-signed body), is then the idempotency key, under the
+ * scope `webhook:<provider>` (a namespace no HTTP route's scope can name): the
  * first delivery runs the handler and its answer is stored; a duplicate gets that answer back
  * (2xx, `Idempotent-Replayed: true`) without running it; one that comes while the first runs
  * gets 409 (the provider retries); a failed run (5xx, a throw) gives the key back, so the
@@ -38,10 +41,13 @@ export function IdempotentWebhook(options: IdempotentWebhookOptions): MethodDeco
   const route = resolveWebhookRoute(options);
   // The route options alone: the webhook's own settings stay out of the route's metadata.
   const rest: Record<string, unknown> = { ...options };
-  for (const own of ['provider', 'signature', 'secrets', 'key']) delete rest[own];
+  for (const own of ['provider', 'signature', 'secrets', 'key', 'unsignedKeyHeader']) {
+    delete rest[own];
+  }
   const idempotent = Idempotent({
     ...rest,
-    scope: () => `webhook:${route.provider}`,
+    // The provider, in the `webhook` namespace its key source names: `webhook:<provider>`.
+    scope: () => route.provider,
     required: true,
   });
   return (target, propertyKey, descriptor) => {

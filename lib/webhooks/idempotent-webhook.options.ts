@@ -57,8 +57,9 @@ export interface IdempotencyStandardWebhooksSignature {
 /**
  * A plain HMAC-SHA256 of the raw body in one header, as GitHub sends it
  * (`X-Hub-Signature-256: sha256=<hex>`), keyed with the secret's UTF-8 bytes. It signs no
- * timestamp, so nothing bounds a replay's age: processing each event once is what stops one.
- * Give `key` (GitHub: the `X-GitHub-Delivery` header).
+ * timestamp and no header, so nothing bounds a replay's age and a delivery id header
+ * (`X-GitHub-Delivery`) is not signed: by default the key is the SHA-256 of the signed body, so a
+ * captured delivery sent again, under any delivery id, is a duplicate.
  */
 export interface IdempotencyHmacSignature {
   /** Which scheme this is. */
@@ -117,19 +118,25 @@ export type IdempotencyWebhookSecrets =
   | (() => IdempotencyWebhookSecretList | Promise<IdempotencyWebhookSecretList>)
   | IdempotencyWebhookSecretsFactory;
 
-/** A delivery whose signature verified, as `key` gets it. */
+/**
+ * What the signature of a verified delivery covers, as `key` gets it: no header it does not
+ * sign, so a key read from it cannot be changed by whoever replays a captured delivery.
+ */
 export interface IdempotencyWebhookEvent {
   /** The raw body parsed as JSON, or `undefined` when it is not JSON. */
   payload: any;
-  /** The request headers, names in lower case. */
-  headers: Readonly<Record<string, string | string[] | undefined>>;
   /** The raw body, the bytes that were signed. */
   rawBody: Buffer;
+  /**
+   * The id the signature covers besides the body: the `standard-webhooks` message id
+   * (`webhook-id`); `undefined` with `stripe` and `hmac`, which sign the body alone.
+   */
+  signedId: string | undefined;
 }
 
 /**
  * The route options `@IdempotentWebhook()` passes on to the route, as `@Idempotent()` takes
- * them. Not the key's (`header`, `required`), the scope (`webhook:<provider>`), nor what
+ * them. Not the key's (`header`, `required`), the scope (the provider), nor what
  * compares bodies (`fingerprintHeaders`, `maxRequestBytes`): the event id alone names a
  * delivery.
  * @interface
@@ -143,8 +150,9 @@ export type IdempotentWebhookRouteOptions = Omit<
 export interface IdempotentWebhookOptions extends IdempotentWebhookRouteOptions {
   /**
    * Names the provider: its events' records have the scope `webhook:<provider>`, so two
-   * providers' event ids never meet. Two endpoints that receive the same events need two names.
-   * 1 to 100 characters: letters, digits, `.`, `_`, `-`.
+   * providers' event ids never meet, and no HTTP route's scope can name them (a caller's scope
+   * that starts with `webhook:` is hashed). Two endpoints that receive the same events need two
+   * names. 1 to 100 characters: letters, digits, `.`, `_`, `-`.
    */
   provider: string;
   /** How the provider signs deliveries. */
@@ -153,12 +161,21 @@ export interface IdempotentWebhookOptions extends IdempotentWebhookRouteOptions 
   secrets: IdempotencyWebhookSecrets;
   /**
    * The event id of a verified delivery, the idempotency key (1 to 255 printable ASCII
-   * characters; a number counts as its string form). By default: the body's `id` with
-   * `stripe`, the `webhook-id` header with `standard-webhooks`; required with `hmac`.
+   * characters; a number counts as its string form), from what the signature covers. By
+   * default: the body's `id` with `stripe`, the signed `webhook-id` with `standard-webhooks`,
+   * `sha256:` and the hex SHA-256 of the signed body with `hmac`.
    * @example
-   * key: (event) => event.headers['x-github-delivery'] // GitHub
+   * key: (event) => event.payload?.event_id // an id inside the signed body
    */
   key?: (event: IdempotencyWebhookEvent) => unknown;
+  /**
+   * `hmac` only, and only when two different events may come with byte-identical bodies: reads
+   * the key from this header, which the signature does NOT cover (GitHub: `X-GitHub-Delivery`).
+   * What it allows: anyone who captured one delivery can send it again under a fresh id, and
+   * the handler runs again each time, with no time limit (the scheme signs no timestamp). Not
+   * with `key`.
+   */
+  unsignedKeyHeader?: string;
 }
 
 /**

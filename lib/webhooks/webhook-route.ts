@@ -1,9 +1,7 @@
 import { createHash } from 'node:crypto';
 import type { InjectionToken } from '@nestjs/common';
 import { IdempotencyConfigurationError } from '../errors/idempotency-configuration.error';
-import { IdempotencyProblemException } from '../errors/idempotency-problem.exception';
 import { checkNumber, limit } from '../idempotency.defaults';
-import type { IdempotencyKeySource } from '../idempotency-key-source';
 import { DEFAULT_IDEMPOTENCY_WEBHOOK_OPTIONS } from './idempotent-webhook.options';
 import type {
   IdempotencyWebhookEvent,
@@ -24,14 +22,16 @@ export type WebhookSecretsSource =
 
 /** A webhook route's settings, checked, with every default filled in. */
 export interface ResolvedWebhookRoute {
-  /** The provider's name; the scope is `webhook:<provider>`. */
+  /** The provider's name: the scope, in the `webhook` namespace (`webhook:<provider>`). */
   provider: string;
   /** How deliveries are signed. */
   signature: ResolvedWebhookSignature;
   /** The secrets, or the factory that gives them on each delivery. */
   secrets: WebhookSecretsSource;
-  /** The event id of a verified delivery. */
+  /** The event id of a verified delivery, from what its signature covers. */
   key: (event: IdempotencyWebhookEvent) => unknown;
+  /** The unsigned header the key is read from instead, when the route opted in (`hmac`). */
+  unsignedKeyHeader?: string;
 }
 
 const HEADER = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
@@ -179,6 +179,10 @@ function secretsOf(
   };
 }
 
+/** The SHA-256 of the signed body: the key of a scheme that signs the body alone. */
+const bodyDigest = (event: IdempotencyWebhookEvent) =>
+  `sha256:${createHash('sha256').update(event.rawBody).digest('hex')}`;
+
 function keyOf(
   provider: string,
   signature: ResolvedWebhookSignature,
@@ -189,18 +193,31 @@ function keyOf(
   switch (signature.scheme) {
     case 'stripe':
       return (event) => event.payload?.id;
-    case 'standard-webhooks': {
-      const name = signature.headers.id.toLowerCase();
-      return (event) => event.headers[name];
-    }
+    case 'standard-webhooks':
+      return (event) => event.signedId;
     case 'hmac':
-      return fail(
-        provider,
-        'key',
-        'The hmac scheme signs no event id: say where it is, e.g. ' +
-          "key: (event) => event.headers['x-github-delivery'] (GitHub).",
-      );
+      return bodyDigest;
   }
+}
+
+function unsignedKeyHeaderOf(
+  provider: string,
+  signature: ResolvedWebhookSignature,
+  options: IdempotentWebhookOptions,
+): string | undefined {
+  const given = options.unsignedKeyHeader;
+  if (given === undefined) return undefined;
+  if (signature.scheme !== 'hmac') {
+    fail(
+      provider,
+      'unsignedKeyHeader',
+      `The ${signature.scheme} scheme signs its event id: remove it, the key comes from there.`,
+    );
+  }
+  if (options.key !== undefined) {
+    fail(provider, 'unsignedKeyHeader', 'Give it or key, not both.');
+  }
+  return header(provider, 'unsignedKeyHeader', given, 'X-GitHub-Delivery');
 }
 
 /**
@@ -218,92 +235,7 @@ export function resolveWebhookRoute(options: IdempotentWebhookOptions): Resolved
     signature,
     secrets: secretsOf(provider, signature.scheme, options.secrets),
     key: keyOf(provider, signature, options.key),
-  };
-}
-
-/** The event ids of the deliveries the webhook guard verified, by request. */
-const verified = new WeakMap<object, string>();
-
-/**
- * Records the event id of a delivery whose signature verified: the route's key.
- * @param request - the adapter's request
- * @param key - the event id, a valid key
- */
-export function markVerified(request: object, key: string): void {
-  verified.set(request, key);
-}
-
-/** The signature headers of a scheme, as the OpenAPI document shows them. */
-function signatureHeaders(route: ResolvedWebhookRoute): Record<string, unknown>[] {
-  const { signature, provider } = route;
-  const parameter = (name: string, description: string) => ({
-    name,
-    in: 'header',
-    required: true,
-    description,
-    schema: { type: 'string' },
-  });
-  switch (signature.scheme) {
-    case 'stripe':
-      return [
-        parameter(
-          signature.header,
-          `The ${provider} signature: t=<unix seconds>,v1=<hex HMAC-SHA256 of "t.body">. A ` +
-            `delivery signed more than ${signature.toleranceSeconds} seconds from now is refused.`,
-        ),
-      ];
-    case 'standard-webhooks':
-      return [
-        parameter(signature.headers.id, 'The message id: the same on every delivery of it.'),
-        parameter(signature.headers.timestamp, 'When the delivery was signed, in unix seconds.'),
-        parameter(
-          signature.headers.signature,
-          'Space-separated v1,<base64 HMAC-SHA256 of "id.timestamp.body"> signatures.',
-        ),
-      ];
-    case 'hmac':
-      return [
-        parameter(
-          signature.header,
-          `${signature.prefix}<${signature.encoding} HMAC-SHA256 of the raw body>.`,
-        ),
-      ];
-  }
-}
-
-/**
- * The key source of a webhook route: the event id its guard verified. A delivery is named by
- * its event id alone, so every delivery of one event under one route is the same request: a
- * redelivery whose body changed is replayed, never refused with 422.
- * @param route - the route's webhook settings
- */
-export function webhookKeySource(route: ResolvedWebhookRoute): IdempotencyKeySource {
-  return {
-    read: (request) => {
-      const key = verified.get(request);
-      return key === undefined ? { kind: 'missing' } : { kind: 'valid', key };
-    },
-    fingerprint: (request, scope) => {
-      const url = String(request.originalUrl ?? request.url ?? '');
-      const path = url.split('?')[0];
-      return createHash('sha256')
-        .update(`webhook\n${scope}\n${String(request.method).toUpperCase()} ${path}`)
-        .digest('hex');
-    },
-    openApi: {
-      parameters: signatureHeaders(route),
-      badRequest: {
-        description:
-          'The delivery is not signed by the provider (no signature header, a malformed one, ' +
-          'no signature made with a configured secret, a timestamp outside the tolerance) or ' +
-          'its event has no usable id. Nothing was processed.',
-        problems: [
-          IdempotencyProblemException.webhookSignatureInvalid(
-            'no signature in it matches the body with a configured secret',
-          ),
-        ],
-      },
-    },
+    unsignedKeyHeader: unsignedKeyHeaderOf(provider, signature, options),
   };
 }
 

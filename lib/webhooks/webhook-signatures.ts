@@ -19,7 +19,7 @@ export interface WebhookDeliveryParts {
 }
 
 /** The outcome of a verification: the reason never holds a secret or an expected signature. */
-export type WebhookVerdict = { ok: true; id?: string } | { ok: false; reason: string };
+export type WebhookVerdict = { ok: true } | { ok: false; reason: string };
 
 /**
  * Compares two signatures in constant time. `timingSafeEqual` throws on buffers of different
@@ -82,6 +82,32 @@ function single(parts: WebhookDeliveryParts, name: string): { value: string } | 
   return { value: lines[0].trim() };
 }
 
+/**
+ * The id a scheme signs besides the body, read as its verification reads it: the Standard
+ * Webhooks message id; `undefined` for the schemes that sign the body alone.
+ * @param signature - the scheme and its settings
+ * @param delivery - the delivery's headers and raw body
+ */
+export function signedIdOf(
+  signature: ResolvedWebhookSignature,
+  delivery: WebhookDeliveryParts,
+): string | undefined {
+  if (signature.scheme !== 'standard-webhooks') return undefined;
+  const id = single(delivery, signature.headers.id);
+  return 'value' in id ? id.value : undefined;
+}
+
+/**
+ * The only value of a header no signature covers, as it came; `undefined` when it is missing or
+ * sent more than once.
+ * @param delivery - the delivery's headers and raw body
+ * @param name - the header's name (any case)
+ */
+export function unsignedHeaderOf(delivery: WebhookDeliveryParts, name: string): string | undefined {
+  const value = single(delivery, name);
+  return 'value' in value ? value.value : undefined;
+}
+
 const NO_MATCH = 'no signature in it matches the body with a configured secret';
 
 /** Whether a signed unix timestamp is within the tolerance of now, either way. */
@@ -102,7 +128,7 @@ function stale(toleranceSeconds: number): string {
  * @param delivery - the delivery's headers and raw body
  * @param keys - the HMAC keys of the configured secrets (`signingKeyOf`)
  * @param nowMs - the current time, in milliseconds since the epoch
- * @returns ok (with the Standard Webhooks message id), or why not
+ * @returns ok, or why not
  */
 export function verifyWebhookSignature(
   signature: ResolvedWebhookSignature,
@@ -166,7 +192,7 @@ export function verifyWebhookSignature(
       if (!timely(timestamp.value, nowMs, signature.toleranceSeconds)) {
         return { ok: false, reason: stale(signature.toleranceSeconds) };
       }
-      return { ok: true, id: id.value };
+      return { ok: true };
     }
     case 'hmac': {
       const header = single(delivery, signature.header);

@@ -1,20 +1,24 @@
 /**
  * Encryption at rest (`encryption: { keys }`) through HTTP on real PostgreSQL, on both adapters:
- * the record's row holds none of the response's plaintext while its replay is byte-identical;
- * keys rotate across a restart (a new first key) and old records still replay; records stored
- * before encryption still replay; a record whose key was removed answers 500
- * `idempotency_record_unreadable` on every retry without running the handler; and an operation
- * in phases keeps its input and state sealed in the row and resumes after a retry-later — or,
- * with its key gone, is neither resumed by a retry nor by the completer, which leaves it as it
+ * the record's row holds none of the response's plaintext while its replay is byte-identical; keys
+ * rotate across a restart (a new first key) and old records still replay; records stored before
+ * encryption replay only while `plaintextUntil` lets them, and records sealed before the status was
+ * sealed still replay; a row changed outside the library (its seal marker removed, its status or
+ * headers changed, an operation's state put in the clear) answers 500
+ * `idempotency_record_unreadable` and never runs the handler again; a record whose key was removed
+ * answers 500 `idempotency_record_unreadable` on every retry without running the handler; and an
+ * operation in phases keeps its input and state sealed in the row and resumes after a retry-later —
+ * or, with its key gone, is neither resumed by a retry nor by the completer, which leaves it as it
  * is until the key is back.
  */
 import { randomBytes } from 'node:crypto';
-import { Controller, Logger, Post, Res } from '@nestjs/common';
+import { Controller, HttpCode, Logger, Post, Res } from '@nestjs/common';
 import request from 'supertest';
 import { Idempotent } from '../../lib';
 import type { IdempotencyModuleOptions } from '../../lib';
 import { IdempotencyCompleter } from '../../lib/phases';
 import { createTestDatabase } from '../fixtures/database';
+import { legacySealedBody } from '../fixtures/legacy-seal';
 import type { TestDatabase } from '../fixtures/database';
 import { TRANSFERS, TransferHooks } from '../fixtures/phased-transfers';
 import { OrdersController, Probe } from '../fixtures/orders.controller';
@@ -41,9 +45,30 @@ class ApiKeysController {
   }
 }
 
+/** A declined charge: a 402 whose record must stay a 402. */
+@Controller('charges')
+class ChargesController {
+  constructor(private readonly probe: Probe) {}
+
+  @Post()
+  @HttpCode(402)
+  @Idempotent()
+  decline(@Res({ passthrough: true }) res: any) {
+    this.probe.count('decline');
+    if (typeof res.header === 'function') res.header('Location', '/charges/declined');
+    else res.setHeader('Location', '/charges/declined');
+    return { declined: true, reason: PLAINTEXT };
+  }
+}
+
 /** Encryption with these keys, the first sealing; no keys: encryption off. */
 function encryption(...keys: Array<{ id: string; secret: string | Buffer }>) {
   return { encryption: keys.length ? { keys } : null } satisfies IdempotencyModuleOptions;
+}
+
+/** Encryption with K1 that still reads records stored in the clear until `until`. */
+function readingPlaintextUntil(until: Date) {
+  return { encryption: { keys: [K1], plaintextUntil: until } } satisfies IdempotencyModuleOptions;
 }
 
 describe.each(ADAPTERS)('encryption at rest on %s', (adapter: AdapterName) => {
@@ -57,7 +82,12 @@ describe.each(ADAPTERS)('encryption at rest on %s', (adapter: AdapterName) => {
   async function start(module: IdempotencyModuleOptions): Promise<TestApp> {
     const app = await createTestApp(adapter, db, {
       ...TRANSFERS,
-      controllers: [...TRANSFERS.controllers, OrdersController, ApiKeysController],
+      controllers: [
+        ...TRANSFERS.controllers,
+        OrdersController,
+        ApiKeysController,
+        ChargesController,
+      ],
       module: { replayCache: false, ...module },
       phases: { completer: { enabled: false, afterSeconds: 0 }, jobs: false },
     });
@@ -105,6 +135,15 @@ describe.each(ADAPTERS)('encryption at rest on %s', (adapter: AdapterName) => {
       [key],
     );
     return row.response_headers['x-nest-idempotency-sealed'];
+  }
+
+  /** 500 problem+json idempotency_record_unreadable, holding none of the record's bytes. */
+  function expectUnreadable(res: request.Response): void {
+    expect(res.status).toBe(500);
+    expect(res.headers['content-type']).toMatch(/^application\/problem\+json/);
+    expect(res.body).toMatchObject({ code: 'idempotency_record_unreadable', status: 500 });
+    expect(res.headers['idempotent-replayed']).toBeUndefined();
+    expect(res.headers.location).toBeUndefined();
   }
 
   function expectSameAnswer(replay: request.Response, first: request.Response): void {
@@ -168,16 +207,99 @@ describe.each(ADAPTERS)('encryption at rest on %s', (adapter: AdapterName) => {
     expect(before.probe.ran('create') + rotated.probe.ran('create')).toBe(2);
   });
 
-  it('replays records stored before encryption was turned on', async () => {
+  it('replays records stored before encryption only while plaintextUntil lets it, refuses them after', async () => {
     const plain = await start(encryption());
     const key = newKey();
     const first = await post(plain, key).expect(201);
     expect(await rowText(key)).toContain(PLAINTEXT);
     await apps.pop()!.close();
 
-    const encrypted = await start(encryption(K1));
-    expectSameAnswer(await post(encrypted, key), first);
-    expect(encrypted.probe.ran('create')).toBe(0);
+    const reading = await start(readingPlaintextUntil(new Date(Date.now() + 3_600_000)));
+    expectSameAnswer(await post(reading, key), first);
+    expect(reading.probe.ran('create')).toBe(0);
+    await apps.pop()!.close();
+
+    // The window passed, or never opened: nothing in the row can vouch for a clear record.
+    for (const module of [readingPlaintextUntil(new Date(Date.now() - 1_000)), encryption(K1)]) {
+      const strict = await start(module);
+      expectUnreadable(await post(strict, key));
+      expect(strict.probe.ran('create')).toBe(0);
+      await apps.pop()!.close();
+    }
+    expect(errors.join('\n')).toContain('is stored in the clear, but encryption is on');
+  });
+
+  it('replays a record sealed before the status was sealed with it, as in a rolling upgrade', async () => {
+    const t = await start(encryption(K1));
+    const key = newKey();
+    const first = await post(t, key).expect(201);
+    const [{ scope }] = await db.query(
+      'SELECT scope FROM idempotency_records WHERE idempotency_key = $1',
+      [key],
+    );
+    const headers: Record<string, string> = { 'content-type': first.headers['content-type'] };
+    if (first.headers.location) headers.location = first.headers.location;
+    const body = legacySealedBody(K1, scope, key, { headers, body: Buffer.from(first.text) });
+    await db.query('UPDATE idempotency_records SET response_body = $2 WHERE idempotency_key = $1', [
+      key,
+      body,
+    ]);
+    expectSameAnswer(await post(t, key), first);
+    expect(t.probe.ran('create')).toBe(1);
+  });
+
+  describe('a row changed outside the library', () => {
+    const sql = (statement: string, key: string) =>
+      db.query(`UPDATE idempotency_records SET ${statement} WHERE idempotency_key = $1`, [key]);
+    const stripSeal = `response_headers = response_headers - 'x-nest-idempotency-sealed'`;
+
+    it('without its seal marker is refused, never replayed as a body of ciphertext', async () => {
+      const t = await start(encryption(K1));
+      const key = newKey();
+      await post(t, key).expect(201);
+      await sql(stripSeal, key);
+      for (let retry = 0; retry < 2; retry++) expectUnreadable(await post(t, key));
+      expect(t.probe.ran('create')).toBe(1);
+    });
+
+    it('a body not kept: without its seal marker it stays refused, never a 201', async () => {
+      const t = await start(encryption(K1));
+      const key = newKey();
+      const mint = () => request(t.server).post('/api-keys').set('Idempotency-Key', key).send({});
+      expect((await mint()).status).toBe(201);
+      expect((await mint()).status).toBe(409);
+      await sql(stripSeal, key);
+      expectUnreadable(await mint());
+      expect(t.probe.ran('mint')).toBe(1);
+    });
+
+    it('a stored 402 made a 201 is refused: the status is under the seal', async () => {
+      const t = await start(encryption(K1));
+      const key = newKey();
+      const charge = () =>
+        request(t.server).post('/charges').set('Idempotency-Key', key).send({ amount: 42 });
+      const first = await charge();
+      expect(first.status).toBe(402);
+      expectSameAnswer(await charge(), first);
+      await sql('response_status = 201', key);
+      expectUnreadable(await charge());
+      expect(errors.join('\n')).toContain('has the status 201 in its row but 402 under its seal');
+      // Put back, it replays again: the seal was never the problem.
+      await sql('response_status = 402', key);
+      expectSameAnswer(await charge(), first);
+      expect(t.probe.ran('decline')).toBe(1);
+    });
+
+    it('a header added beside the seal is refused, not replayed nor ignored', async () => {
+      const t = await start(encryption(K1));
+      const key = newKey();
+      await post(t, key).expect(201);
+      await sql(`response_headers = response_headers || '{"location": "/elsewhere"}'`, key);
+      expectUnreadable(await post(t, key));
+      await sql(`response_headers = '{"x-nest-idempotency-sealed": "${K2.id}"}'`, key);
+      expectUnreadable(await post(t, key));
+      expect(t.probe.ran('create')).toBe(1);
+    });
   });
 
   it('a record whose key was removed answers 500 idempotency_record_unreadable on every retry', async () => {
@@ -258,6 +380,29 @@ describe.each(ADAPTERS)('encryption at rest on %s', (adapter: AdapterName) => {
       expect(await rowText(key)).not.toContain(PLAINTEXT);
       expect(await rowText(key)).not.toContain('/transfers/');
       expectSameAnswer(await transfer(t, key), retry);
+      expect(hooks.ran(key, 'settled')).toBe(1);
+    });
+
+    it('a changed row is refused: its state in the clear past its start, its final status', async () => {
+      const t = await start(encryption(K1));
+      const hooks = t.app.get(TransferHooks);
+      const key = newKey();
+      const update = (set: string, ...values: unknown[]) =>
+        db.query(`UPDATE idempotency_records SET ${set} WHERE idempotency_key = $1`, [
+          key,
+          ...values,
+        ]);
+      hooks.providerAnswers.push('unavailable');
+      expect((await transfer(t, key)).status).toBe(503);
+      const { operation_state: sealed } = await record(key);
+      await update(`operation_state = '{}'`);
+      expectUnreadable(await transfer(t, key));
+      expect(hooks.ran(key, 'sent')).toBe(1);
+      await update('operation_state = $2', sealed);
+      const done = await transfer(t, key);
+      expect(done.status).toBe(201);
+      await update('response_status = 200');
+      expectUnreadable(await transfer(t, key));
       expect(hooks.ran(key, 'settled')).toBe(1);
     });
 

@@ -160,6 +160,22 @@ describe.each(ADAPTERS)('idempotent routes on %s', (adapter) => {
       expect(t.probe.ran('create')).toBe(runs);
     });
 
+    it('answers 422 when the key is reused with another query string, the body the same', async () => {
+      const key = newKey();
+      const first = await post('/orders?currency=EUR', key, { amount: 4 });
+      expect(first.status).toBe(201);
+      const runs = t.probe.ran('create');
+      const otherQuery = await post('/orders?currency=USD', key, { amount: 4 });
+      expect(otherQuery.status).toBe(422);
+      expect(otherQuery.body).toMatchObject({ code: 'idempotency_key_reused' });
+      expect(t.probe.ran('create')).toBe(runs);
+      // The same query again is a retry: replayed.
+      const again = await post('/orders?currency=EUR', key, { amount: 4 });
+      expect(again.headers['idempotent-replayed']).toBe('true');
+      expect(again.text).toBe(first.text);
+      expect(t.probe.ran('create')).toBe(runs);
+    });
+
     it('stores a deterministic 4xx thrown by the handler and replays it', async () => {
       const key = newKey();
       const first = await post('/orders/decline', key, {});

@@ -321,13 +321,12 @@ describe('@IdempotentMessage() on @MessagePattern() handlers (RabbitMQ)', () => 
   });
 
   it('the key from a header (any case), with RmqRecordBuilder', async () => {
-    const record = (amount: number) =>
-      new RmqRecordBuilder({ amount })
-        .setOptions({ headers: { 'x-idempotency-key': 'h-1' } })
-        .build();
+    const record = (amount: number, name = 'x-idempotency-key') =>
+      new RmqRecordBuilder({ amount }).setOptions({ headers: { [name]: 'h-1' } }).build();
     const first = await send('charges.by-header', record(5));
     expect(first).toEqual({ amount: 5, run: 1 });
     expect(await send('charges.by-header', record(5))).toEqual(first);
+    expect(await send('charges.by-header', record(5, 'X-IDEMPOTENCY-KEY'))).toEqual(first);
     expect((await send('charges.by-header', record(6))).error.code).toBe('idempotency_key_reused');
     expect((await send('charges.by-header', { amount: 5 })).error).toMatchObject({
       status: 400,

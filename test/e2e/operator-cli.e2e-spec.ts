@@ -14,9 +14,10 @@ import request from 'supertest';
 import { IdempotencyEvents, IdempotencyModule } from '../../lib';
 import type { IdempotencyEvent } from '../../lib';
 import { runIdempotencyCli } from '../../lib/cli';
-import { IdempotencyPhasesModule } from '../../lib/phases';
+import { IdempotencyOperations, IdempotencyPhasesModule } from '../../lib/phases';
 import { createTestDatabase } from '../fixtures/database';
 import type { TestDatabase } from '../fixtures/database';
+import { runOperatorCliProcess } from '../fixtures/operator-cli-process';
 import { OrdersController } from '../fixtures/orders.controller';
 import { TRANSFERS, TransferHooks } from '../fixtures/phased-transfers';
 import type { TransferInput } from '../fixtures/phased-transfers';
@@ -300,6 +301,80 @@ describe('operator tool (runIdempotencyCli)', () => {
       expect.objectContaining({ action: 'resolve', key: 'abandoned-1', result: 'refused' }),
       { type: 'operator_action', action: 'resolve', scope, key: 'never-was', result: 'not_found' },
     ]);
+  });
+
+  describe('refuses an answer Node.js cannot send, and stores nothing', () => {
+    const body = { amount: 43, to: 'acct_43' };
+    let scope: string;
+    /** The abandoned record's columns a resolution would change. */
+    const row = async (key: string) =>
+      (
+        await db.query(
+          `SELECT status, response_status, response_headers, response_body, expires_at
+             FROM ${RECORDS} WHERE idempotency_key = $1`,
+          [key],
+        )
+      )[0];
+    const abandon = async (key: string) => {
+      hooks.providerAnswers.push('throw');
+      expect((await transfer(key, body)).status).toBe(500);
+      await db.query(
+        `UPDATE ${RECORDS} SET status = 'abandoned', owner_token = NULL, locked_until = NULL
+          WHERE idempotency_key = $1`,
+        [key],
+      );
+      scope = (await record(key)).scope;
+      return row(key);
+    };
+    const answers = {
+      'CR/LF in a header value': {
+        status: 201,
+        body: { ok: true },
+        headers: { 'content-type': 'application/json', location: '/a\r\nSet-Cookie: x=1' },
+      },
+      'a status out of range': { status: 1000, body: { ok: true } },
+      'a header name with a space': { status: 201, body: {}, headers: { 'bad name': 'v' } },
+    };
+
+    /** Runs `resolve` with `answer` in a response file: in a real process, or in this one. */
+    const resolveWithFile = async (key: string, answer: unknown, process: boolean) => {
+      const file = join(mkdtempSync(join(tmpdir(), 'operator-cli-')), 'response.json');
+      writeFileSync(file, JSON.stringify(answer));
+      const argv = ['resolve', scope, key, '--response-file', file];
+      if (!process) return { file, ...(await cli(...argv)) };
+      const run = await runOperatorCliProcess(db.url, argv);
+      return { file, code: run.code, out: run.stdout, err: run.stderr };
+    };
+
+    it.each(Object.entries(answers))(
+      'resolve --response-file with %s: a clear error, a non-zero exit, the row unchanged',
+      async (label, answer) => {
+        const key = `bad-file-${Object.keys(answers).indexOf(label)}`;
+        const before = await abandon(key);
+        // The CLI as an app's script runs it, once; the other answers in this process.
+        const inProcess = label !== 'CR/LF in a header value';
+        const run = await resolveWithFile(key, answer, !inProcess);
+        expect([run.code, run.out]).toEqual([2, '']);
+        expect(run.err).toContain(`--response-file ${run.file} is refused`);
+        expect(await row(key)).toEqual(before);
+        // Still abandoned: a retry is told so (409), not failed by a stored answer (500).
+        expect((await transfer(key, body)).status).toBe(409);
+      },
+    );
+
+    it.each(Object.entries(answers))(
+      'resolveAbandoned() with %s throws a clear error and leaves the row unchanged',
+      async (label, answer) => {
+        const key = `bad-api-${Object.keys(answers).indexOf(label)}`;
+        const before = await abandon(key);
+        const operations = t.app.get(IdempotencyOperations);
+        await expect(
+          operations.resolveAbandoned(scope, key, { response: answer as any }),
+        ).rejects.toThrow(/resolveAbandoned\(\) refused a response with .*nothing was stored/);
+        expect(await row(key)).toEqual(before);
+        expect((await transfer(key, body)).status).toBe(409);
+      },
+    );
   });
 
   it('purges expired records now and prints the count', async () => {

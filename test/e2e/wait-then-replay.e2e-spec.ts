@@ -6,7 +6,8 @@
  * a waiter whose client hangs up is freed; a route without `wait` answers 409 at once as
  * before. Then two app instances on one database: a waiter on B is woken by a completion on A
  * through LISTEN/NOTIFY (its routes poll every 30 s, so an answer within a second is not a poll),
- * and with `wakeUps: 'poll'` it is woken by a poll. Real concurrent requests, both adapters.
+ * and with `wakeUps: 'poll'` it is woken by a poll, or takes a last look at its deadline when no
+ * poll comes within its wait. Real concurrent requests, both adapters.
  */
 import { request as httpRequest } from 'node:http';
 import request from 'supertest';
@@ -436,6 +437,28 @@ describe.each(ADAPTERS)("two instances with typeOrmStore({ wakeUps: 'poll' }) (%
       `SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND query ILIKE 'LISTEN%'`,
     );
     expect(listeners[0].n).toBe(0);
+  });
+
+  it('a waiter whose poll interval outlasts its wait looks once more at its deadline: the replay, not 409', async () => {
+    // `/waiting` polls every 30 s: no poll comes within the 3 s wait, and nothing is pushed.
+    const key = `last-look-${adapter}-${Date.now()}`;
+    const post = (t: TestApp, prefer?: string) => {
+      const req = request(t.server).post('/waiting').set('Idempotency-Key', key);
+      return (prefer ? req.set('Prefer', prefer) : req).send({ gate: key });
+    };
+    const first = post(a).then((response) => response);
+    await waitFor(async () => a.probe.ran('waits') === 1);
+    const waiter = post(b, 'wait=3').then((response) => response);
+    await waitFor(async () => waitersOf(b.app) === 1);
+    a.probe.open(`${key}#1`);
+    const original = await first;
+    expect(original.status).toBe(201);
+    const response = await waiter;
+    expect(response.status).toBe(201);
+    expect(response.headers['idempotent-replayed']).toBe('true');
+    expect(response.headers['preference-applied']).toBe('wait=3');
+    expect(response.text).toBe(original.text);
+    expect(b.probe.ran('waits')).toBe(0);
   });
 });
 

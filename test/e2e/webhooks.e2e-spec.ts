@@ -5,10 +5,15 @@
  * without running it again (a concurrent one first gets 409, as a provider's retry would); a
  * failed run gives the event back to the provider's retry; a delivery that does not verify (a
  * tampered body, another secret, a stale timestamp on the injected clock, no header, no raw
- * body) gets 400 problem+json, runs nothing and stores nothing.
+ * body) gets 400 problem+json, runs nothing and stores nothing. The event id comes from what
+ * the signature covers (a GitHub delivery replayed under a fresh X-GitHub-Delivery is a
+ * duplicate), and no HTTP route's scope can name a webhook's record.
  */
-import { createHmac } from 'node:crypto';
+import { createHash, createHmac } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { Body, Controller, HttpCode, Post } from '@nestjs/common';
+import { Idempotent } from '../../lib';
 import type { LoggerService } from '@nestjs/common';
 import request from 'supertest';
 import { IDEMPOTENCY_WEBHOOK_CLOCK, IdempotentWebhook } from '../../lib/webhooks';
@@ -83,12 +88,47 @@ class WebhooksController {
     provider: 'github',
     signature: { scheme: 'hmac' },
     secrets: () => GITHUB_SECRET,
-    key: (event) => event.headers['x-github-delivery'],
   })
   github(@Body() event: TestEvent & { delivery?: string }) {
     return this.process(`github:${event.delivery}`, event);
   }
+
+  @Post('github-by-delivery')
+  @HttpCode(200)
+  @IdempotentWebhook({
+    provider: 'github-by-delivery',
+    signature: { scheme: 'hmac' },
+    secrets: () => GITHUB_SECRET,
+    unsignedKeyHeader: 'X-GitHub-Delivery',
+  })
+  githubByDelivery(@Body() event: TestEvent & { delivery?: string }) {
+    return this.process(`github-by-delivery:${event.delivery}`, event);
+  }
 }
+
+/** An HTTP route whose scope is whatever its caller sends in X-Tenant. */
+@Controller('tenant-orders')
+class TenantOrdersController {
+  constructor(private readonly probe: Probe) {}
+
+  @Post()
+  @Idempotent({ scope: (request: any) => request.headers['x-tenant'] })
+  create(@Body() body: { note: string }) {
+    this.probe.count(`order:${body.note}`);
+    return { created: body.note };
+  }
+}
+
+/** The statement docs/webhooks.md gives to remove a caller's record written before the upgrade. */
+const CLEANUP_SQL = /```sql\n([^`]*DELETE FROM idempotency_records[^`]*)```/.exec(
+  readFileSync(join(__dirname, '../../docs/webhooks.md'), 'utf8'),
+)![1];
+
+/** Where the records of a caller whose scope is webhook:stripe are stored. */
+const HASHED_STRIPE = `sha256:${createHash('sha256').update('webhook:stripe').digest('hex')}`;
+
+/** The key of an HMAC-signed delivery: the SHA-256 of its signed body. */
+const bodyKey = (body: string) => `sha256:${createHash('sha256').update(body).digest('hex')}`;
 
 const hmac = (secret: string | Buffer, content: string) =>
   createHmac('sha256', secret).update(content);
@@ -162,7 +202,7 @@ describe.each(ADAPTERS)('@IdempotentWebhook() (%s)', (adapter) => {
     db = await createTestDatabase();
     t = await createTestApp(adapter, db, {
       rawBody: true,
-      controllers: [WebhooksController],
+      controllers: [WebhooksController, TenantOrdersController],
       providers: [WebhookConfig, { provide: IDEMPOTENCY_WEBHOOK_CLOCK, useValue: () => clock.now }],
     });
   });
@@ -201,7 +241,7 @@ describe.each(ADAPTERS)('@IdempotentWebhook() (%s)', (adapter) => {
       expect(await recordsOf('webhook:acme', message)).toBe(1);
     });
 
-    it('GitHub’s HMAC header: the X-GitHub-Delivery header is the key', async () => {
+    it('GitHub’s HMAC header: the SHA-256 of the signed body is the key', async () => {
       const delivery = newId('gh');
       const body = JSON.stringify({ delivery, action: 'opened' });
       const first = await deliver('github', body, githubSigned(delivery, body));
@@ -212,7 +252,79 @@ describe.each(ADAPTERS)('@IdempotentWebhook() (%s)', (adapter) => {
       const again = await deliver('github', body, githubSigned(delivery, body));
       expect([again.status, again.headers['idempotent-replayed']]).toEqual([200, 'true']);
       expect(t.probe.ran(`github:${delivery}`)).toBe(1);
-      expect(await recordsOf('webhook:github', delivery)).toBe(1);
+      expect(await recordsOf('webhook:github', bodyKey(body))).toBe(1);
+    });
+  });
+
+  describe('identities no caller can forge', () => {
+    it('a captured GitHub delivery sent again under a fresh X-GitHub-Delivery runs nothing', async () => {
+      const delivery = newId('gh');
+      const body = JSON.stringify({ delivery, action: 'created' });
+      const first = await deliver('github', body, githubSigned(`${delivery}-a`, body));
+      expect([first.status, first.body]).toEqual([
+        200,
+        { processed: `github:${delivery}`, run: 1 },
+      ]);
+      // The signature covers the body only: the same bytes under another delivery id.
+      const replayed = await deliver('github', body, githubSigned(`${delivery}-b`, body));
+      expect([replayed.status, replayed.headers['idempotent-replayed']]).toEqual([200, 'true']);
+      expect(t.probe.ran(`github:${delivery}`)).toBe(1);
+    });
+
+    it('unsignedKeyHeader: a fresh delivery id runs the same body again (what it allows)', async () => {
+      const delivery = newId('gh');
+      const body = JSON.stringify({ delivery, action: 'created' });
+      const path = 'github-by-delivery';
+      expect((await deliver(path, body, githubSigned(`${delivery}-a`, body))).status).toBe(200);
+      const again = await deliver(path, body, githubSigned(`${delivery}-a`, body));
+      expect([again.status, again.headers['idempotent-replayed']]).toEqual([200, 'true']);
+      const fresh = await deliver(path, body, githubSigned(`${delivery}-b`, body));
+      expect([fresh.status, fresh.body.run]).toEqual([200, 2]);
+      expect(await recordsOf('webhook:github-by-delivery', `${delivery}-b`)).toBe(1);
+    });
+
+    it('an HTTP caller whose scope is webhook:stripe cannot take a Stripe event id first', async () => {
+      const id = newId('evt');
+      const forged = await request(t.server)
+        .post('/tenant-orders')
+        .set('X-Tenant', 'webhook:stripe')
+        .set('Idempotency-Key', id)
+        .send({ note: id });
+      expect([forged.status, forged.body]).toEqual([201, { created: id }]);
+      const body = JSON.stringify({ id, type: 'charge.succeeded' });
+      const genuine = await deliver('stripe', body, stripeSigned(body));
+      expect([genuine.status, genuine.body]).toEqual([200, { processed: `stripe:${id}`, run: 1 }]);
+      expect(t.probe.ran(`stripe:${id}`)).toBe(1);
+      expect(await recordsOf('webhook:stripe', id)).toBe(1);
+      // The caller's record is its own, under the hash of its scope.
+      expect(await recordsOf(HASHED_STRIPE, id)).toBe(1);
+    });
+
+    it('the docs’ statement removes what a caller took under webhook:stripe before the upgrade, and only that', async () => {
+      const genuine = newId('evt');
+      const body = JSON.stringify({ id: genuine });
+      expect((await deliver('stripe', body, stripeSigned(body))).status).toBe(200);
+      // Before the upgrade the caller's record was stored under webhook:stripe itself.
+      const taken = newId('evt');
+      await request(t.server)
+        .post('/tenant-orders')
+        .set('X-Tenant', 'webhook:stripe')
+        .set('Idempotency-Key', taken)
+        .send({ note: taken })
+        .expect(201);
+      await db.query(
+        "UPDATE idempotency_records SET scope = 'webhook:stripe' WHERE scope = $1 AND idempotency_key = $2",
+        [HASHED_STRIPE, taken],
+      );
+      const event = JSON.stringify({ id: taken });
+      expect((await deliver('stripe', event, stripeSigned(event))).status).toBe(422);
+      const removed = await db.query(
+        `${CLEANUP_SQL.trim().replace(/;$/, '')} RETURNING idempotency_key`,
+      );
+      expect(removed).toEqual([{ idempotency_key: taken }]);
+      expect(await recordsOf('webhook:stripe', genuine)).toBe(1);
+      const now = await deliver('stripe', event, stripeSigned(event));
+      expect([now.status, now.body]).toEqual([200, { processed: `stripe:${taken}`, run: 1 }]);
     });
   });
 
@@ -261,6 +373,10 @@ describe.each(ADAPTERS)('@IdempotentWebhook() (%s)', (adapter) => {
     const during = await deliver('stripe', body, stripeSigned(body));
     expect([during.status, during.body.code]).toEqual([409, 'idempotency_key_in_use']);
     expect(during.headers['retry-after']).toBe('1');
+    // Worded for an event: the provider sent no Idempotency-Key header.
+    expect(during.body.detail).toBe(
+      'A webhook event with the key in its event id is still being processed. Retry after it finishes.',
+    );
     t.probe.open(`stripe:${id}`);
     expect((await first).status).toBe(200);
     const after = await deliver('stripe', body, stripeSigned(body));
@@ -315,7 +431,7 @@ describe.each(ADAPTERS)('@IdempotentWebhook() (%s)', (adapter) => {
       );
       await expectNothing('webhook:stripe', id, `stripe:${id}`);
       await expectNothing('webhook:acme', message, `acme:${message}`);
-      await expectNothing('webhook:github', delivery, `github:${delivery}`);
+      await expectNothing('webhook:github', bodyKey(body), `github:${delivery}`);
     });
 
     it('a stale timestamp, on the injected clock', async () => {
@@ -347,7 +463,7 @@ describe.each(ADAPTERS)('@IdempotentWebhook() (%s)', (adapter) => {
         /X-Hub-Signature-256 header is missing/,
       );
       await expectNothing('webhook:stripe', id, `stripe:${id}`);
-      await expectNothing('webhook:github', id, `github:${id}`);
+      await expectNothing('webhook:github', bodyKey(body), `github:${id}`);
     });
 
     it('emits a rejected event with the code', async () => {

@@ -51,6 +51,7 @@ const transport: IdempotencyCallTransport = {
       path: 'pay',
       payload: data,
       scopeSource: data,
+      namespace: 'message',
     };
   },
   refuse: (problem) =>

@@ -1,10 +1,11 @@
 /**
- * Encryption at rest on real PostgreSQL: the sealing store over the TypeORM store (alone and
- * under the local-first store) passes the store conformance suite; the row holds no plaintext of
- * a sealed response (plain or transactional completion) nor of an operation's input, state or
- * final response, while the status and the operation's columns stay readable; the operations
- * port opens what it sealed, reads rows stored in the clear, and refuses (500
- * `idempotency_record_unreadable`) input or state whose key is gone — leaving no transaction open.
+ * Encryption at rest on real PostgreSQL: the sealing store over the TypeORM store (alone and under
+ * the local-first store) passes the store conformance suite; the row holds no plaintext of a sealed
+ * response (plain or transactional completion) nor of an operation's input, state or final
+ * response, while the status and the operation's columns stay readable; the operations port opens
+ * what it sealed, reads rows stored in the clear only while `plaintextUntil` lets it, and refuses
+ * (500 `idempotency_record_unreadable`) input or state whose key is gone — leaving no transaction
+ * open.
  */
 import { randomBytes, randomUUID } from 'node:crypto';
 import { Logger } from '@nestjs/common';
@@ -53,7 +54,11 @@ afterAll(async () => {
 });
 
 function sealing(...keys: Array<{ id: string; secret: Buffer }>): SealingIdempotencyStore {
-  const sealer = new RecordSealer(resolveEncryptionOptions(keys.length ? { keys } : null));
+  return sealingWith(keys.length ? { keys } : null);
+}
+
+function sealingWith(encryption: Parameters<typeof resolveEncryptionOptions>[0]) {
+  const sealer = new RecordSealer(resolveEncryptionOptions(encryption));
   return new SealingIdempotencyStore(new TypeOrmIdempotencyStore(dataSource, TABLE), sealer);
 }
 
@@ -230,22 +235,11 @@ describe('the operations port', () => {
     expect(replay.outcome === 'completed' && replay.response).toEqual(RESPONSE);
   });
 
-  it('reads input and state stored in the clear (before encryption)', async () => {
-    const plain = sealing();
-    const { ref } = await reserved(plain);
-    const operations = operationsOf(sealing(K1));
-    expect(await operations.bind(ref, 'cards.create', INPUT, SETTINGS)).toMatchObject({
-      input: INPUT,
-      state: { token: SECRET_TEXT },
-    });
-    const step = await operations.beginStep(ref, 'reserved', 'READ COMMITTED');
-    expect(step!.state).toEqual({ token: SECRET_TEXT });
-    await step!.rollback();
-  });
-
-  it('refuses input and state whose key is gone, with no transaction left open', async () => {
-    const { ref } = await reserved(sealing(K1));
-    const operations = operationsOf(sealing(K2));
+  /** bind() and beginStep() both refuse the record, and leave no transaction open. */
+  async function expectRefusedWithNoTransactionOpen(
+    operations: OperationRecordStore,
+    ref: IdempotencyRecordRef,
+  ): Promise<void> {
     await unreadable(operations.bind(ref, 'cards.create', INPUT, SETTINGS));
     await unreadable(operations.beginStep(ref, 'reserved', 'READ COMMITTED'));
     const [{ open }] = await db.query(
@@ -253,6 +247,29 @@ describe('the operations port', () => {
         WHERE datname = current_database() AND state LIKE 'idle in transaction%'`,
     );
     expect(open).toBe(0);
+  }
+
+  it('reads input and state stored in the clear (before encryption) only until plaintextUntil', async () => {
+    const plain = sealing();
+    const { ref } = await reserved(plain);
+    const until = new Date(Date.now() + 60_000);
+    const operations = operationsOf(sealingWith({ keys: [K1], plaintextUntil: until }));
+    expect(await operations.bind(ref, 'cards.create', INPUT, SETTINGS)).toMatchObject({
+      input: INPUT,
+      state: { token: SECRET_TEXT },
+    });
+    const step = await operations.beginStep(ref, 'reserved', 'READ COMMITTED');
+    expect(step!.state).toEqual({ token: SECRET_TEXT });
+    await step!.rollback();
+    // Without the window, the same clear row is refused, with no transaction left open.
+    const strict = operationsOf(sealing(K1));
+    await expectRefusedWithNoTransactionOpen(strict, ref);
+  });
+
+  it('refuses input and state whose key is gone, with no transaction left open', async () => {
+    const { ref } = await reserved(sealing(K1));
+    const operations = operationsOf(sealing(K2));
+    await expectRefusedWithNoTransactionOpen(operations, ref);
     // The row is left as it was: with the key back, the operation carries on.
     const step = await operationsOf(sealing(K2, K1)).beginStep(ref, 'reserved', 'READ COMMITTED');
     expect(step!.state).toEqual({ token: SECRET_TEXT });

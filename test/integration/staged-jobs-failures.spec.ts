@@ -1,7 +1,8 @@
 /**
  * Staged jobs whose failure is hard to record, on real PostgreSQL: a handler throwing text
  * PostgreSQL refuses (NUL), a handler whose connection the server closes
- * (`idle_in_transaction_session_timeout`), and a handler that never settles. In each case the
+ * (`idle_in_transaction_session_timeout`), a handler that never settles, and one inside a
+ * statement that outlives `jobs.timeoutSeconds` (its backend is ended). In each case the
  * other jobs are delivered exactly once, the failing job's attempts are counted up to dead, and
  * no drain (on this instance or another) is blocked by it.
  */
@@ -79,6 +80,14 @@ class HangJob implements IdempotencyJobHandlerInstance {
   }
 }
 
+/** Inside one long statement past `jobs.timeoutSeconds` (8 s against 0.5 s). */
+@IdempotentJobHandler('test.sleep')
+class SleepJob implements IdempotencyJobHandlerInstance {
+  async handle(_job: StagedJob, manager: any): Promise<void> {
+    await manager.query('SELECT pg_sleep(8)');
+  }
+}
+
 const jobKey = (label: string) => createHash('sha256').update(label).digest('hex');
 
 describe('staged jobs whose failure is hard to record', () => {
@@ -96,6 +105,7 @@ describe('staged jobs whose failure is hard to record', () => {
         NulJob,
         IdleJob,
         HangJob,
+        SleepJob,
         { provide: DRAINER, useValue: drainer },
       ],
       phases: { completer: false, jobs },
@@ -216,5 +226,31 @@ describe('staged jobs whose failure is hard to record', () => {
     await insertJob('test.record', 'later');
     expect(await drain(hung)).toEqual({ delivered: 1, failed: 0, dead: 0 });
     expect(seen.delivered.map((d) => [d.drainer, d.key])).toContainEqual(['hung', jobKey('later')]);
+  });
+
+  it('a handler inside a long statement times out: its connection ends, the timeout is recorded, the drain moves on', async () => {
+    // PostgreSQL does not notice a closed socket while a statement runs: unless the library
+    // ends the backend, the row stays locked until pg_sleep returns, and the failure cannot be
+    // recorded in time.
+    const id = await insertJob('test.sleep', 'sleeping');
+    const started = performance.now();
+    expect(await drain(hung)).toEqual({ delivered: 0, failed: 1, dead: 0 });
+    // The timeout (0.5 s), then the wait for the row lock: far less than the 8 s statement.
+    expect(performance.now() - started).toBeLessThan(4_000);
+
+    const [row] = await jobRows();
+    expect(row).toMatchObject({ id, status: 'pending', attempts: 1 });
+    const named = /'test\.sleep' did not settle within jobs\.timeoutSeconds \(0\.5 s\)/;
+    expect(row.last_error).toMatch(named);
+    const failed = hung.events.filter((e) => e.type === 'job_failed') as any[];
+    expect(failed.map((e) => [e.id, e.attempt, e.dead])).toEqual([[id, 1, false]]);
+    expect(failed[0].error.message).toMatch(named);
+    // The statement no longer runs.
+    expect(
+      await db.query(
+        `SELECT pid FROM pg_stat_activity
+          WHERE datname = current_database() AND query = 'SELECT pg_sleep(8)'`,
+      ),
+    ).toEqual([]);
   });
 });

@@ -14,6 +14,7 @@ import { IdempotentJobHandler, IdempotencyJobs } from '../../lib/phases';
 import { IdempotencyStore } from '../../lib';
 import type { IdempotencyJobHandlerInstance, StagedJob } from '../../lib/phases';
 import type { IdempotencyPhasesModuleOptions } from '../../lib/phases';
+import type { StagedJobStore } from '../../lib/jobs/staged-job.store';
 import { createTestDatabase } from '../fixtures/database';
 import type { TestDatabase } from '../fixtures/database';
 import { TRANSFERS, TransferHooks } from '../fixtures/phased-transfers';
@@ -390,6 +391,30 @@ describe('staged jobs on PostgreSQL', () => {
     await db.query(`UPDATE ${JOBS} SET run_after = now() - interval '1 second'`); // lease over
     expect(await drain(a)).toEqual({ delivered: 1, failed: 0, dead: 0 });
     expect(seen.delivered).toEqual([{ drainer: 'a', id, key: jobKey('orphaned'), attempt: 2 }]);
+    expect(await jobRows()).toEqual([]);
+  });
+
+  it('fences a lapsed claim: once the job is claimed again, the first claim neither delivers nor fails it', async () => {
+    const id = await insertJob('test.record', 'fenced');
+    const jobs: StagedJobStore = (a.app.get(IdempotencyStore).capabilities() as any).jobs;
+    const first = await jobs.claim(id, null, 5, 3_600);
+    expect(first).toMatchObject({ id, attempt: 1, exhausted: false });
+    // Its hold lapses before its delivery locks the job, and another drainer claims it.
+    await db.query(`UPDATE ${JOBS} SET run_after = now() - interval '1 second'`);
+    const second = await jobs.claim(id, null, 5, 3_600);
+    expect(second).toMatchObject({ id, attempt: 2, exhausted: false });
+
+    // The first claim delivers nothing and records nothing: the row is the second claim's.
+    expect(await jobs.deliver(first!)).toBeUndefined();
+    expect(await jobs.fail(first!, 'the first claimant failed', 0, 5)).toBe('gone');
+    expect(await jobRows()).toEqual([
+      expect.objectContaining({ id, status: 'pending', attempts: 2, last_error: null }),
+    ]);
+
+    // The second claim delivers it.
+    const delivery = await jobs.deliver(second!);
+    expect(delivery).toBeDefined();
+    await delivery!.commit();
     expect(await jobRows()).toEqual([]);
   });
 

@@ -3,7 +3,10 @@
  * and the other Markdown pages leads somewhere on GitHub: its file or directory exists and its
  * anchor is a heading of the target page, by GitHub's anchor rules. So does every reference to a
  * page that the code's comments make in plain text (docs/design/contract.md#the-key,
- * bench/README.md), read from the repository's root. http(s) and mailto links are not followed.
+ * bench/README.md), read from the repository's root. A link to this repository's main branch on
+ * GitHub (package.json's `repository`) is checked as the repository path it names: the README
+ * links that way, since docs/ is not in the package and its relative links would be dead on the
+ * npm page. Other http(s) and mailto links are not followed.
  */
 import { existsSync, readFileSync, statSync } from 'node:fs';
 import { dirname, join, relative } from 'node:path';
@@ -31,6 +34,24 @@ const PAGES = [
   ...manualFiles(),
 ];
 
+/** The repository on GitHub, from package.json's `repository` (no `git+`, no `.git`). */
+const REPOSITORY = String(
+  JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')).repository.url,
+).replace(/^git\+|\.git$/g, '');
+
+/**
+ * The repository path (`/docs/x.md#anchor`) that a link to the repository's main branch on GitHub
+ * names, or undefined for any other link.
+ */
+function inRepository(destination: string): string | undefined {
+  for (const kind of ['blob', 'tree']) {
+    const prefix = `${REPOSITORY}/${kind}/main`;
+    if (destination === prefix) return '/';
+    if (destination.startsWith(`${prefix}/`)) return destination.slice(prefix.length);
+  }
+  return undefined;
+}
+
 /** The code whose comments refer to pages. */
 const CODE_DIRS = ['lib', 'test', 'sample-app', 'bench'];
 /** This file: its fixtures are broken on purpose. */
@@ -40,7 +61,8 @@ const SELF = 'test/unit/docs-links.spec.ts';
  * What is wrong with `destination`, a link of `from`, or undefined when it leads somewhere.
  * A link without a path (`#anchor`) is to `from` itself.
  */
-function brokenLink(from: MarkdownDocument, destination: string): string | undefined {
+function brokenLink(from: MarkdownDocument, link: string): string | undefined {
+  const destination = inRepository(link) ?? link;
   if (/^(https?|mailto):/i.test(destination) || destination.startsWith('//')) return undefined;
   if (/^[a-z][a-z\d+.-]*:/i.test(destination)) return 'not a relative link, nor http(s) or mailto';
   const hash = destination.indexOf('#');
@@ -184,6 +206,26 @@ describe('the link check', () => {
     ]);
   });
 
+  it("checks a link to the repository's main branch on GitHub as the path it names", () => {
+    const page = parseMarkdown(
+      'README.md',
+      [
+        '# Readme',
+        '',
+        `[ok](${REPOSITORY}/blob/main/docs/errors.md), [dir](${REPOSITORY}/tree/main/docs),`,
+        `[anchor](${REPOSITORY}/blob/main/docs/design/contract.md#the-key), [root](${REPOSITORY}/tree/main).`,
+        `[gone](${REPOSITORY}/blob/main/docs/missing.md), [nope](${REPOSITORY}/blob/main/docs/errors.md#nope).`,
+        `[another branch](${REPOSITORY}/blob/v0/docs/missing.md), [issues](${REPOSITORY}/issues).`,
+      ].join('\n'),
+    );
+    expect(brokenLinks(page)).toEqual([
+      `README.md:5: ${REPOSITORY}/blob/main/docs/missing.md → no such file or directory (docs/missing.md)`,
+      expect.stringMatching(
+        /^README\.md:5: .*\/docs\/errors\.md#nope → docs\/errors\.md has no heading #nope /,
+      ),
+    ]);
+  });
+
   it("reads a comment's references from the repository root, but not a URL's path", () => {
     const source = [
       '// docs/design/contract.md#the-key and bench/README.md',
@@ -224,16 +266,31 @@ describe('the manual', () => {
       const page = queue.shift()!;
       if (seen.has(page)) continue;
       seen.add(page);
-      for (const { destination } of markdownLinks(markdown(page))) {
+      for (const link of markdownLinks(markdown(page))) {
+        const destination = inRepository(link.destination) ?? link.destination;
         if (/^[a-z][a-z\d+.-]*:/i.test(destination) || destination.startsWith('#')) continue;
         const path = destination.replace(/[#?].*$/, '');
-        const target = repoPath(join(ROOT, dirname(page), path));
+        const target = repoPath(
+          path.startsWith('/') ? join(ROOT, path) : join(ROOT, dirname(page), path),
+        );
         const file = target.endsWith('.md') ? target : join(target, 'README.md');
         if (existsSync(join(ROOT, file)) && statSync(join(ROOT, file)).isFile()) queue.push(file);
       }
     }
     return seen;
   }
+
+  it('links from the README to the repository by absolute URLs, which work on the npm page', () => {
+    const relative = markdownLinks(markdown('README.md')).filter(
+      ({ destination }) =>
+        !/^[a-z][a-z\d+.-]*:/i.test(destination) &&
+        !destination.startsWith('#') &&
+        !destination.startsWith('//'),
+    );
+    expect(relative.map(({ destination, line }) => `README.md:${line}: ${destination}`)).toEqual(
+      [],
+    );
+  });
 
   it('starts from a README short enough to read in a sitting (at most 250 lines)', () => {
     const lines = readFileSync(join(ROOT, 'README.md'), 'utf8').trimEnd().split('\n').length;

@@ -120,6 +120,7 @@ describe("the options table of docs/webhooks.md (@IdempotentWebhook()'s own opti
         'signature',
         'secrets',
         'key',
+        'unsignedKeyHeader',
         'signature.toleranceSeconds',
         'signature.header',
         'signature.headers',

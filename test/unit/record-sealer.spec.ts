@@ -13,7 +13,8 @@ import { IdempotencyConfigurationError, IdempotencyProblemException } from '../.
 import { resolveIdempotencyOptions } from '../../lib/idempotency.defaults';
 import type { StoredResponse } from '../../lib/interfaces/idempotency-record.interface';
 import { resolveEncryptionOptions } from '../../lib/storage/sealed/encryption-options';
-import { RecordSealer, SEALED_MARKER } from '../../lib/storage/sealed/record-sealer';
+import { RecordSealer, SEALED_MARKER, SEALED_STATUS } from '../../lib/storage/sealed/record-sealer';
+import { legacySealedBody } from '../fixtures/legacy-seal';
 
 const OLD = randomBytes(32).toString('base64');
 const NEW = randomBytes(32);
@@ -58,7 +59,9 @@ describe('RecordSealer', () => {
     expect(sealed.body.includes('4242')).toBe(false);
     expect(sealed.body.includes('/orders/7')).toBe(false);
     // format byte, 12-byte IV, 16-byte tag, then the headers' length, JSON and the body
-    const headersJson = Buffer.byteLength(JSON.stringify(RESPONSE.headers));
+    const headersJson = Buffer.byteLength(
+      JSON.stringify({ ...RESPONSE.headers, [SEALED_STATUS]: '201' }),
+    );
     expect(sealed.body.length).toBe(1 + 12 + 16 + 4 + headersJson + RESPONSE.body.length);
     const opened = sealing.openResponse('alice', 'key-1', sealed, 'record 1');
     expect(opened.status).toBe(201);
@@ -137,11 +140,49 @@ describe('RecordSealer', () => {
     expect(sealing.openValue('input', 'alice', 'key-1', input, 'r')).toBeNull();
   });
 
-  it('reads what was stored in the clear (before encryption) as it is', () => {
-    expect(sealing.openResponse('a', 'k', RESPONSE, 'r')).toBe(RESPONSE);
+  it('reads what was stored in the clear (before encryption) as it is until plaintextUntil', () => {
+    const keys = [{ id: 'k1', secret: OLD }];
+    const until = new Date(Date.now() + 60_000);
+    const reading = new RecordSealer(resolveEncryptionOptions({ keys, plaintextUntil: until }));
+    expect(reading.openResponse('a', 'k', RESPONSE, 'r')).toBe(RESPONSE);
     const state = { ledgerId: 1 };
-    expect(sealing.openValue('state', 'a', 'k', state, 'r')).toBe(state);
-    expect(sealing.openValue('input', 'a', 'k', null, 'r')).toBeNull();
+    expect(reading.openValue('state', 'a', 'k', state, 'r')).toBe(state);
+    expect(reading.openValue('input', 'a', 'k', null, 'r')).toBeNull();
+    const past = new RecordSealer(
+      resolveEncryptionOptions({ keys, plaintextUntil: '2020-01-01T00:00:00Z' }),
+    );
+    for (const strict of [sealing, past]) {
+      expect(unreadable(() => strict.openResponse('a', 'k', RESPONSE, 'r')).getStatus()).toBe(500);
+      unreadable(() => strict.openValue('state', 'a', 'k', state, 'r', 'reserved'));
+      unreadable(() => strict.openValue('input', 'a', 'k', {}, 'r', 'started'));
+      // The empty state the store gives an operation that has not advanced is not sealed.
+      expect(strict.openValue('state', 'a', 'k', {}, 'r', 'started')).toEqual({});
+    }
+    expect(logged.join('\n')).toContain('encryption.plaintextUntil is not set');
+    expect(logged.join('\n')).toContain('(2020-01-01T00:00:00.000Z) has passed');
+  });
+
+  it('refuses a sealed response whose clear status or stored headers were changed', () => {
+    const sealed = sealing.sealResponse('alice', 'key-1', { ...RESPONSE, status: 402 });
+    unreadable(() => sealing.openResponse('alice', 'key-1', { ...sealed, status: 201 }, 'r'));
+    const extra = { ...sealed.headers, location: '/elsewhere' };
+    unreadable(() => sealing.openResponse('alice', 'key-1', { ...sealed, headers: extra }, 'r'));
+    expect(logged.join('\n')).toContain('has the status 201 in its row but 402 under its seal');
+    expect(sealing.openResponse('alice', 'key-1', sealed, 'r').status).toBe(402);
+  });
+
+  it('opens a blob sealed before the status was sealed with it, with the row status', () => {
+    const blob = legacySealedBody({ id: 'k1', secret: OLD }, 'a', 'k', RESPONSE);
+    const stored = { status: 201, headers: { [SEALED_MARKER]: 'k1' }, body: blob };
+    expect(sealing.openResponse('a', 'k', stored, 'r')).toEqual(RESPONSE);
+  });
+
+  it('refuses a plaintextUntil that is not a date', () => {
+    for (const bad of ['tomorrow', '2026-03-01', 42, new Date('nope')]) {
+      expect(() =>
+        resolveEncryptionOptions({ keys: [{ id: 'k1', secret: OLD }], plaintextUntil: bad }),
+      ).toThrow(/encryption\.plaintextUntil/);
+    }
   });
 
   it('rotation: a record sealed with the old key opens once a new key seals first', () => {

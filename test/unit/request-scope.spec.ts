@@ -1,12 +1,14 @@
 /**
  * normaliseScope: what a scope resolver returns becomes a scope that fits the primary key. Short
  * strings are kept, long (or hash-shaped, or unstorable) ones are hashed, numbers are their string
- * form, and anything that does not identify a caller is refused with a fix.
+ * form, and anything that does not identify a caller is refused with a fix. A webhook's, a
+ * message's and a mutation's scope is kept in its namespace, which no caller's scope can name.
  */
 import { createHash } from 'node:crypto';
 import fc from 'fast-check';
 import { IdempotencyConfigurationError } from '../../lib/errors/idempotency-configuration.error';
 import { MAX_SCOPE_BYTES, SCOPE_HASH_PREFIX, normaliseScope } from '../../lib/utils/request-scope';
+import type { IdempotencyNamespace } from '../../lib/utils/request-scope';
 
 const bytes = (text: string) => Buffer.byteLength(text, 'utf8');
 const sha256 = (text: string) => createHash('sha256').update(text, 'utf8').digest('hex');
@@ -69,6 +71,60 @@ describe('normaliseScope', () => {
     // Only the exact prefix: these are ordinary scopes.
     expect(normaliseScope('sha256')).toBe('sha256');
     expect(normaliseScope('SHA256:abc')).toBe('SHA256:abc');
+  });
+
+  describe('namespaces (webhook, message, mutation)', () => {
+    const namespaces: IdempotencyNamespace[] = ['webhook', 'message', 'mutation'];
+
+    it('keeps the transport’s scope after its namespace: as webhook and message records were', () => {
+      expect(normaliseScope('stripe', 'webhook')).toBe('webhook:stripe');
+      expect(normaliseScope('orders.create', 'message')).toBe('message:orders.create');
+      expect(normaliseScope('acct_1', 'mutation')).toBe('mutation:acct_1');
+      expect(normaliseScope(undefined, 'mutation')).toBe('mutation:');
+      expect(normaliseScope(42, 'message')).toBe('message:42');
+    });
+
+    it.each(namespaces)('hashes a caller scope equal to any %s record’s scope', (namespace) => {
+      for (const inner of ['stripe', '', 'acct_1', 'sha256:abc', 'webhook:stripe']) {
+        const encoded = normaliseScope(inner, namespace);
+        expect(normaliseScope(encoded)).toBe(`sha256:${sha256(encoded)}`);
+        for (const other of namespaces)
+          expect(normaliseScope(encoded)).not.toBe(normaliseScope(inner, other));
+      }
+      // Only the exact, lower-case prefix is reserved.
+      expect(normaliseScope(namespace)).toBe(namespace);
+      expect(normaliseScope(`${namespace.toUpperCase()}:x`)).toBe(`${namespace.toUpperCase()}:x`);
+    });
+
+    it('never lets one namespace, or a caller, name another’s record', () => {
+      const scopes = fc.oneof(
+        anyString,
+        fc
+          .constantFrom('webhook:', 'message:', 'mutation:', 'sha256:')
+          .chain((p) => anyString.map((s) => p + s)),
+      );
+      const where = fc.constantFrom<IdempotencyNamespace | undefined>(undefined, ...namespaces);
+      fc.assert(
+        fc.property(scopes, where, scopes, where, (a, x, b, y) => {
+          fc.pre(a !== b || x !== y);
+          expect(normaliseScope(a, x)).not.toBe(normaliseScope(b, y));
+        }),
+        { numRuns: 1000 },
+      );
+    });
+
+    it(`stays within ${MAX_SCOPE_BYTES} bytes: a long scope is hashed after its namespace`, () => {
+      const room = MAX_SCOPE_BYTES - 'mutation:'.length;
+      expect(normaliseScope('m'.repeat(room), 'mutation')).toBe(`mutation:${'m'.repeat(room)}`);
+      const over = 'm'.repeat(room + 1);
+      expect(normaliseScope(over, 'mutation')).toBe(`mutation:sha256:${sha256(over)}`);
+      fc.assert(
+        fc.property(anyString, fc.constantFrom(...namespaces), (text, namespace) => {
+          expect(bytes(normaliseScope(text, namespace))).toBeLessThanOrEqual(MAX_SCOPE_BYTES);
+        }),
+        { numRuns: 300 },
+      );
+    });
   });
 
   it('hashes what PostgreSQL text cannot hold as it is (NUL, unpaired surrogates), keeping them apart', () => {
@@ -164,6 +220,7 @@ describe('normaliseScope', () => {
       fc.assert(
         fc.property(fc.string({ unit: 'grapheme', maxLength: 60 }), (text) => {
           fc.pre(!text.startsWith(SCOPE_HASH_PREFIX) && !text.includes('\0'));
+          fc.pre(!/^(webhook|message|mutation):/.test(text));
           fc.pre(bytes(text) <= MAX_SCOPE_BYTES);
           expect(normaliseScope(text)).toBe(text);
         }),

@@ -134,12 +134,21 @@ describe('SealingIdempotencyStore', () => {
     },
   );
 
-  it('replays a record stored in the clear before encryption was turned on', async () => {
+  it('replays a record stored in the clear before encryption only until plaintextUntil', async () => {
     const memory = new MemoryIdempotencyStore();
     const before = await completed(memory);
-    const store = new SealingIdempotencyStore(memory, sealerOf(K1));
-    const replay = replayOf(await store.claim(again(before)));
+    const until = new Date(Date.now() + 60_000);
+    const reading = new RecordSealer(
+      resolveEncryptionOptions({ keys: [K1], plaintextUntil: until }),
+    );
+    const replay = replayOf(
+      await new SealingIdempotencyStore(memory, reading).claim(again(before)),
+    );
     expect(replay).toEqual(RESPONSE);
+    const strict = new SealingIdempotencyStore(memory, sealerOf(K1));
+    await expect(strict.claim(again(before))).rejects.toMatchObject({
+      code: 'idempotency_record_unreadable',
+    });
   });
 
   it('opens a record sealed with an older key once a new key seals first', async () => {

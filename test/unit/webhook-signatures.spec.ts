@@ -12,6 +12,7 @@ import { IdempotencyConfigurationError } from '../../lib';
 import { resolveWebhookRoute } from '../../lib/webhooks/webhook-route';
 import {
   signaturesEqual,
+  signedIdOf,
   signingKeyOf,
   verifyWebhookSignature,
 } from '../../lib/webhooks/webhook-signatures';
@@ -173,7 +174,8 @@ describe('the Standard Webhooks scheme', () => {
   });
 
   it('accepts the specification’s published example, and gives its message id', () => {
-    expect(verify(headers())).toEqual({ ok: true, id });
+    expect(verify(headers())).toEqual({ ok: true });
+    expect(signedIdOf(signature, delivery(headers(), body))).toBe(id);
   });
 
   it('takes the secret with or without its whsec_ prefix', () => {
@@ -182,7 +184,7 @@ describe('the Standard Webhooks scheme', () => {
 
   it('accepts a space-separated list in which one v1 signature matches', () => {
     const list = `v1a,${Buffer.alloc(64).toString('base64')} v1,AAAA ${published}`;
-    expect(verify(headers(list))).toEqual({ ok: true, id });
+    expect(verify(headers(list))).toEqual({ ok: true });
   });
 
   it('refuses a tampered body, another id, another secret', () => {
@@ -198,7 +200,7 @@ describe('the Standard Webhooks scheme', () => {
 
   it('accepts any of several secrets (rotation)', () => {
     const rotated = [signingKeyOf('standard-webhooks', 'whsec_c2VjcmV0LW9mLWFub3RoZXI=')!, ...keys];
-    expect(verify(headers(), body, timestamp * 1000, rotated)).toEqual({ ok: true, id });
+    expect(verify(headers(), body, timestamp * 1000, rotated)).toEqual({ ok: true });
   });
 
   it('refuses a timestamp outside the tolerance, either way', () => {
@@ -208,7 +210,7 @@ describe('the Standard Webhooks scheme', () => {
         reason: expect.stringMatching(/more than 300 seconds/),
       });
     }
-    expect(verify(headers(), body, (timestamp + 300) * 1000)).toEqual({ ok: true, id });
+    expect(verify(headers(), body, (timestamp + 300) * 1000)).toEqual({ ok: true });
   });
 
   it('refuses a missing header, a timestamp that is not a number, no v1 signature', () => {
@@ -326,7 +328,6 @@ describe('@IdempotentWebhook() options', () => {
     const github = resolveWebhookRoute({
       ...base,
       signature: { scheme: 'hmac' },
-      key: (event) => event.headers['x-github-delivery'],
     });
     expect(github.signature).toEqual({
       scheme: 'hmac',
@@ -336,12 +337,25 @@ describe('@IdempotentWebhook() options', () => {
     });
   });
 
-  it('refuses a bad provider, scheme, header, tolerance, or an hmac route without key', () => {
+  it('keys an hmac delivery by what it signs: the SHA-256 of its body', () => {
+    const github = resolveWebhookRoute({ ...base, signature: { scheme: 'hmac' } });
+    const rawBody = Buffer.from('{"action":"opened"}');
+    const digest = crypto.createHash('sha256').update(rawBody).digest('hex');
+    expect(github.key({ payload: {}, rawBody, signedId: undefined })).toBe(`sha256:${digest}`);
+    expect(github.unsignedKeyHeader).toBeUndefined();
+  });
+
+  it('refuses a bad provider, scheme, header, tolerance, or a misplaced unsignedKeyHeader', () => {
     refused({ provider: 'has space' }, /"provider" is invalid/);
     refused({ signature: { scheme: 'paypal' } }, /"signature" is invalid/);
     refused({ signature: { scheme: 'stripe', header: 'bad header' } }, /"signature.header"/);
     refused({ signature: { scheme: 'stripe', toleranceSeconds: 0 } }, /toleranceSeconds/);
-    refused({ signature: { scheme: 'hmac' } }, /x-github-delivery/);
+    refused({ unsignedKeyHeader: 'X-Event-Id' }, /"unsignedKeyHeader".*stripe scheme signs/);
+    refused(
+      { signature: { scheme: 'hmac' }, unsignedKeyHeader: 'X-GitHub-Delivery', key: () => 'x' },
+      /"unsignedKeyHeader".*not both/,
+    );
+    refused({ signature: { scheme: 'hmac' }, unsignedKeyHeader: 'bad header' }, /header name/);
   });
 
   it('refuses missing or unusable secrets without ever showing one', () => {

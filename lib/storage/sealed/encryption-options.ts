@@ -31,6 +31,16 @@ export interface IdempotencyEncryptionOptions {
    * put a new key first and keep the old one after it until its records have expired.
    */
   keys: IdempotencyEncryptionKey[];
+  /**
+   * Until this time (by the instance's clock), records stored in the clear — before encryption
+   * was turned on — are still read as they were stored; from then on, and when it is left out,
+   * a record without a seal is refused (500 `idempotency_record_unreadable`), as nothing in a
+   * row can vouch for it. Set it to when the last instance turned encryption on plus your
+   * longest `ttlSeconds` (and, with operations in phases, `maxAgeSeconds`). A `Date`, or ISO
+   * 8601 text (e.g. `"2026-03-01T00:00:00Z"`).
+   * @defaultValue none: no record is read in the clear while encryption is on
+   */
+  plaintextUntil?: Date | string | null;
 }
 
 /**
@@ -41,6 +51,8 @@ export interface IdempotencyEncryptionOptions {
 export interface ResolvedIdempotencyEncryption {
   /** The keys in the order given: the first seals. */
   readonly keys: ReadonlyArray<{ readonly id: string; readonly secret: KeyObject }>;
+  /** Until when (epoch milliseconds) a record stored in the clear is read; null: never. */
+  readonly plaintextUntil: number | null;
 }
 
 /** Refuses an `encryption` value (never a secret: `shown` describes it). */
@@ -131,5 +143,28 @@ export function resolveEncryptionOptions(given: unknown): ResolvedIdempotencyEnc
     );
     return Object.freeze({ id: id as string, secret: createSecretKey(bytes!) });
   });
-  return Object.freeze({ keys: Object.freeze(resolved) });
+  const plaintextUntil = resolvePlaintextUntil(
+    (given as { plaintextUntil?: unknown }).plaintextUntil,
+  );
+  return Object.freeze({ keys: Object.freeze(resolved), plaintextUntil });
+}
+
+/** `encryption.plaintextUntil` as epoch milliseconds; null when it is left out. */
+function resolvePlaintextUntil(given: unknown): number | null {
+  if (given === undefined || given === null) return null;
+  const at =
+    given instanceof Date
+      ? given.getTime()
+      : typeof given === 'string' && /^\d{4}-\d{2}-\d{2}T/.test(given)
+        ? Date.parse(given)
+        : NaN;
+  check(
+    Number.isFinite(at),
+    'encryption.plaintextUntil',
+    given,
+    'Use a Date, or ISO 8601 text with a time (e.g. "2026-03-01T00:00:00Z"): until then records ' +
+      'stored in the clear before encryption was turned on are still read. Leave it out to ' +
+      'read none.',
+  );
+  return at;
 }

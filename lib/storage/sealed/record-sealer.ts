@@ -22,6 +22,12 @@ const TAG_BYTES = 16;
 const HEAD_BYTES = 1 + IV_BYTES + TAG_BYTES;
 
 /**
+ * The entry of a sealed response's headers (inside the seal) that holds its status, so that the
+ * status in the row's clear column is checked against it. Reserved: never replayed.
+ */
+export const SEALED_STATUS = `${RESERVED_HEADER_PREFIX}status`;
+
+/**
  * Seals and opens what a record keeps of a request with AES-256-GCM (`node:crypto`).
  *
  * A sealed blob is `format (1 byte, 1) | IV (12 random bytes) | GCM tag (16 bytes) | ciphertext`.
@@ -30,28 +36,36 @@ const HEAD_BYTES = 1 + IV_BYTES + TAG_BYTES;
  * record with the same scope and key, under the key id it names: moved to another record, or
  * relabelled, it fails to open.
  *
- * - A response keeps its status in the clear; its headers and body are sealed together (the
- *   plaintext is `uint32 BE length of the headers' JSON | that JSON | the body`). The sealed
- *   response's headers are one entry, `x-nest-idempotency-sealed: <key id>`, and its body is the
- *   blob.
+ * - A response's headers and body are sealed together (the plaintext is `uint32 BE length of
+ *   the headers' JSON | that JSON | the body`), its status among the headers as
+ *   `x-nest-idempotency-status`; the status is also kept in the clear, for the store, and must
+ *   match. The sealed response's headers are one entry, `x-nest-idempotency-sealed: <key id>`,
+ *   and its body is the blob. A blob sealed before the status was sealed with it (the same
+ *   format, without that entry) opens with the row's status, so that instances of either
+ *   version read each other's records during a rolling upgrade.
  * - An operation's input or state (JSON) becomes `{ "x-nest-idempotency-sealed": <key id>,
  *   "sealed": <the blob in base64> }`.
  *
- * The first key seals, every key opens. Anything without the marker was stored in the clear
- * (before encryption was turned on) and is read as it is. A sealed part whose key is not
- * configured, or that does not open, is logged (naming the key id, never a secret or the
- * Idempotency-Key) and answered with 500 `idempotency_record_unreadable`.
+ * The first key seals, every key opens. With encryption on, whether a record must be sealed is
+ * decided by the configuration, never by the row: a record without a seal is read only until
+ * `encryption.plaintextUntil` (records stored before encryption was turned on), and the empty
+ * state the store gives an operation at its start. A sealed part whose key is not configured,
+ * that does not open, or whose row was changed beside it, and an unsealed one that may not be
+ * read, is logged (naming the key id, never a secret or the Idempotency-Key) and answered with
+ * 500 `idempotency_record_unreadable`.
  */
 export class RecordSealer {
   private readonly logger = new Logger('Idempotency');
   private readonly secrets = new Map<string, KeyObject>();
   private readonly sealing?: { readonly id: string; readonly secret: KeyObject };
   private readonly ivs = new RandomIvs();
+  private readonly plaintextUntil: number | null;
 
   /** @param encryption - the resolved `encryption` option; `null` seals nothing */
   constructor(encryption: ResolvedIdempotencyEncryption | null) {
     for (const { id, secret } of encryption?.keys ?? []) this.secrets.set(id, secret);
     this.sealing = encryption?.keys[0];
+    this.plaintextUntil = encryption?.plaintextUntil ?? null;
   }
 
   /** Whether new records are sealed (encryption is on). */
@@ -63,7 +77,8 @@ export class RecordSealer {
   sealResponse(scope: string, key: string, response: StoredResponse): StoredResponse {
     const sealing = this.sealing;
     if (!sealing) return response;
-    const headers = Buffer.from(JSON.stringify(response.headers), 'utf8');
+    const sealedHeaders = { ...response.headers, [SEALED_STATUS]: String(response.status) };
+    const headers = Buffer.from(JSON.stringify(sealedHeaders), 'utf8');
     const length = Buffer.allocUnsafe(4);
     length.writeUInt32BE(headers.length);
     const blob = this.seal(sealing, 'response', scope, key, [length, headers, response.body]);
@@ -71,23 +86,36 @@ export class RecordSealer {
   }
 
   /**
-   * The response as stored before it was sealed; one stored in the clear as it is.
+   * The response as stored before it was sealed; one stored in the clear as it is, when it may
+   * be read so (see `readsClear`).
    * @param what - names the record in the log, e.g. `record 42` (never its key)
    * @throws IdempotencyProblemException `idempotency_record_unreadable`
    */
   openResponse(scope: string, key: string, response: StoredResponse, what: string): StoredResponse {
     const id = response.headers[SEALED_MARKER];
-    if (id === undefined) return response;
-    const plain = this.open('response', scope, key, String(id), response.body, what);
+    if (id === undefined) {
+      this.readsClear(what);
+      return response;
+    }
+    if (typeof id !== 'string' || Object.keys(response.headers).length !== 1) {
+      throw this.unreadable(`${what} has stored headers beside its seal: ${CHANGED}`);
+    }
+    const plain = this.open('response', scope, key, id, response.body, what);
     const length = plain.length >= 4 ? plain.readUInt32BE(0) : Infinity;
     if (4 + length > plain.length) {
       throw this.unreadable(`${what} holds a sealed response in a shape this version cannot read.`);
     }
-    return {
-      status: response.status,
-      headers: JSON.parse(plain.subarray(4, 4 + length).toString('utf8')),
-      body: plain.subarray(4 + length),
-    };
+    // A fresh object without the status entry (no `delete`, which would slow the headers down).
+    const { [SEALED_STATUS]: status, ...headers } = JSON.parse(
+      plain.subarray(4, 4 + length).toString('utf8'),
+    ) as StoredResponse['headers'];
+    if (status !== undefined && status !== String(response.status)) {
+      throw this.unreadable(
+        `${what} has the status ${response.status} in its row but ${String(status)} under its ` +
+          `seal: ${CHANGED}`,
+      );
+    }
+    return { status: response.status, headers, body: plain.subarray(4 + length) };
   }
 
   /** An operation's input or state as it is to be stored: sealed when encryption is on. */
@@ -101,12 +129,24 @@ export class RecordSealer {
 
   /**
    * An operation's input or state as it was before it was sealed; one stored in the clear as it
-   * is.
+   * is, when it may be read so (see `readsClear`), and the empty state the store gives an
+   * operation that has not advanced yet (`started`) always.
    * @param what - names the record in the log (never its key)
+   * @param point - the record's recovery point, when known
    * @throws IdempotencyProblemException `idempotency_record_unreadable`
    */
-  openValue<T>(part: 'input' | 'state', scope: string, key: string, value: T, what: string): T {
-    if (!isSealedValue(value)) return value;
+  openValue<T>(
+    part: 'input' | 'state',
+    scope: string,
+    key: string,
+    value: T,
+    what: string,
+    point?: string | null,
+  ): T {
+    if (!isSealedValue(value)) {
+      if (!(part === 'state' && point === 'started' && isEmptyObject(value))) this.readsClear(what);
+      return value;
+    }
     const blob = Buffer.from(value.sealed, 'base64');
     const plain = this.open(part, scope, key, value[SEALED_MARKER], blob, what);
     return JSON.parse(plain.toString('utf8')) as T;
@@ -164,6 +204,25 @@ export class RecordSealer {
     return opened;
   }
 
+  /**
+   * Refuses a record stored in the clear while encryption is on, unless `plaintextUntil` (the
+   * operator's word, by this instance's clock) still lets records from before encryption be
+   * read: nothing in a row can vouch for it, since whoever could strip a seal could forge that.
+   */
+  private readsClear(what: string): void {
+    if (!this.seals) return;
+    const until = this.plaintextUntil;
+    if (until !== null && Date.now() < until) return;
+    throw this.unreadable(
+      `${what} is stored in the clear, but encryption is on and ` +
+        (until === null
+          ? 'encryption.plaintextUntil is not set'
+          : `encryption.plaintextUntil (${new Date(until).toISOString()}) has passed`) +
+        ': it was written before encryption was turned on, or its seal was removed outside ' +
+        'the library. To read records from before encryption, set encryption.plaintextUntil.',
+    );
+  }
+
   private unreadable(problem: string): IdempotencyProblemException {
     const message =
       `nest-idempotency: ${problem} Until then it is neither replayed nor resumed, and requests ` +
@@ -194,6 +253,18 @@ class RandomIvs {
     this.offset += IV_BYTES;
     return iv;
   }
+}
+
+const CHANGED = 'the row was changed outside the library.';
+
+/** Whether a stored value is `{}`. */
+function isEmptyObject(value: unknown): boolean {
+  return (
+    typeof value === 'object' &&
+    value !== null &&
+    !Array.isArray(value) &&
+    Object.keys(value).length === 0
+  );
 }
 
 /** Whether a stored input or state is a sealed one. */

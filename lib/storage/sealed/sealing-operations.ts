@@ -35,8 +35,9 @@ class SealingStep implements OperationStepTransaction {
 
 /**
  * The operations ability of a wrapped store, with an operation's input, its carried state and
- * its final response sealed on the way in and opened on the way out (see `RecordSealer`). Input
- * or state that cannot be opened throws `idempotency_record_unreadable` before any step runs:
+ * its final response sealed on the way in and opened on the way out (see `RecordSealer`; its
+ * final response is replayed through the store's claim, opened there like any other). Input
+ * or state that cannot be opened, or that is in the clear when it may not be, throws `idempotency_record_unreadable` before any step runs:
  * a request's `IdempotencyOperations.run()` answers 500 and leaves the record where it stands,
  * and the completer logs it, gives the record back and leaves it — it is resumed once its key is
  * configured again, or abandoned for an operator when it grows older than `maxAgeSeconds`.
@@ -59,7 +60,14 @@ export function sealingOperations(
       return {
         ...bound,
         input: sealer.openValue('input', ref.scope, ref.key, bound.input, `${what} (its input)`),
-        state: sealer.openValue('state', ref.scope, ref.key, bound.state, `${what} (its state)`),
+        state: sealer.openValue(
+          'state',
+          ref.scope,
+          ref.key,
+          bound.state,
+          `${what} (its state)`,
+          bound.recoveryPoint,
+        ),
       };
     },
     beginStep: async (ref, expectedPoint, isolation) => {
@@ -73,6 +81,7 @@ export function sealingOperations(
           ref.key,
           step.state,
           `The record of an operation at "${expectedPoint}" (its state)`,
+          expectedPoint,
         );
       } catch (error) {
         await step.rollback().catch(() => undefined);
@@ -102,7 +111,14 @@ export function sealingOperations(
         return {
           ...row,
           input: sealer.openValue('input', row.scope, row.key, row.input, `${what} (its input)`),
-          state: sealer.openValue('state', row.scope, row.key, row.state, `${what} (its state)`),
+          state: sealer.openValue(
+            'state',
+            row.scope,
+            row.key,
+            row.state,
+            `${what} (its state)`,
+            row.recoveryPoint,
+          ),
         };
       }),
     abandonedSettings: (...args) => inner.abandonedSettings(...args),
