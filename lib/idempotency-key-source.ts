@@ -9,8 +9,8 @@ import type { IdempotencyNamespace } from './utils/request-scope';
 
 /**
  * Where the key of a route's requests comes from: the port through which a part of the library
- * gives a route a key other than the key header. The guard asks it (a missing or invalid key is
- * refused before pipes); the interceptor asks it again and claims what it says. Every route
+ * gives a route a key other than the key header. The interceptor asks it once, after every
+ * guard and before pipes (a missing or invalid key is refused there). Every route
  * has the key header's source unless a decorator set another on its handler
  * (`@IdempotentWebhook()` derives the event id from what the delivery's signature covers, once
  * its own guard verified it). The rest of the run (claim, lease, replay, release) is the same
@@ -19,7 +19,7 @@ import type { IdempotencyNamespace } from './utils/request-scope';
  */
 export interface IdempotencyKeySource {
   /**
-   * Reads the key of one request, after the guards before the idempotency guard ran.
+   * Reads the key of one request, after the route's guards ran.
    * @param request - the adapter's request
    * @param route - the route's options
    */
