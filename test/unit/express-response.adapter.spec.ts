@@ -164,17 +164,36 @@ describe('ExpressResponseAdapter', () => {
     });
 
     it.each([
-      ['res.json(object)', (res: Response) => res.status(201).json({ id: 1 })],
-      ['res.redirect(303, url)', (res: Response) => res.redirect(303, '/x')],
-      ['res.end(string)', (res: Response) => res.end('raw')],
-    ])('writes a replacement decision instead of %s', async (_, write) => {
-      const sink = new RecordingResponseSink(async () => PROBLEM_503);
-      const response = await post(appWith(sink, write));
+      ['res.json(object)', (res: Response) => res.status(201).json({ id: 1 }), {}],
+      // Vary stays, as CORS's would: it says what the answer depends on, not what it is.
+      ['res.redirect(303, url)', (res: Response) => res.redirect(303, '/x'), { vary: 'Accept' }],
+      ['res.end(string)', (res: Response) => res.end('raw'), {}],
+    ])(
+      "writes a replacement decision instead of %s, without the route's headers",
+      async (_, write, kept) => {
+        const sink = new RecordingResponseSink(async () => PROBLEM_503);
+        const response = await post(
+          appWith(sink, (res) => {
+            res.set({ Location: '/orders/1', ETag: '"v1"', 'X-Trace': 'abc' });
+            res.cookie('session', 'abc');
+            write(res);
+          }),
+        );
 
-      expect(response.status).toBe(503);
-      expect(response.headers).toMatchObject(PROBLEM_503.headers);
-      expect(response.body).toEqual(PROBLEM_503.body);
-    });
+        expect(response.status).toBe(503);
+        // Exactly the decision's headers, the route's own that describe no answer in
+        // particular (X-Trace) and what Node adds to every response.
+        const headers: Record<string, unknown> = { ...response.headers };
+        for (const name of ['date', 'connection', 'keep-alive']) delete headers[name];
+        expect(headers).toEqual({
+          ...PROBLEM_503.headers,
+          ...kept,
+          'x-trace': 'abc',
+          'content-length': String(PROBLEM_503.body.length),
+        });
+        expect(response.body).toEqual(PROBLEM_503.body);
+      },
+    );
 
     it('answers 500 and reports it when the decision cannot be written', async () => {
       const rejections: unknown[] = [];
