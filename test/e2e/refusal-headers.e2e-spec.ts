@@ -80,13 +80,12 @@ describe.each(ADAPTERS)('a refusal replacing the answer on %s', (adapter) => {
           [key],
         )
       )[0]?.attempts;
+    // A's renewals are held back (a stalled heartbeat) until B has taken the key over.
     const store = a.app.get(IdempotencyStore);
-    const renew = store.renew.bind(store);
+    const renew = store.renew;
     let letThrough!: () => void;
     const held = new Promise<void>((resolve) => (letThrough = resolve));
-    const spy = jest
-      .spyOn(store, 'renew')
-      .mockImplementation((ref, seconds) => held.then(() => renew(ref, seconds)));
+    store.renew = (ref, seconds) => held.then(() => renew.call(store, ref, seconds));
     try {
       const stale = send(a);
       await waitFor(async () => (await attempts()) === 1 && a.probe.ran('open') === 1);
@@ -113,7 +112,7 @@ describe.each(ADAPTERS)('a refusal replacing the answer on %s', (adapter) => {
       });
     } finally {
       letThrough();
-      spy.mockRestore();
+      store.renew = renew;
       a.probe.open(`${key}#1`);
       b.probe.open(`${key}#2`);
     }
