@@ -6,19 +6,19 @@
  *
  * @module nest-idempotency
  */
-export { IdempotencyModule } from './idempotency.module';
-export type { IdempotencyModuleExtras } from './idempotency.module-definition';
-export { Idempotent } from './decorators/idempotent.decorator';
+export { IdempotencyModule } from './module/idempotency.module';
+export type { IdempotencyModuleExtras } from './config/idempotency.module-definition';
+export { Idempotent } from './module/idempotent.decorator';
 export { SkipIdempotency } from './decorators/skip-idempotency.decorator';
-export { IdempotencyGuard } from './idempotency.guard';
-export { IdempotencyInterceptor } from './idempotency.interceptor';
+export { IdempotencyGuard } from './module/idempotency.guard';
+export { IdempotencyInterceptor } from './module/idempotency.interceptor';
 export { IdempotencyContext } from './context/idempotency.context';
 export type { IdempotencyRequestIdentity } from './context/idempotency-identity';
 export { IdempotencyEvents } from './events/idempotency.events';
 export type { IdempotencyEvent, IdempotencyEventListener } from './events/idempotency.events';
 export { IdempotencyPurgeService } from './purge/idempotency-purge.service';
-export { DEFAULT_IDEMPOTENCY_OPTIONS } from './idempotency.defaults';
-export { IDEMPOTENT_REPLAYED_HEADER, PROBLEM_CONTENT_TYPE } from './idempotency.constants';
+export { DEFAULT_IDEMPOTENCY_OPTIONS } from './config/idempotency.defaults';
+export { IDEMPOTENT_REPLAYED_HEADER, PROBLEM_CONTENT_TYPE } from './config/idempotency.constants';
 export type {
   IdempotencyModuleOptions,
   IdempotencyOptionsFactory,
@@ -49,4 +49,4 @@ export type {
 export {
   IdempotencyConfigurationError,
   IdempotencyError,
-} from './errors/idempotency-configuration.error';
+} from './config/idempotency-configuration.error';

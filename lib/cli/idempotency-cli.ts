@@ -4,7 +4,7 @@ import type { DynamicModule, INestApplicationContext, LogLevel, Type } from '@ne
 import { IdempotencyEvents } from '../events/idempotency.events';
 import { sendableResponse, UnsendableResponseError } from '../execution/sendable-response';
 import type { IdempotencyEvent } from '../events/idempotency.events';
-import { IDEMPOTENCY_STORE_CAPABILITIES } from '../idempotency.tokens';
+import { IDEMPOTENCY_STORE_CAPABILITIES } from '../config/idempotency.tokens';
 import { IdempotencyOperations } from '../phases/idempotency-operations.service';
 import type { AbandonedResolution } from '../phases/idempotency-operations.service';
 import { IdempotencyPurgeService } from '../purge/idempotency-purge.service';

@@ -1,6 +1,6 @@
 import { Injectable, Logger } from '@nestjs/common';
 import type { EntityManager } from 'typeorm';
-import { IdempotencyError } from '../errors/idempotency-configuration.error';
+import { IdempotencyError } from '../config/idempotency-configuration.error';
 import { IdempotencyProblemException } from '../errors/idempotency-problem.exception';
 import { deriveKey } from './idempotency-identity';
 import type { IdempotencyRequestIdentity } from './idempotency-identity';

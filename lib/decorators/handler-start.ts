@@ -1,5 +1,5 @@
 import { idempotencyRunScopes } from '../context/idempotency-run-scope';
-import { IDEMPOTENT_CLASS_METADATA } from '../idempotency.constants';
+import { IDEMPOTENT_CLASS_METADATA } from '../config/idempotency.constants';
 import { isIdempotencySkipped } from './skip-idempotency.decorator';
 
 const MARKED = Symbol('nest-idempotency:marks-handler-start');

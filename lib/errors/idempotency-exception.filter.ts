@@ -2,7 +2,7 @@ import { Catch, Inject, Injectable, Logger } from '@nestjs/common';
 import type { ArgumentsHost, ExceptionFilter } from '@nestjs/common';
 import { HttpAdapterHost } from '@nestjs/core';
 import type { ResolvedIdempotencyOptions } from '../interfaces/idempotency-module-options.interface';
-import { IDEMPOTENCY_OPTIONS } from '../idempotency.tokens';
+import { IDEMPOTENCY_OPTIONS } from '../config/idempotency.tokens';
 import { IdempotencyProblemException } from './idempotency-problem.exception';
 import { renderProblem } from './render-problem';
 

@@ -1,5 +1,5 @@
 import { HttpException, HttpStatus } from '@nestjs/common';
-import { PROBLEM_CONTENT_TYPE, RESERVED_HEADER_PREFIX } from '../idempotency.constants';
+import { PROBLEM_CONTENT_TYPE, RESERVED_HEADER_PREFIX } from '../config/idempotency.constants';
 import type { StoredResponse } from '../interfaces/idempotency-record.interface';
 import { responseBytes } from '../utils/response-bytes';
 

@@ -9,7 +9,7 @@ import type {
   KnownClaimResult,
   StoredResponse,
 } from '../interfaces/idempotency-record.interface';
-import { IDEMPOTENCY_STORE_CAPABILITIES } from '../idempotency.tokens';
+import { IDEMPOTENCY_STORE_CAPABILITIES } from '../config/idempotency.tokens';
 import { IdempotencyMetrics } from '../metrics/idempotency-metrics';
 import { IdempotencyStore } from '../storage/idempotency.store';
 import type {
@@ -17,8 +17,8 @@ import type {
   IdempotencyStoreMemory,
 } from '../storage/idempotency-store.capabilities';
 import { IdempotencyWaiters } from '../waiting/idempotency-waiters';
-import { claimOrWait } from '../waiting/wait-for-claim';
-import type { WaitingRequest } from '../waiting/wait-for-claim';
+import { claimOrWait } from './wait-for-claim';
+import type { WaitingRequest } from './wait-for-claim';
 import type { WonClaim } from './idempotency-execution.factory';
 import type { IdempotencyExecution } from './idempotency-execution';
 import { emitRejected } from './rejected-event';

@@ -4,7 +4,7 @@ import { isHandlerStartMarked } from '../decorators/handler-start';
 import { IdempotencyEvents } from '../events/idempotency.events';
 import type { IdempotencyEvent } from '../events/idempotency.events';
 import { ResponseAdapterResolver } from '../http/response-adapter.resolver';
-import { IDEMPOTENCY_OPTIONS } from '../idempotency.tokens';
+import { IDEMPOTENCY_OPTIONS } from '../config/idempotency.tokens';
 import type {
   ResolvedIdempotencyRouteOptions,
   ResolvedIdempotencyOptions,

@@ -1,7 +1,7 @@
 import { Injectable, Logger } from '@nestjs/common';
 import type { CallHandler, ExecutionContext } from '@nestjs/common';
 import { Observable } from 'rxjs';
-import { IdempotencyConfigurationError } from '../errors/idempotency-configuration.error';
+import { IdempotencyConfigurationError } from '../config/idempotency-configuration.error';
 import { IdempotencyProblemException } from '../errors/idempotency-problem.exception';
 import type { IdempotencyKeyPlace } from '../errors/idempotency-problem.exception';
 import { IdempotencyEvents } from '../events/idempotency.events';
@@ -9,7 +9,7 @@ import type { ResolvedIdempotencyRouteOptions } from '../interfaces/idempotency-
 import { normaliseScope } from '../utils/request-scope';
 import type { IdempotencyNamespace } from '../utils/request-scope';
 import type { ParsedIdempotencyKey } from '../utils/parse-idempotency-key';
-import type { WaitingRequest } from '../waiting/wait-for-claim';
+import type { WaitingRequest } from './wait-for-claim';
 import { IdempotencyClaims } from './idempotency-claims';
 import type { Claimed, KnownClaimInput, Replay } from './idempotency-claims';
 import type { WonClaim } from './idempotency-execution.factory';

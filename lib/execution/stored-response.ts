@@ -1,4 +1,4 @@
-import { BODY_OMITTED_HEADER } from '../idempotency.constants';
+import { BODY_OMITTED_HEADER } from '../config/idempotency.constants';
 import type {
   IdempotencyRunSettings,
   StoredResponse,

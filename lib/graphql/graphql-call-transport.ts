@@ -2,7 +2,7 @@ import type { ExecutionContext } from '@nestjs/common';
 import { GraphQLError } from 'graphql';
 import type { GraphQLResolveInfo } from 'graphql';
 import type { IdempotencyCallTransport, IdempotentCall } from '../calls/idempotency-call-transport';
-import { IdempotencyConfigurationError } from '../errors/idempotency-configuration.error';
+import { IdempotencyConfigurationError } from '../config/idempotency-configuration.error';
 import type { IdempotencyProblemException } from '../errors/idempotency-problem.exception';
 import type { ResolvedIdempotencyRouteOptions } from '../interfaces/idempotency-module-options.interface';
 import { parsePlainKey, readIdempotencyKey } from '../utils/parse-idempotency-key';

@@ -1,5 +1,5 @@
 import { setCallTransport } from '../calls/idempotency-call-transport';
-import { Idempotent } from '../decorators/idempotent.decorator';
+import { Idempotent } from '../module/idempotent.decorator';
 import { graphqlCallTransport } from './graphql-call-transport';
 import { splitMutationOptions } from './idempotent-mutation.options';
 import type { IdempotentMutationOptions } from './idempotent-mutation.options';

@@ -1,4 +1,4 @@
-import { IdempotencyConfigurationError } from '../errors/idempotency-configuration.error';
+import { IdempotencyConfigurationError } from '../config/idempotency-configuration.error';
 import type { IdempotencyRouteOptions } from '../interfaces/idempotency-module-options.interface';
 
 /**

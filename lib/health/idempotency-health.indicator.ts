@@ -1,7 +1,7 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { HealthIndicatorService } from '@nestjs/terminus';
 import type { HealthIndicatorResult } from '@nestjs/terminus';
-import { IDEMPOTENCY_STORE_CAPABILITIES } from '../idempotency.tokens';
+import { IDEMPOTENCY_STORE_CAPABILITIES } from '../config/idempotency.tokens';
 import type { IdempotencyStoreCapabilities } from '../storage/idempotency-store.capabilities';
 
 /** Bounds of `IdempotencyHealthIndicator.isHealthy()`; each has a default. */

@@ -1,5 +1,5 @@
 import { validateHeaderName, validateHeaderValue } from 'node:http';
-import { IDEMPOTENT_REPLAYED_HEADER } from '../idempotency.constants';
+import { IDEMPOTENT_REPLAYED_HEADER } from '../config/idempotency.constants';
 import type { StoredResponse } from '../interfaces/idempotency-record.interface';
 
 /** The header every replay carries, as it is written. */

@@ -1,6 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import { HttpAdapterHost } from '@nestjs/core';
-import { IdempotencyConfigurationError } from '../errors/idempotency-configuration.error';
+import { IdempotencyConfigurationError } from '../config/idempotency-configuration.error';
 import { ExpressResponseAdapter } from './express-response.adapter';
 import { FastifyResponseAdapter } from './fastify-response.adapter';
 import type { IdempotencyResponseAdapter } from './idempotency-response.adapter';

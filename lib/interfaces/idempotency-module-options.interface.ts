@@ -4,7 +4,7 @@ import type { IdempotencyStore } from '../storage/idempotency.store';
 import type {
   IdempotencyEncryptionOptions,
   ResolvedIdempotencyEncryption,
-} from '../storage/sealed/encryption-options';
+} from '../config/encryption-options';
 import type { IdempotencyStoreFactory } from '../storage/idempotency-store.factory';
 
 /**

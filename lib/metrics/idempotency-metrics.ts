@@ -4,7 +4,7 @@ import type * as OpenTelemetry from '@opentelemetry/api';
 import { loadOptionalPeer } from '../utils/load-optional-peer';
 import { IdempotencyEvents } from '../events/idempotency.events';
 import type { IdempotencyEvent } from '../events/idempotency.events';
-import { IDEMPOTENCY_OPTIONS } from '../idempotency.tokens';
+import { IDEMPOTENCY_OPTIONS } from '../config/idempotency.tokens';
 import type { ResolvedIdempotencyOptions } from '../interfaces/idempotency-module-options.interface';
 
 type Api = typeof OpenTelemetry;

@@ -1,6 +1,6 @@
 import { setCallTransport } from '../calls/idempotency-call-transport';
-import { Idempotent } from '../decorators/idempotent.decorator';
-import { IdempotencyConfigurationError } from '../errors/idempotency-configuration.error';
+import { Idempotent } from '../module/idempotent.decorator';
+import { IdempotencyConfigurationError } from '../config/idempotency-configuration.error';
 import { DEFAULT_IDEMPOTENCY_MESSAGE_OPTIONS } from './idempotent-message.options';
 import type { IdempotencyMessage, IdempotentMessageOptions } from './idempotent-message.options';
 import { messageCallTransport } from './message-call-transport';

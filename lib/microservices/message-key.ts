@@ -1,4 +1,4 @@
-import { IdempotencyConfigurationError } from '../errors/idempotency-configuration.error';
+import { IdempotencyConfigurationError } from '../config/idempotency-configuration.error';
 import { parsePlainKey } from '../utils/parse-idempotency-key';
 import type { ParsedIdempotencyKey } from '../utils/parse-idempotency-key';
 import type { IdempotencyMessageKey } from './idempotent-message.options';

@@ -11,11 +11,11 @@ import {
   IDEMPOTENT_METADATA,
   IDEMPOTENT_REPLAYED_HEADER,
   PROBLEM_CONTENT_TYPE,
-} from '../idempotency.constants';
-import { mergeRouteOptions } from '../idempotency.defaults';
-import { keySourceOf } from '../idempotency-key-source';
-import type { IdempotencyKeySource } from '../idempotency-key-source';
-import { IDEMPOTENCY_OPTIONS } from '../idempotency.tokens';
+} from '../config/idempotency.constants';
+import { mergeRouteOptions } from '../config/idempotency.defaults';
+import { keySourceOf } from '../decorators/idempotency-key-source';
+import type { IdempotencyKeySource } from '../decorators/idempotency-key-source';
+import { IDEMPOTENCY_OPTIONS } from '../config/idempotency.tokens';
 import type {
   ResolvedIdempotencyRouteOptions,
   IdempotencyRouteOptions,

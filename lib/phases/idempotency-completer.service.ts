@@ -5,7 +5,7 @@ import { idempotencyRunScopes } from '../context/idempotency-run-scope';
 import { IdempotencyEvents } from '../events/idempotency.events';
 import { IdempotencyRun } from '../execution/idempotency-run';
 import type { OperationRunResult } from '../execution/idempotency-run';
-import { IDEMPOTENCY_OPTIONS } from '../idempotency.tokens';
+import { IDEMPOTENCY_OPTIONS } from '../config/idempotency.tokens';
 import type { ResolvedIdempotencyOptions } from '../interfaces/idempotency-module-options.interface';
 import { PeriodicTask } from '../scheduling/periodic-task';
 import { IdempotencyStore } from '../storage/idempotency.store';

@@ -1,9 +1,9 @@
 import { Inject, Injectable } from '@nestjs/common';
 import type { Type } from '@nestjs/common';
 import { idempotencyRunScopes } from '../context/idempotency-run-scope';
-import { IdempotencyError } from '../errors/idempotency-configuration.error';
+import { IdempotencyError } from '../config/idempotency-configuration.error';
 import { IdempotencyProblemException } from '../errors/idempotency-problem.exception';
-import { IDEMPOTENCY_OPTIONS } from '../idempotency.tokens';
+import { IDEMPOTENCY_OPTIONS } from '../config/idempotency.tokens';
 import type { ResolvedIdempotencyOptions } from '../interfaces/idempotency-module-options.interface';
 import type { AbandonedOperation } from './operation-record.store';
 import { sendableResponse, UnsendableResponseError } from '../execution/sendable-response';

@@ -1,6 +1,6 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { IdempotencyEvents } from '../events/idempotency.events';
-import { IDEMPOTENCY_OPTIONS, IDEMPOTENCY_STORE_CAPABILITIES } from '../idempotency.tokens';
+import { IDEMPOTENCY_OPTIONS, IDEMPOTENCY_STORE_CAPABILITIES } from '../config/idempotency.tokens';
 import type { ResolvedIdempotencyOptions } from '../interfaces/idempotency-module-options.interface';
 import { IdempotencyStore } from '../storage/idempotency.store';
 import type { IdempotencyStoreCapabilities } from '../storage/idempotency-store.capabilities';

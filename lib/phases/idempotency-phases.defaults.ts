@@ -4,8 +4,8 @@ import {
   limit,
   switchableSection,
   withoutUndefined,
-} from '../idempotency.defaults';
-import type { IdempotencyOptionLimit } from '../idempotency.defaults';
+} from '../config/idempotency.defaults';
+import type { IdempotencyOptionLimit } from '../config/idempotency.defaults';
 import type {
   IdempotencyPhasesModuleOptions,
   ResolvedIdempotencyPhasesOptions,

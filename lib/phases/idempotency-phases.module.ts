@@ -1,8 +1,8 @@
 import { Inject, Module } from '@nestjs/common';
 import type { DynamicModule, OnModuleInit } from '@nestjs/common';
 import { DiscoveryModule } from '@nestjs/core';
-import { IdempotencyJobs } from '../jobs/idempotency-jobs.service';
-import { IDEMPOTENCY_OPTIONS } from '../idempotency.tokens';
+import { IdempotencyJobs } from './jobs/idempotency-jobs.service';
+import { IDEMPOTENCY_OPTIONS } from '../config/idempotency.tokens';
 import type { ResolvedIdempotencyOptions } from '../interfaces/idempotency-module-options.interface';
 import { IdempotencyCompleter } from './idempotency-completer.service';
 import { IdempotencyPhaseEngine } from './idempotency-phase-engine';

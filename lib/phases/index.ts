@@ -25,14 +25,14 @@ export type {
   OperationStepFactory,
   StepOutcome,
 } from './operation-step';
-export { IdempotencyJobs } from '../jobs/idempotency-jobs.service';
-export type { DrainSummary } from '../jobs/idempotency-jobs.service';
-export { IdempotentJobHandler } from '../jobs/idempotent-job-handler.decorator';
+export { IdempotencyJobs } from './jobs/idempotency-jobs.service';
+export type { DrainSummary } from './jobs/idempotency-jobs.service';
+export { IdempotentJobHandler } from './jobs/idempotent-job-handler.decorator';
 export type {
   DeadJob,
   IdempotencyJobHandlerInstance,
   StagedJob,
-} from '../jobs/staged-job.interface';
+} from './jobs/staged-job.interface';
 export { IdempotencyPhasesModule } from './idempotency-phases.module';
 export { DEFAULT_IDEMPOTENCY_PHASES_OPTIONS } from './idempotency-phases.defaults';
 export type {

@@ -1,9 +1,9 @@
 import { Injectable } from '@nestjs/common';
 import type { Type } from '@nestjs/common';
 import { DiscoveryService, Reflector } from '@nestjs/core';
-import { IdempotencyConfigurationError } from '../errors/idempotency-configuration.error';
-import { IDEMPOTENCY_JOB_HANDLER_METADATA } from '../jobs/idempotent-job-handler.decorator';
-import type { IdempotencyJobHandlerInstance } from '../jobs/staged-job.interface';
+import { IdempotencyConfigurationError } from '../config/idempotency-configuration.error';
+import { IDEMPOTENCY_JOB_HANDLER_METADATA } from './jobs/idempotent-job-handler.decorator';
+import type { IdempotencyJobHandlerInstance } from './jobs/staged-job.interface';
 import { IDEMPOTENT_OPERATION_METADATA } from './idempotent-operation.decorator';
 import type { IdempotencyOperation, OperationStep } from './operation-step';
 

@@ -1,4 +1,4 @@
-import { IdempotencyConfigurationError } from '../errors/idempotency-configuration.error';
+import { IdempotencyConfigurationError } from '../config/idempotency-configuration.error';
 import type { IdempotencyStoreFactory } from './idempotency-store.factory';
 
 /** What `nest-idempotency/typeorm`'s factory module exports, as far as the default needs it. */

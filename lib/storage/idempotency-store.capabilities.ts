@@ -1,6 +1,6 @@
 import type { KnownClaimResult } from '../interfaces/idempotency-record.interface';
 import type { OperationRecordStore } from '../phases/operation-record.store';
-import type { StagedJobStore } from '../jobs/staged-job.store';
+import type { StagedJobStore } from '../phases/jobs/staged-job.store';
 
 /** What the record table looks like to a health check. Each count stops at the read's limit. */
 export interface IdempotencyTableHealth {

@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { IdempotencyConfigurationError } from '../errors/idempotency-configuration.error';
+import { IdempotencyConfigurationError } from '../config/idempotency-configuration.error';
 
 /**
  * Longest scope, in bytes of UTF-8, stored as it is. The scope is part of the table's primary

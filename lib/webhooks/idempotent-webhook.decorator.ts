@@ -1,6 +1,6 @@
 import { UseGuards } from '@nestjs/common';
-import { Idempotent } from '../decorators/idempotent.decorator';
-import { setKeySource } from '../idempotency-key-source';
+import { Idempotent } from '../module/idempotent.decorator';
+import { setKeySource } from '../decorators/idempotency-key-source';
 import { IdempotencyWebhookGuard } from './idempotency-webhook.guard';
 import type { IdempotentWebhookOptions } from './idempotent-webhook.options';
 import { webhookKeySource } from './webhook-key-source';

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { IdempotencyProblemException } from '../errors/idempotency-problem.exception';
-import type { IdempotencyKeySource } from '../idempotency-key-source';
+import type { IdempotencyKeySource } from '../decorators/idempotency-key-source';
 import { headerLines } from '../utils/parse-idempotency-key';
 import type { ResolvedWebhookRoute } from './webhook-route';
 import { signedIdOf, unsignedHeaderOf } from './webhook-signatures';

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import type { InjectionToken } from '@nestjs/common';
-import { IdempotencyConfigurationError } from '../errors/idempotency-configuration.error';
-import { checkNumber, limit } from '../idempotency.defaults';
+import { IdempotencyConfigurationError } from '../config/idempotency-configuration.error';
+import { checkNumber, limit } from '../config/idempotency.defaults';
 import { DEFAULT_IDEMPOTENCY_WEBHOOK_OPTIONS } from './idempotent-webhook.options';
 import type {
   IdempotencyWebhookEvent,

@@ -8,7 +8,7 @@ import { TypeOrmModule } from '@nestjs/typeorm';
 import request from 'supertest';
 import { DataSource } from 'typeorm';
 import { CreateIdempotencyRecords1732233600000 } from '../../lib/storage/typeorm';
-import { IDEMPOTENCY_OPTIONS } from '../../lib/idempotency.tokens';
+import { IDEMPOTENCY_OPTIONS } from '../../lib/config/idempotency.tokens';
 import { IdempotencyModule, IdempotencyPurgeService } from '../../lib';
 import type { IdempotencyModuleOptions } from '../../lib';
 import type { ResolvedIdempotencyOptions } from '../../lib/interfaces/idempotency-module-options.interface';

@@ -17,7 +17,7 @@ import { DataPointType, MeterProvider, MetricReader } from '@opentelemetry/sdk-m
 import type { DataPoint, Histogram } from '@opentelemetry/sdk-metrics';
 import request from 'supertest';
 import { Idempotent, IdempotencyContext, IdempotencyPurgeService } from '../../lib';
-import { resolveIdempotencyOptions } from '../../lib/idempotency.defaults';
+import { resolveIdempotencyOptions } from '../../lib/config/idempotency.defaults';
 import { IDEMPOTENCY_METER_NAME } from '../../lib/metrics/idempotency-metrics';
 import { createTestDatabase } from '../fixtures/database';
 import type { TestDatabase } from '../fixtures/database';

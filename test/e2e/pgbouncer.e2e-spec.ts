@@ -13,7 +13,7 @@ import request from 'supertest';
 import { DataSource } from 'typeorm';
 import { CreateIdempotencyRecords1732233600000 } from '../../lib/storage/typeorm';
 import { IdempotencyJobs } from '../../lib/phases';
-import { IdempotencyConfigurationError } from '../../lib/errors/idempotency-configuration.error';
+import { IdempotencyConfigurationError } from '../../lib/config/idempotency-configuration.error';
 import { TypeOrmIdempotencyStore } from '../../lib/storage/typeorm/typeorm-idempotency.store';
 import { createTestDatabase } from '../fixtures/database';
 import type { TestDatabase } from '../fixtures/database';

@@ -18,7 +18,7 @@ import type {
 } from '../../lib/interfaces/idempotency-record.interface';
 import type { OperationRecordStore } from '../../lib/phases/operation-record.store';
 import { LocalFirstIdempotencyStore } from '../../lib/storage/local-first-idempotency.store';
-import { resolveEncryptionOptions } from '../../lib/storage/sealed/encryption-options';
+import { resolveEncryptionOptions } from '../../lib/config/encryption-options';
 import { RecordSealer, SEALED_MARKER } from '../../lib/storage/sealed/record-sealer';
 import { SealingIdempotencyStore } from '../../lib/storage/sealing-idempotency.store';
 import { CreateIdempotencyRecords1732233600000 } from '../../lib/storage/typeorm/create-idempotency-records.migration';

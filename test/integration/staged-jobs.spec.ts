@@ -14,7 +14,7 @@ import { IdempotentJobHandler, IdempotencyJobs } from '../../lib/phases';
 import { IdempotencyStore } from '../../lib';
 import type { IdempotencyJobHandlerInstance, StagedJob } from '../../lib/phases';
 import type { IdempotencyPhasesModuleOptions } from '../../lib/phases';
-import type { StagedJobStore } from '../../lib/jobs/staged-job.store';
+import type { StagedJobStore } from '../../lib/phases/jobs/staged-job.store';
 import { createTestDatabase } from '../fixtures/database';
 import type { TestDatabase } from '../fixtures/database';
 import { TRANSFERS, TransferHooks } from '../fixtures/phased-transfers';

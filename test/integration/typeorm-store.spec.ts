@@ -14,7 +14,7 @@
 import { randomUUID } from 'node:crypto';
 import { DataSource, EventSubscriber } from 'typeorm';
 import type { EntityManager, EntitySubscriberInterface, ReplicationMode } from 'typeorm';
-import { IdempotencyConfigurationError } from '../../lib/errors/idempotency-configuration.error';
+import { IdempotencyConfigurationError } from '../../lib/config/idempotency-configuration.error';
 import type {
   ClaimRequest,
   StoredResponse,

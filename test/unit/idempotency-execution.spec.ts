@@ -13,7 +13,10 @@ import { IdempotencyEvents } from '../../lib/events/idempotency.events';
 import type { IdempotencyEvent } from '../../lib/events/idempotency.events';
 import { IdempotencyExecution } from '../../lib/execution/idempotency-execution';
 import { IdempotencyRun } from '../../lib/execution/idempotency-run';
-import { DEFAULT_IDEMPOTENCY_OPTIONS, mergeRouteOptions } from '../../lib/idempotency.defaults';
+import {
+  DEFAULT_IDEMPOTENCY_OPTIONS,
+  mergeRouteOptions,
+} from '../../lib/config/idempotency.defaults';
 import type { IdempotencyRouteOptions } from '../../lib/interfaces/idempotency-module-options.interface';
 import type { StoredResponse } from '../../lib/interfaces/idempotency-record.interface';
 import { MemoryIdempotencyStore } from '../../lib/storage/memory-idempotency.store';

@@ -14,8 +14,8 @@ import {
   IdempotencyModule,
   Idempotent,
 } from '../../lib';
-import { IDEMPOTENCY_OPTIONS } from '../../lib/idempotency.tokens';
-import { resolveIdempotencyOptions } from '../../lib/idempotency.defaults';
+import { IDEMPOTENCY_OPTIONS } from '../../lib/config/idempotency.tokens';
+import { resolveIdempotencyOptions } from '../../lib/config/idempotency.defaults';
 import { namedRows } from '../shared/markdown';
 import type { IdempotencyModuleOptions } from '../../lib';
 import type { ResolvedIdempotencyOptions } from '../../lib/interfaces/idempotency-module-options.interface';
@@ -23,9 +23,9 @@ import {
   OPTION_LIMITS,
   mergeRouteOptions,
   validateRouteOptions,
-} from '../../lib/idempotency.defaults';
-import type { IdempotencyLimitedOption } from '../../lib/idempotency.defaults';
-import { IdempotencyRouteOptionsResolver } from '../../lib/idempotency-route-options.resolver';
+} from '../../lib/config/idempotency.defaults';
+import type { IdempotencyLimitedOption } from '../../lib/config/idempotency.defaults';
+import { IdempotencyRouteOptionsResolver } from '../../lib/decorators/idempotency-route-options.resolver';
 
 function configurationError(fn: () => unknown): IdempotencyConfigurationError {
   try {

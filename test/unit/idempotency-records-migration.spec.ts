@@ -5,7 +5,7 @@
  * what it is asked to run.)
  */
 import type { QueryRunner } from 'typeorm';
-import { IdempotencyConfigurationError } from '../../lib/errors/idempotency-configuration.error';
+import { IdempotencyConfigurationError } from '../../lib/config/idempotency-configuration.error';
 import {
   AddOperationSettingsToIdempotencyRecords1764288000000,
   CreateIdempotencyRecords1732233600000,

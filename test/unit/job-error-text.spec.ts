@@ -1,5 +1,5 @@
 /** A failed job's error text is storable: NUL removed, length capped, never half a character. */
-import { JOB_ERROR_TEXT_MAX_LENGTH, jobErrorText } from '../../lib/jobs/job-error-text';
+import { JOB_ERROR_TEXT_MAX_LENGTH, jobErrorText } from '../../lib/phases/jobs/job-error-text';
 
 describe('jobErrorText', () => {
   it('keeps an Error message, and the text of anything else thrown', () => {

@@ -3,7 +3,7 @@
  * preference, or the route's default without one, capped by the route's maximum.
  */
 import { preferredWaitSeconds } from '../../lib/waiting/prefer-wait';
-import { waitBudgetOf } from '../../lib/waiting/wait-for-claim';
+import { waitBudgetOf } from '../../lib/execution/wait-for-claim';
 
 describe('preferredWaitSeconds', () => {
   it.each([

@@ -10,9 +10,9 @@ import { randomBytes } from 'node:crypto';
 import { inspect } from 'node:util';
 import { Logger } from '@nestjs/common';
 import { IdempotencyConfigurationError, IdempotencyProblemException } from '../../lib';
-import { resolveIdempotencyOptions } from '../../lib/idempotency.defaults';
+import { resolveIdempotencyOptions } from '../../lib/config/idempotency.defaults';
 import type { StoredResponse } from '../../lib/interfaces/idempotency-record.interface';
-import { resolveEncryptionOptions } from '../../lib/storage/sealed/encryption-options';
+import { resolveEncryptionOptions } from '../../lib/config/encryption-options';
 import { RecordSealer, SEALED_MARKER, SEALED_STATUS } from '../../lib/storage/sealed/record-sealer';
 import { legacySealedBody } from '../fixtures/legacy-seal';
 

@@ -6,7 +6,7 @@
  */
 import { createHash } from 'node:crypto';
 import fc from 'fast-check';
-import { IdempotencyConfigurationError } from '../../lib/errors/idempotency-configuration.error';
+import { IdempotencyConfigurationError } from '../../lib/config/idempotency-configuration.error';
 import { MAX_SCOPE_BYTES, SCOPE_HASH_PREFIX, normaliseScope } from '../../lib/utils/request-scope';
 import type { IdempotencyNamespace } from '../../lib/utils/request-scope';
 

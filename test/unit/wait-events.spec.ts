@@ -5,12 +5,12 @@
  * was not kept). One event per request that waited, and none for one that did not wait.
  */
 import { DEFAULT_IDEMPOTENCY_OPTIONS } from '../../lib';
-import { BODY_OMITTED_HEADER } from '../../lib/idempotency.constants';
+import { BODY_OMITTED_HEADER } from '../../lib/config/idempotency.constants';
 import { IdempotencyEvents } from '../../lib/events/idempotency.events';
 import type { IdempotencyEvent } from '../../lib/events/idempotency.events';
 import type { ClaimResult } from '../../lib/interfaces/idempotency-record.interface';
 import { IdempotencyWaiters } from '../../lib/waiting/idempotency-waiters';
-import { claimOrWait } from '../../lib/waiting/wait-for-claim';
+import { claimOrWait } from '../../lib/execution/wait-for-claim';
 
 const IN_FLIGHT: ClaimResult = { outcome: 'in_flight', recordId: 'r' };
 /** Polled every 20 ms: a waiter looks again without a wake-up. */

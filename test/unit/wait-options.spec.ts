@@ -8,8 +8,8 @@ import {
   mergeRouteOptions,
   resolveIdempotencyOptions,
   validateRouteOptions,
-} from '../../lib/idempotency.defaults';
-import { IdempotencyConfigurationError } from '../../lib/errors/idempotency-configuration.error';
+} from '../../lib/config/idempotency.defaults';
+import { IdempotencyConfigurationError } from '../../lib/config/idempotency-configuration.error';
 
 function refusal(fn: () => unknown): string {
   try {

@@ -2,9 +2,9 @@ import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
 import type { KeyObject } from 'node:crypto';
 import { Logger } from '@nestjs/common';
 import { IdempotencyProblemException } from '../../errors/idempotency-problem.exception';
-import { RESERVED_HEADER_PREFIX } from '../../idempotency.constants';
+import { RESERVED_HEADER_PREFIX } from '../../config/idempotency.constants';
 import type { StoredResponse } from '../../interfaces/idempotency-record.interface';
-import type { ResolvedIdempotencyEncryption } from './encryption-options';
+import type { ResolvedIdempotencyEncryption } from '../../config/encryption-options';
 
 /**
  * The stored-header entry that marks a sealed response, with the id of the key that sealed it;

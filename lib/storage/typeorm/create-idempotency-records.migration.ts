@@ -1,5 +1,5 @@
 import type { MigrationInterface, QueryRunner } from 'typeorm';
-import { IdempotencyConfigurationError } from '../../errors/idempotency-configuration.error';
+import { IdempotencyConfigurationError } from '../../config/idempotency-configuration.error';
 import {
   addIdempotencyOperationSettingsSql,
   addIdempotencyPhasesSql,

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { DataSource } from 'typeorm';
-import { IdempotencyConfigurationError } from '../../errors/idempotency-configuration.error';
+import { IdempotencyConfigurationError } from '../../config/idempotency-configuration.error';
 import type { Deadline } from './with-deadline';
 
 /**

@@ -1,5 +1,5 @@
-import { IdempotencyConfigurationError } from '../../errors/idempotency-configuration.error';
-import type { SchemaFix } from '../../errors/idempotency-configuration.error';
+import { IdempotencyConfigurationError } from '../../config/idempotency-configuration.error';
+import type { SchemaFix } from '../../config/idempotency-configuration.error';
 
 /**
  * What `TypeOrmIdempotencyStore.verify()` reads at bootstrap: whether the record table and its

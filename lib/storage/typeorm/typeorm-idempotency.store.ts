@@ -7,7 +7,7 @@ import type {
   IdempotencyStoreTransaction,
   StoredResponse,
 } from '../../interfaces/idempotency-record.interface';
-import { IdempotencyConfigurationError } from '../../errors/idempotency-configuration.error';
+import { IdempotencyConfigurationError } from '../../config/idempotency-configuration.error';
 import { wakeTokenOf } from '../../waiting/wake-token';
 import { IdempotencyStore } from '../idempotency.store';
 import type { IdempotencyStoreCapabilities } from '../idempotency-store.capabilities';

@@ -1,11 +1,11 @@
-import type { DeadJob } from '../../jobs/staged-job.interface';
+import type { DeadJob } from '../../phases/jobs/staged-job.interface';
 import type {
   ClaimedJob,
   DueJobs,
   JobDelivery,
   JobFailureOutcome,
   StagedJobStore,
-} from '../../jobs/staged-job.store';
+} from '../../phases/jobs/staged-job.store';
 import { jobsTableNameOf, quoteTableName } from './idempotency-table.sql';
 import { prepareStatement } from './prepared-statement';
 import type { PreparedStatement } from './prepared-statement';

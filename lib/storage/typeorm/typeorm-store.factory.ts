@@ -1,8 +1,8 @@
 import type { ModuleRef } from '@nestjs/core';
 import { getDataSourceToken } from '@nestjs/typeorm';
 import type { DataSource } from 'typeorm';
-import { IdempotencyConfigurationError } from '../../errors/idempotency-configuration.error';
-import { check, checkBoolean, checkNumber, limit } from '../../idempotency.defaults';
+import { IdempotencyConfigurationError } from '../../config/idempotency-configuration.error';
+import { check, checkBoolean, checkNumber, limit } from '../../config/idempotency.defaults';
 import type { IdempotencyStoreFactory } from '../idempotency-store.factory';
 import { TypeOrmIdempotencyStore } from './typeorm-idempotency.store';
 import { DEFAULT_TYPEORM_STORE_OPTIONS } from './typeorm-store.defaults';

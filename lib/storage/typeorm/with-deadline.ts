@@ -1,4 +1,4 @@
-import { IdempotencyError } from '../../errors/idempotency-configuration.error';
+import { IdempotencyError } from '../../config/idempotency-configuration.error';
 
 /**
  * What a store call was waiting for when its time ran out.

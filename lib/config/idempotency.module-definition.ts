@@ -3,7 +3,7 @@ import type { Provider } from '@nestjs/common';
 import type {
   IdempotencyModuleOptions,
   IdempotencyOptionsFactory,
-} from './interfaces/idempotency-module-options.interface';
+} from '../interfaces/idempotency-module-options.interface';
 
 /** Extra settings of `forRoot()` / `forRootAsync()` that are not options of the library. */
 export interface IdempotencyModuleExtras {

@@ -1,11 +1,11 @@
 import type { ServerResponse } from 'node:http';
 import type { IdempotencyEvent, IdempotencyEvents } from '../events/idempotency.events';
-import { omittedBodyOf } from '../execution/stored-response';
+import { omittedBodyOf } from './stored-response';
 import type { IdempotencyWaitOptions } from '../interfaces/idempotency-module-options.interface';
 import type { ClaimResult } from '../interfaces/idempotency-record.interface';
-import type { IdempotencyWaiters, WaitEnd } from './idempotency-waiters';
-import { preferredWaitSeconds } from './prefer-wait';
-import { wakeTokenOf } from './wake-token';
+import type { IdempotencyWaiters, WaitEnd } from '../waiting/idempotency-waiters';
+import { preferredWaitSeconds } from '../waiting/prefer-wait';
+import { wakeTokenOf } from '../waiting/wake-token';
 
 /**
  * How long a request may wait for a key in flight: its `Prefer: wait=N`, or the route's

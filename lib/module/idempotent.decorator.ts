@@ -1,10 +1,10 @@
 import { UseFilters, UseGuards, UseInterceptors, applyDecorators } from '@nestjs/common';
-import { isHandlerStartMarked, markingStart } from './handler-start';
+import { isHandlerStartMarked, markingStart } from '../decorators/handler-start';
 import { IdempotencyExceptionFilter } from '../errors/idempotency-exception.filter';
-import { IDEMPOTENT_CLASS_METADATA, IDEMPOTENT_METADATA } from '../idempotency.constants';
-import { validateRouteOptions } from '../idempotency.defaults';
-import { IdempotencyGuard } from '../idempotency.guard';
-import { IdempotencyInterceptor } from '../idempotency.interceptor';
+import { IDEMPOTENT_CLASS_METADATA, IDEMPOTENT_METADATA } from '../config/idempotency.constants';
+import { validateRouteOptions } from '../config/idempotency.defaults';
+import { IdempotencyGuard } from './idempotency.guard';
+import { IdempotencyInterceptor } from './idempotency.interceptor';
 import type { IdempotencyRouteOptions } from '../interfaces/idempotency-module-options.interface';
 
 const bindLibrary = () =>

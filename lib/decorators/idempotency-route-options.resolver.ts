@@ -1,18 +1,18 @@
 import { Inject, Injectable } from '@nestjs/common';
 import type { ExecutionContext } from '@nestjs/common';
-import { IDEMPOTENCY_OPTIONS } from './idempotency.tokens';
+import { IDEMPOTENCY_OPTIONS } from '../config/idempotency.tokens';
 import {
   IDEMPOTENT_CLASS_METADATA,
   IDEMPOTENT_METADATA,
   SAFE_METHODS,
-} from './idempotency.constants';
-import { mergeRouteOptions } from './idempotency.defaults';
-import { isIdempotencySkipped } from './decorators/skip-idempotency.decorator';
+} from '../config/idempotency.constants';
+import { mergeRouteOptions } from '../config/idempotency.defaults';
+import { isIdempotencySkipped } from './skip-idempotency.decorator';
 import type {
   ResolvedIdempotencyRouteOptions,
   IdempotencyRouteOptions,
   ResolvedIdempotencyOptions,
-} from './interfaces/idempotency-module-options.interface';
+} from '../interfaces/idempotency-module-options.interface';
 
 /**
  * Works out the options in force for a route: handler options over class options over module

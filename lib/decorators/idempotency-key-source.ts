@@ -1,11 +1,11 @@
 import type {
   IdempotencyKeyPlace,
   IdempotencyProblemException,
-} from './errors/idempotency-problem.exception';
-import type { ResolvedIdempotencyRouteOptions } from './interfaces/idempotency-module-options.interface';
-import { readIdempotencyKey } from './utils/parse-idempotency-key';
-import type { ParsedIdempotencyKey } from './utils/parse-idempotency-key';
-import type { IdempotencyNamespace } from './utils/request-scope';
+} from '../errors/idempotency-problem.exception';
+import type { ResolvedIdempotencyRouteOptions } from '../interfaces/idempotency-module-options.interface';
+import { readIdempotencyKey } from '../utils/parse-idempotency-key';
+import type { ParsedIdempotencyKey } from '../utils/parse-idempotency-key';
+import type { IdempotencyNamespace } from '../utils/request-scope';
 
 /**
  * Where the key of a route's requests comes from: the port through which a part of the library

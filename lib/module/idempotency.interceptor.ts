@@ -1,22 +1,22 @@
 import { Injectable, Logger } from '@nestjs/common';
 import type { CallHandler, ExecutionContext, NestInterceptor } from '@nestjs/common';
 import { Observable, of } from 'rxjs';
-import { callTransportAdapter } from './calls/call-transport.adapter';
-import { callTransportOf } from './calls/idempotency-call-transport';
-import { IdempotencyConfigurationError } from './errors/idempotency-configuration.error';
-import { IdempotencyProblemException } from './errors/idempotency-problem.exception';
-import { IdempotencyExecutionFactory } from './execution/idempotency-execution.factory';
-import { IdempotencyRunner } from './execution/idempotency-runner';
-import type { IdempotencyCallInput, IdempotencyTransport } from './execution/idempotency-runner';
-import type { Replay } from './execution/idempotency-claims';
-import { fingerprintOf } from './execution/request-fingerprint';
-import { ResponseAdapterResolver } from './http/response-adapter.resolver';
-import { keySourceOf } from './idempotency-key-source';
-import { IdempotencyRouteOptionsResolver } from './idempotency-route-options.resolver';
-import type { ResolvedIdempotencyRouteOptions } from './interfaces/idempotency-module-options.interface';
-import { routeLabelOf } from './utils/route-label';
-import { UnparsedContentTypeWarnings } from './utils/unparsed-content-types';
-import type { WaitingRequest } from './waiting/wait-for-claim';
+import { callTransportAdapter } from '../calls/call-transport.adapter';
+import { callTransportOf } from '../calls/idempotency-call-transport';
+import { IdempotencyConfigurationError } from '../config/idempotency-configuration.error';
+import { IdempotencyProblemException } from '../errors/idempotency-problem.exception';
+import { IdempotencyExecutionFactory } from '../execution/idempotency-execution.factory';
+import { IdempotencyRunner } from '../execution/idempotency-runner';
+import type { IdempotencyCallInput, IdempotencyTransport } from '../execution/idempotency-runner';
+import type { Replay } from '../execution/idempotency-claims';
+import { fingerprintOf } from '../execution/request-fingerprint';
+import { ResponseAdapterResolver } from '../http/response-adapter.resolver';
+import { keySourceOf } from '../decorators/idempotency-key-source';
+import { IdempotencyRouteOptionsResolver } from '../decorators/idempotency-route-options.resolver';
+import type { ResolvedIdempotencyRouteOptions } from '../interfaces/idempotency-module-options.interface';
+import { routeLabelOf } from '../utils/route-label';
+import { UnparsedContentTypeWarnings } from '../utils/unparsed-content-types';
+import type { WaitingRequest } from '../execution/wait-for-claim';
 
 /**
  * Runs `@Idempotent()` routes through the `IdempotencyRunner`: an HTTP request through this

@@ -1,16 +1,16 @@
 import { Inject, Module } from '@nestjs/common';
 import type { DynamicModule, OnModuleInit, Provider } from '@nestjs/common';
 import { DiscoveryModule, ModuleRef, ModulesContainer } from '@nestjs/core';
-import { IdempotencyContext } from './context/idempotency.context';
-import { markCoveredControllers } from './decorators/handler-start';
-import { IdempotencyConfigurationError } from './errors/idempotency-configuration.error';
-import { IdempotencyExceptionFilter } from './errors/idempotency-exception.filter';
-import { IdempotencyEvents } from './events/idempotency.events';
-import { resolveIdempotencyOptions } from './idempotency.defaults';
-import { IdempotencyClaims } from './execution/idempotency-claims';
-import { IdempotencyExecutionFactory } from './execution/idempotency-execution.factory';
-import { IdempotencyRunner } from './execution/idempotency-runner';
-import { ResponseAdapterResolver } from './http/response-adapter.resolver';
+import { IdempotencyContext } from '../context/idempotency.context';
+import { markCoveredControllers } from '../decorators/handler-start';
+import { IdempotencyConfigurationError } from '../config/idempotency-configuration.error';
+import { IdempotencyExceptionFilter } from '../errors/idempotency-exception.filter';
+import { IdempotencyEvents } from '../events/idempotency.events';
+import { resolveIdempotencyOptions } from '../config/idempotency.defaults';
+import { IdempotencyClaims } from '../execution/idempotency-claims';
+import { IdempotencyExecutionFactory } from '../execution/idempotency-execution.factory';
+import { IdempotencyRunner } from '../execution/idempotency-runner';
+import { ResponseAdapterResolver } from '../http/response-adapter.resolver';
 import { IdempotencyGuard } from './idempotency.guard';
 import { IdempotencyInterceptor } from './idempotency.interceptor';
 import {
@@ -18,25 +18,25 @@ import {
   IDEMPOTENCY_MODULE_OPTIONS,
   IDEMPOTENCY_OPTIONS_TYPE,
   IdempotencyConfigurableModule,
-} from './idempotency.module-definition';
-import { IdempotencyRouteOptionsResolver } from './idempotency-route-options.resolver';
+} from '../config/idempotency.module-definition';
+import { IdempotencyRouteOptionsResolver } from '../decorators/idempotency-route-options.resolver';
 import { IDEMPOTENCY_SCOPE_WARNING, warnAboutSharedScope } from './idempotency-scope.warning';
-import { IDEMPOTENCY_OPTIONS, IDEMPOTENCY_STORE_CAPABILITIES } from './idempotency.tokens';
+import { IDEMPOTENCY_OPTIONS, IDEMPOTENCY_STORE_CAPABILITIES } from '../config/idempotency.tokens';
 import type {
   IdempotencyModuleOptions,
   ResolvedIdempotencyOptions,
-} from './interfaces/idempotency-module-options.interface';
-import { IdempotencyMetrics } from './metrics/idempotency-metrics';
-import { IDEMPOTENCY_OPENAPI, documentIdempotentRoutes } from './openapi/idempotency-openapi';
-import { IdempotencyPurgeService } from './purge/idempotency-purge.service';
-import { IdempotencyStore } from './storage/idempotency.store';
-import type { IdempotencyStoreCapabilities } from './storage/idempotency-store.capabilities';
-import { MemoryIdempotencyStore } from './storage/memory-idempotency.store';
-import { defaultTypeOrmStore } from './storage/default-typeorm-store';
-import { LocalFirstIdempotencyStore } from './storage/local-first-idempotency.store';
-import { IdempotencyWaiters } from './waiting/idempotency-waiters';
-import { RecordSealer } from './storage/sealed/record-sealer';
-import { SealingIdempotencyStore } from './storage/sealing-idempotency.store';
+} from '../interfaces/idempotency-module-options.interface';
+import { IdempotencyMetrics } from '../metrics/idempotency-metrics';
+import { IDEMPOTENCY_OPENAPI, documentIdempotentRoutes } from '../openapi/idempotency-openapi';
+import { IdempotencyPurgeService } from '../purge/idempotency-purge.service';
+import { IdempotencyStore } from '../storage/idempotency.store';
+import type { IdempotencyStoreCapabilities } from '../storage/idempotency-store.capabilities';
+import { MemoryIdempotencyStore } from '../storage/memory-idempotency.store';
+import { defaultTypeOrmStore } from '../storage/default-typeorm-store';
+import { LocalFirstIdempotencyStore } from '../storage/local-first-idempotency.store';
+import { IdempotencyWaiters } from '../waiting/idempotency-waiters';
+import { RecordSealer } from '../storage/sealed/record-sealer';
+import { SealingIdempotencyStore } from '../storage/sealing-idempotency.store';
 
 async function createStore(
   options: ResolvedIdempotencyOptions,

@@ -1,13 +1,13 @@
 import { FORBIDDEN_REPLAY_HEADERS, RESERVED_HEADER_PREFIX } from './idempotency.constants';
-import { IdempotencyConfigurationError } from './errors/idempotency-configuration.error';
-import { resolveEncryptionOptions } from './storage/sealed/encryption-options';
+import { IdempotencyConfigurationError } from './idempotency-configuration.error';
+import { resolveEncryptionOptions } from './encryption-options';
 import type {
   IdempotencyWaitOptions,
   IdempotencyModuleOptions,
   ResolvedIdempotencyRouteOptions,
   IdempotencyRouteOptions,
   ResolvedIdempotencyOptions,
-} from './interfaces/idempotency-module-options.interface';
+} from '../interfaces/idempotency-module-options.interface';
 
 const DEFAULT_STORE_STATUSES: number[] = [];
 for (let status = 200; status < 500; status++) {

@@ -1,13 +1,13 @@
 import { Logger, RequestMethod } from '@nestjs/common';
 import type { ModulesContainer } from '@nestjs/core';
-import { isIdempotencySkipped } from './decorators/skip-idempotency.decorator';
-import { IDEMPOTENT_CLASS_METADATA, IDEMPOTENT_METADATA } from './idempotency.constants';
-import { DEFAULT_IDEMPOTENCY_OPTIONS } from './idempotency.defaults';
+import { isIdempotencySkipped } from '../decorators/skip-idempotency.decorator';
+import { IDEMPOTENT_CLASS_METADATA, IDEMPOTENT_METADATA } from '../config/idempotency.constants';
+import { DEFAULT_IDEMPOTENCY_OPTIONS } from '../config/idempotency.defaults';
 import type {
   IdempotencyRouteOptions,
   ResolvedIdempotencyOptions,
-} from './interfaces/idempotency-module-options.interface';
-import { controllersOf } from './openapi/idempotency-openapi';
+} from '../interfaces/idempotency-module-options.interface';
+import { controllersOf } from '../openapi/idempotency-openapi';
 
 /** Token of the provider that logs the shared-scope warning at bootstrap. */
 export const IDEMPOTENCY_SCOPE_WARNING = Symbol('IDEMPOTENCY_SCOPE_WARNING');

@@ -1,7 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import type { CanActivate, ExecutionContext } from '@nestjs/common';
-import { ResponseAdapterResolver } from './http/response-adapter.resolver';
-import { IdempotencyRouteOptionsResolver } from './idempotency-route-options.resolver';
+import { ResponseAdapterResolver } from '../http/response-adapter.resolver';
+import { IdempotencyRouteOptionsResolver } from '../decorators/idempotency-route-options.resolver';
 
 /**
  * Prepares a decorated route's request and response for the response adapter, with the route's

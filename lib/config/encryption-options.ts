@@ -1,6 +1,6 @@
 import { createSecretKey } from 'node:crypto';
 import type { KeyObject } from 'node:crypto';
-import { IdempotencyConfigurationError } from '../../errors/idempotency-configuration.error';
+import { IdempotencyConfigurationError } from './idempotency-configuration.error';
 
 /**
  * One key of `encryption.keys`: an id kept on every record it seals, and its 32-byte secret.
