@@ -81,19 +81,12 @@ export class TypeOrmJobStore implements StagedJobStore {
       // waits for a lock rather than skipping it: another drainer's claim statement may hold the
       // row for a moment (it locks, then finds the job no longer due), and skipping would leave
       // a job this drainer claimed undelivered until its hold ran out. The claimed attempt, checked
-      // once the lock is had, still refuses a job another drainer has claimed since. The
-      // backend and its transaction's start name the delivery, should it have to be ended.
+      // once the lock is had, still refuses a job another drainer has claimed since.
       lock: `
         DELETE FROM ${j}
          WHERE id = (SELECT id FROM ${j}
                       WHERE id = $1::bigint AND attempts = $2 AND status = 'pending'
-                        FOR UPDATE)
-        RETURNING pg_backend_pid() AS pid, ${instantOf('now()')} AS began`,
-      // Only while that backend is still in the delivery's transaction: never a backend that
-      // took its pid since.
-      endBackend: `
-        SELECT pg_terminate_backend(pid) FROM pg_stat_activity
-         WHERE pid = $1::int AND ${instantOf('xact_start')} = $2`,
+                        FOR UPDATE)`,
       fail: `
         UPDATE ${j} SET last_error = $3,
                run_after = clock_timestamp() + $4::float8 * interval '1 second',
@@ -185,14 +178,12 @@ export class TypeOrmJobStore implements StagedJobStore {
   /** @inheritDoc */
   async deliver(job: ClaimedJob): Promise<JobDelivery | undefined> {
     const tx = await this.store.openTransaction();
-    let backend: DeliveryBackend;
     try {
-      const { rows, rowCount } = await tx.run('lock job', this.sql.lock, [job.id, job.attempt]);
+      const { rowCount } = await tx.run('lock job', this.sql.lock, [job.id, job.attempt]);
       if (rowCount !== 1) {
         await tx.rollback();
         return undefined;
       }
-      backend = { pid: Number(rows[0].pid), began: rows[0].began };
     } catch (error) {
       await tx.rollback().catch(() => undefined);
       throw error;
@@ -201,23 +192,9 @@ export class TypeOrmJobStore implements StagedJobStore {
       manager: tx.manager,
       commit: () => tx.commit(),
       rollback: () => tx.rollback(),
-      abandon: () => this.abandon(tx, backend),
+      // Closes the connection and ends its backend, even inside a handler's long statement.
+      abandon: () => tx.abandon(),
     };
-  }
-
-  /**
-   * Closes the delivery's connection, then ends its backend from another one. PostgreSQL notices
-   * a closed socket only when it next reads or writes it: a handler's statement would run on,
-   * and keep the job's row locked, until it returned. Closing first frees the pool's slot for the
-   * second statement. Should that statement fail or find nothing (no connection, a role not
-   * allowed to end the backend, `track_activities` off), the backend ends with its statement, as
-   * it would without it.
-   */
-  private async abandon(tx: TypeOrmStoreTransaction, backend: DeliveryBackend): Promise<void> {
-    await tx.abandon();
-    await this.store
-      .runStatement('end job connection', this.sql.endBackend, [backend.pid, backend.began])
-      .catch(() => undefined);
   }
 
   /** @inheritDoc */
@@ -267,17 +244,6 @@ export class TypeOrmJobStore implements StagedJobStore {
       (await this.store.runStatement('delete dead job', this.sql.deleteDead, [id])).rowCount === 1
     );
   }
-}
-
-/** A timestamp as text to the microsecond, whatever the session's `DateStyle` and `TimeZone`. */
-function instantOf(timestamp: string): string {
-  return `to_char(${timestamp} AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS.US')`;
-}
-
-/** The PostgreSQL backend a delivery runs on, and when its transaction began. */
-interface DeliveryBackend {
-  pid: number;
-  began: string;
 }
 
 /** The error kept on a job made dead by its claim: its last delivery left no outcome. */
