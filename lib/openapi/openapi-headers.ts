@@ -1,6 +1,6 @@
 import type { ResolvedIdempotencyRouteOptions } from '../interfaces/idempotency-module-options.interface';
 
-/** The headers an idempotent route's documentation adds: the key, `Prefer`, and the replay's. */
+// The headers an idempotent route's documentation adds: the key, `Prefer`, and the replay's.
 
 /**
  * The key syntax of `parseIdempotencyKey`: 1–255 printable ASCII characters, either bare (no

@@ -8,7 +8,7 @@ import type {
 import { PREFERENCE_APPLIED_HEADER, preferenceApplied } from './openapi-headers';
 import { IDEMPOTENCY_PROBLEM_SCHEMA } from './openapi-problem-schema';
 
-/** The library's own answers on an idempotent route, as OpenAPI responses. */
+// The library's own answers on an idempotent route, as OpenAPI responses.
 
 /**
  * The application's own declaration of a status the library also answers with: its description

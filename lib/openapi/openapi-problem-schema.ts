@@ -1,7 +1,7 @@
 import type * as Swagger from '@nestjs/swagger';
 import type { IdempotencyErrorCode } from '../errors/idempotency-problem.exception';
 
-/** The shared problem+json schema that the documented 4xx and 5xx answers refer to. */
+// The shared problem+json schema that the documented 4xx and 5xx answers refer to.
 
 type SwaggerApi = typeof Swagger;
 
