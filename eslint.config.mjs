@@ -18,4 +18,14 @@ export default tseslint.config(
       '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_' }],
     },
   },
+  {
+    // Issue 48: lib/ reads in small pieces, no function over 80 lines and no file over 400.
+    // lib/storage/ and lib/phases/ are still being split; drop these ignores once they are.
+    files: ['lib/**/*.ts'],
+    ignores: ['lib/storage/**', 'lib/phases/**'],
+    rules: {
+      'max-lines-per-function': ['error', { max: 80, skipBlankLines: true, skipComments: true }],
+      'max-lines': ['error', { max: 400, skipBlankLines: false, skipComments: false }],
+    },
+  },
 );

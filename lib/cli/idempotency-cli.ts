@@ -1,20 +1,18 @@
-import { readFile } from 'node:fs/promises';
 import { NestFactory } from '@nestjs/core';
 import type { DynamicModule, INestApplicationContext, LogLevel, Type } from '@nestjs/common';
 import { IdempotencyEvents } from '../events/idempotency.events';
-import { sendableResponse, UnsendableResponseError } from '../execution/sendable-response';
 import type { IdempotencyEvent } from '../events/idempotency.events';
 import { IDEMPOTENCY_STORE_CAPABILITIES } from '../config/idempotency.tokens';
 import { IdempotencyOperations } from '../phases/idempotency-operations.service';
-import type { AbandonedResolution } from '../phases/idempotency-operations.service';
 import { IdempotencyPurgeService } from '../purge/idempotency-purge.service';
 import { withoutSchedules } from '../scheduling/periodic-task';
 import type {
-  IdempotencyOperatorListKind,
   IdempotencyOperatorRecord,
   IdempotencyStoreCapabilities,
   IdempotencyStoreOperator,
 } from '../storage/idempotency-store.capabilities';
+import { parse, USAGE, UsageError } from './cli-command-line';
+import type { Command } from './cli-command-line';
 
 /** Where `runIdempotencyCli()` writes, and how it creates the application. */
 export interface IdempotencyCliOptions {
@@ -34,46 +32,6 @@ export interface IdempotencyCliOptions {
    */
   logger?: LogLevel[] | false;
 }
-
-/** The usage text `runIdempotencyCli()` prints for `--help` and a wrong command line. */
-const USAGE = `Usage: <script> <command> [options]
-
-Commands:
-  inspect <scope> <key> [--body]           one record: status, recovery point, attempts, lease
-                                           left, expiry, stored status (the body with --body)
-  list in-flight|stuck|abandoned [--limit N]
-                                           records in flight, stuck (in flight, lease lapsed)
-                                           or abandoned; at most N (default 100)
-  release <scope> <key>                    frees a stuck key so a retry runs; refuses a live lease
-  resolve <scope> <key> [--response-file f.json]
-                                           settles an abandoned operation: retries replay the
-                                           file's {"status","body","headers"}; without a file
-                                           the record is deleted and the key runs again
-  purge                                    deletes expired records now, prints the count
-
-Options:
-  --format json|table                      output format (default json)
-  --help                                   this text
-
-The scope of a key without one is '' (pass "" on the command line).
-Exit codes: 0 done, 1 not found, refused or failed, 2 wrong command line.`;
-
-const LIST_KINDS: Record<string, IdempotencyOperatorListKind> = {
-  'in-flight': 'in_flight',
-  stuck: 'stuck',
-  abandoned: 'abandoned',
-};
-
-type Command =
-  | { name: 'help' }
-  | { name: 'inspect'; scope: string; key: string; body: boolean }
-  | { name: 'list'; kind: IdempotencyOperatorListKind; limit: number }
-  | { name: 'release'; scope: string; key: string }
-  | { name: 'resolve'; scope: string; key: string; resolution: AbandonedResolution }
-  | { name: 'purge' };
-
-/** A wrong command line: usage and exit code 2. */
-class UsageError extends Error {}
 
 /** What a command printed and its exit code. */
 interface Outcome {
@@ -154,107 +112,6 @@ export async function runIdempotencyCli(
   } finally {
     await app?.close();
   }
-}
-
-async function parse(argv: readonly string[]): Promise<{ command: Command; table: boolean }> {
-  const words: string[] = [];
-  const flags = new Map<string, string | true>();
-  const valued = new Set(['--format', '--limit', '--response-file']);
-  for (let i = 0; i < argv.length; i++) {
-    const word = argv[i];
-    if (!word.startsWith('--')) {
-      words.push(word);
-      continue;
-    }
-    const [name, inline] = word.split(/=(.*)/s, 2);
-    if (valued.has(name)) {
-      const value = inline ?? argv[++i];
-      if (value === undefined) throw new UsageError(`${name} needs a value.`);
-      flags.set(name, value);
-    } else if (name === '--body' || name === '--help') {
-      flags.set(name, true);
-    } else {
-      throw new UsageError(`Unknown option ${word}.`);
-    }
-  }
-  const format = flags.get('--format') ?? 'json';
-  if (format !== 'json' && format !== 'table') {
-    throw new UsageError(`--format is json or table, not ${String(format)}.`);
-  }
-  const table = format === 'table';
-  if (flags.has('--help')) return { command: { name: 'help' }, table };
-  const [name, ...args] = words;
-  const allowed: Record<string, string[]> = {
-    inspect: ['--format', '--body'],
-    list: ['--format', '--limit'],
-    release: ['--format'],
-    resolve: ['--format', '--response-file'],
-    purge: ['--format'],
-  };
-  if (name === undefined) throw new UsageError('No command given.');
-  if (!allowed[name]) throw new UsageError(`Unknown command ${name}.`);
-  for (const flag of flags.keys()) {
-    if (!allowed[name].includes(flag)) throw new UsageError(`${name} takes no ${flag}.`);
-  }
-  const arity = (n: number, shape: string) => {
-    if (args.length !== n) throw new UsageError(`${name} takes ${shape}.`);
-  };
-  switch (name) {
-    case 'inspect':
-      arity(2, '<scope> <key>');
-      return { command: { name, scope: args[0], key: args[1], body: flags.has('--body') }, table };
-    case 'list': {
-      arity(1, 'in-flight, stuck or abandoned');
-      const kind = LIST_KINDS[args[0]];
-      if (!kind) throw new UsageError(`list takes in-flight, stuck or abandoned, not ${args[0]}.`);
-      const limitText = String(flags.get('--limit') ?? '100');
-      const limit = Number(limitText);
-      if (!/^\d+$/.test(limitText) || !(limit >= 1 && limit <= 10_000)) {
-        throw new UsageError(`--limit is a whole number from 1 to 10000, not ${limitText}.`);
-      }
-      return { command: { name, kind, limit }, table };
-    }
-    case 'release':
-      arity(2, '<scope> <key>');
-      return { command: { name, scope: args[0], key: args[1] }, table };
-    case 'resolve': {
-      arity(2, '<scope> <key>');
-      const file = flags.get('--response-file');
-      const resolution = typeof file === 'string' ? await responseFrom(file) : {};
-      return { command: { name, scope: args[0], key: args[1], resolution }, table };
-    }
-    default:
-      arity(0, 'no arguments');
-      return { command: { name: 'purge' }, table };
-  }
-}
-
-/**
- * Reads `{ status, body, headers? }` from a JSON file, refused unless Node.js could send it (the
- * check every stored answer passes), so that nothing is stored that fails every retry.
- */
-async function responseFrom(file: string): Promise<AbandonedResolution> {
-  let parsed: any;
-  try {
-    parsed = JSON.parse(await readFile(file, 'utf8'));
-  } catch (error) {
-    throw new UsageError(`--response-file ${file}: ${(error as Error).message}`);
-  }
-  const { status, body, headers } = parsed ?? {};
-  const shaped = typeof parsed === 'object' && parsed !== null && 'body' in parsed;
-  try {
-    if (!shaped || (headers !== undefined && (typeof headers !== 'object' || headers === null))) {
-      throw new UnsendableResponseError('not the shape {"status", "body", "headers"}');
-    }
-    sendableResponse({ status, body, headers });
-  } catch (error) {
-    if (!(error instanceof UnsendableResponseError)) throw error;
-    throw new UsageError(
-      `--response-file ${file} is refused: ${error.why}. It must hold ` +
-        '{"status": 100-599, "body": …, "headers": {"name": "value"}} that Node.js can send.',
-    );
-  }
-  return { response: { status, body, headers } };
 }
 
 async function run(

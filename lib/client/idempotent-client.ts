@@ -93,9 +93,8 @@ function definedFields<T extends object>(value: T): Partial<T> {
   ) as Partial<T>;
 }
 
-async function send<T>(o: Resolved, operation: IdempotentRequest): Promise<IdempotentResponse<T>> {
-  const { signal } = operation;
-  signal?.throwIfAborted();
+/** What every attempt of an operation sends: its key, URL, encoded body and headers. */
+async function requestOf(o: Resolved, operation: IdempotentRequest) {
   const idempotencyKey = operationKey(
     operation.idempotencyKey,
     operation.headers,
@@ -110,6 +109,13 @@ async function send<T>(o: Resolved, operation: IdempotentRequest): Promise<Idemp
     operation.headers,
     { [o.keyHeader]: idempotencyKey },
   );
+  return { idempotencyKey, url, payload, headers };
+}
+
+async function send<T>(o: Resolved, operation: IdempotentRequest): Promise<IdempotentResponse<T>> {
+  const { signal } = operation;
+  signal?.throwIfAborted();
+  const { idempotencyKey, url, payload, headers } = await requestOf(o, operation);
   const deadline = Date.now() + o.deadlineMs;
   let last: IdempotentResponse<T> | undefined;
   let lastError: unknown;

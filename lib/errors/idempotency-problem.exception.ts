@@ -1,140 +1,22 @@
-import { HttpException, HttpStatus } from '@nestjs/common';
+import { HttpException } from '@nestjs/common';
 import { PROBLEM_CONTENT_TYPE, RESERVED_HEADER_PREFIX } from '../config/idempotency.constants';
 import type { StoredResponse } from '../interfaces/idempotency-record.interface';
 import { responseBytes } from '../utils/response-bytes';
+import { PROBLEMS } from './idempotency-error-codes';
+import type { IdempotencyErrorCode } from './idempotency-error-codes';
+import type {
+  IdempotencyErrorBodyRenderer,
+  IdempotencyKeyPlace,
+  IdempotencyProblem,
+} from './idempotency-problem.types';
 
-/** Stable codes of the errors the library answers with. */
-export type IdempotencyErrorCode =
-  | 'idempotency_key_missing'
-  | 'idempotency_key_invalid'
-  | 'idempotency_key_reused'
-  | 'idempotency_key_in_use'
-  | 'idempotency_store_unavailable'
-  | 'idempotency_body_unreadable'
-  | 'idempotency_scope_invalid'
-  | 'idempotency_transaction_unavailable'
-  | 'idempotency_retry_later'
-  | 'idempotency_operation_abandoned'
-  | 'idempotency_operation_unavailable'
-  | 'idempotency_operation_input_invalid'
-  | 'idempotency_record_unreadable'
-  | 'idempotency_request_too_large'
-  | 'idempotency_response_not_stored'
-  | 'idempotency_webhook_signature_invalid';
-
-const PROBLEMS: Record<IdempotencyErrorCode, { status: number; title: string }> = {
-  idempotency_key_missing: {
-    status: HttpStatus.BAD_REQUEST,
-    title: 'Idempotency-Key is missing',
-  },
-  idempotency_key_invalid: {
-    status: HttpStatus.BAD_REQUEST,
-    title: 'Idempotency-Key is invalid',
-  },
-  idempotency_key_reused: {
-    status: HttpStatus.UNPROCESSABLE_ENTITY,
-    title: 'Idempotency-Key is already used',
-  },
-  idempotency_key_in_use: {
-    status: HttpStatus.CONFLICT,
-    title: 'A request is outstanding for this Idempotency-Key',
-  },
-  idempotency_store_unavailable: {
-    status: HttpStatus.SERVICE_UNAVAILABLE,
-    title: 'Idempotency store is unavailable',
-  },
-  idempotency_body_unreadable: {
-    status: HttpStatus.UNSUPPORTED_MEDIA_TYPE,
-    title: 'Request body cannot be compared',
-  },
-  idempotency_scope_invalid: {
-    status: HttpStatus.INTERNAL_SERVER_ERROR,
-    title: 'Idempotency scope is misconfigured',
-  },
-  idempotency_transaction_unavailable: {
-    status: HttpStatus.INTERNAL_SERVER_ERROR,
-    title: 'Idempotency transaction is unavailable',
-  },
-  idempotency_retry_later: {
-    status: HttpStatus.SERVICE_UNAVAILABLE,
-    title: 'The operation will be retried',
-  },
-  idempotency_operation_abandoned: {
-    status: HttpStatus.CONFLICT,
-    title: 'The operation for this Idempotency-Key was abandoned',
-  },
-  idempotency_record_unreadable: {
-    status: HttpStatus.INTERNAL_SERVER_ERROR,
-    title: 'Idempotency record cannot be read',
-  },
-  idempotency_operation_input_invalid: {
-    status: HttpStatus.BAD_REQUEST,
-    title: 'The operation input cannot be stored',
-  },
-  idempotency_operation_unavailable: {
-    status: HttpStatus.INTERNAL_SERVER_ERROR,
-    title: 'Idempotency operation is misconfigured',
-  },
-  idempotency_request_too_large: {
-    status: HttpStatus.PAYLOAD_TOO_LARGE,
-    title: 'Request body is too large for an Idempotency-Key',
-  },
-  idempotency_response_not_stored: {
-    status: HttpStatus.CONFLICT,
-    title: 'The response for this Idempotency-Key was not stored',
-  },
-  idempotency_webhook_signature_invalid: {
-    status: HttpStatus.BAD_REQUEST,
-    title: 'Webhook signature is invalid',
-  },
-};
-
-/**
- * What an application's `errorBody` option returns for one of the library's errors: the body
- * (an object or array is sent as JSON, a string as text, a Buffer as bytes) and, optionally, its
- * content type (`application/json; charset=utf-8` for objects by default).
- */
-export interface IdempotencyErrorBody {
-  /** The body to send: an object or array as JSON, a string as text, a Buffer as bytes. */
-  body: unknown;
-  /** Its content type, when the default for the body's kind is not the one wanted. */
-  contentType?: string;
-}
-
-/**
- * Shapes the body of the library's errors for an API that has its own error format (Stripe's
- * `{ error: { type, code, message } }`, say). Given the problem the library would send; the
- * status, `Retry-After` and `Cache-Control: no-store` stay as they are. Keep `problem.code` in
- * the body: it is the stable code clients branch on.
- */
-export type IdempotencyErrorBodyRenderer = (problem: IdempotencyProblem) => IdempotencyErrorBody;
-
-/** An RFC 9457 problem document as the library sends it. */
-export interface IdempotencyProblem {
-  /** URI of the problem type: `problemTypeBaseUri` followed by the code. */
-  type: string;
-  /** Short summary of the code (it may name the route's key header). */
-  title: string;
-  /** The HTTP status. */
-  status: number;
-  /** What went wrong with this request; never contains the raw key. */
-  detail: string;
-  /** The stable code clients branch on. */
-  code: IdempotencyErrorCode;
-  /**
-   * The status the operation completed with, on `idempotency_response_not_stored`: the request
-   * was carried out, only its body is not replayed.
-   */
-  completedStatus?: number;
-}
-
-/**
- * Where a key is, as refusals name it: the route's key header (`Idempotency-Key`), or, for a
- * call that is not an HTTP request, what it is and where it keeps its key (`message`, `the
- * "idempotencyKey" field`).
- * @inline
- */
-export type IdempotencyKeyPlace = string | { call: string; where: string };
+export type { IdempotencyErrorCode } from './idempotency-error-codes';
+export type {
+  IdempotencyErrorBody,
+  IdempotencyErrorBodyRenderer,
+  IdempotencyKeyPlace,
+  IdempotencyProblem,
+} from './idempotency-problem.types';
 
 /** The `message` Nest derives from this class's name, worked out once rather than per error. */
 const MESSAGE = 'Idempotency Problem Exception';

@@ -1,18 +1,15 @@
-import type { CallHandler, Logger } from '@nestjs/common';
+import type { CallHandler } from '@nestjs/common';
 import { Observable } from 'rxjs';
 import { idempotencyRunScopes } from '../context/idempotency-run-scope';
 import type { IdempotencyRunScope } from '../context/idempotency-run-scope';
 import { IdempotencyProblemException } from '../errors/idempotency-problem.exception';
-import type { IdempotencyErrorBodyRenderer } from '../errors/idempotency-problem.exception';
 import { renderProblem } from '../errors/render-problem';
-import type { IdempotencyEvents } from '../events/idempotency.events';
-import type { ResponseSink, ResponseSnapshot } from '../http/response-sink.interface';
+import type { ResponseSink } from '../http/response-sink.interface';
 import type { ResolvedIdempotencyRouteOptions } from '../interfaces/idempotency-module-options.interface';
 import type {
   IdempotencyStoreTransaction,
   StoredResponse,
 } from '../interfaces/idempotency-record.interface';
-import type { IdempotencyStore } from '../storage/idempotency.store';
 import type { OutgoingResponse } from '../utils/response-bytes';
 import { renderHandlerOutcome } from './handler-outcome';
 import type { HandlerOutcome } from './handler-outcome';
@@ -20,50 +17,23 @@ import type { IdempotencyRun } from './idempotency-run';
 import { emitRejected } from './rejected-event';
 import { isSendable } from './sendable-response';
 import { storedResponseOf } from './stored-response';
+import type { IdempotencyExecutionDeps } from './execution-deps';
+import {
+  completeAndCommit,
+  completeRun,
+  reportWriteFailed,
+  emitExecuted,
+  emitLockLost,
+  releaseKey,
+  reportNotStored,
+  rollbackQuietly,
+} from './execution-store-steps';
+import type { ConcludeReason, ReleaseMode, ReleaseReason } from './execution-store-steps';
+import { answeredWith, INTERNAL_ERROR, RELEASED } from './execution-result';
+import type { ExecutionResult, ExecutionStage } from './execution-result';
 
-/** What an execution needs from its surroundings; built by `IdempotencyExecutionFactory`. */
-export interface IdempotencyExecutionDeps {
-  store: IdempotencyStore;
-  events: Pick<IdempotencyEvents, 'emit'>;
-  /** Reports how long storing the response took (for the completion latency metric). */
-  recordCompletion?: (seconds: number, stored: boolean) => void;
-  logger: Logger;
-  problemTypeBaseUri: string;
-  /** The module's `errorBody`, when set. */
-  errorBody: IdempotencyErrorBodyRenderer | null;
-  /** Logs once per route that its responses cannot be stored. */
-  warnUnstorable: (why: string) => void;
-  /** Status and headers the route set before its handler ran (its status, `@Header()`s). */
-  before: ResponseSnapshot;
-  /** The adapter's content type for string bodies. */
-  textContentType: string;
-  /**
-   * Whether `@Idempotent()` marks the moment this route's handler starts. Where it cannot (a
-   * route declared in a subclass of a decorated base class), the handler is taken to have
-   * started: a request rejected by a pipe is then treated like the handler's own 4xx.
-   */
-  startMarked: boolean;
-}
-
-/** What Nest's default exception filter answers for an error that is not an HttpException. */
-const INTERNAL_ERROR: OutgoingResponse = {
-  status: 500,
-  headers: { 'content-type': 'application/json; charset=utf-8' },
-  body: Buffer.from(JSON.stringify({ statusCode: 500, message: 'Internal server error' })),
-};
-
-/**
- * What an execution's decision came to, for its transport to render: the handler's answer went
- * to the store (its `executed` event says whether it landed), or the key was given back (with
- * the answer to write instead of the original, if any), or the completion could not commit and
- * the client is refused with a problem.
- */
-export type ExecutionResult =
-  | { kind: 'stored'; answer: OutgoingResponse }
-  | { kind: 'released'; answer?: OutgoingResponse }
-  | { kind: 'refused'; problem: IdempotencyProblemException };
-
-type Stage = 'begun' | 'running' | 'settled' | 'deciding' | 'done';
+export type { IdempotencyExecutionDeps } from './execution-deps';
+export type { ExecutionResult } from './execution-result';
 
 /**
  * One claimed request, from its claim to its end: its run (the record's ref, identity and
@@ -91,7 +61,7 @@ type Stage = 'begun' | 'running' | 'settled' | 'deciding' | 'done';
  * response first, and the handler never runs twice under one claim.
  */
 export class IdempotencyExecution implements ResponseSink {
-  private stage: Stage = 'begun';
+  private stage: ExecutionStage = 'begun';
   private outcome?: HandlerOutcome;
   private held?: {
     outgoing: OutgoingResponse;
@@ -211,10 +181,7 @@ export class IdempotencyExecution implements ResponseSink {
 
   /** @inheritDoc */
   onWriteFailed(error: unknown): void {
-    this.deps.logger.error(
-      'Could not write the response of an idempotent request; the client got a 500',
-      error as Error,
-    );
+    reportWriteFailed(this.deps, error);
   }
 
   /** The handler threw: its writes are rolled back before anything answers its client. */
@@ -253,10 +220,7 @@ export class IdempotencyExecution implements ResponseSink {
   }
 
   /** Ends the execution by giving the key back, with no response to store. */
-  private async conclude(
-    mode: 'retry' | 'forget',
-    reason: 'not_final' | 'rejected_before_handler',
-  ): Promise<void> {
+  private async conclude(mode: ReleaseMode, reason: ConcludeReason): Promise<void> {
     this.stage = 'deciding';
     this.run.lease.stop();
     await this.release(mode, reason);
@@ -297,7 +261,7 @@ export class IdempotencyExecution implements ResponseSink {
       }
       // A status that is not final (not in `storeStatuses`).
       await this.release('retry', 'not_final');
-      this.emitExecuted(outgoing.status, false);
+      emitExecuted(this.deps, this.run, outgoing.status, false);
       return RELEASED;
     } finally {
       this.finish();
@@ -317,11 +281,11 @@ export class IdempotencyExecution implements ResponseSink {
   ): Promise<ExecutionResult> {
     const conclusion = await this.run.operationConclusion();
     if (conclusion?.kind === 'completed') {
-      this.emitExecuted(conclusion.outgoing.status, true);
+      emitExecuted(this.deps, this.run, conclusion.outgoing.status, true);
       return { kind: 'stored', answer: conclusion.outgoing };
     }
     if (conclusion?.kind === 'failed') await this.release('retry', 'not_final');
-    if (outgoing) this.emitExecuted(outgoing.status, false);
+    if (outgoing) emitExecuted(this.deps, this.run, outgoing.status, false);
     return RELEASED;
   }
 
@@ -333,40 +297,26 @@ export class IdempotencyExecution implements ResponseSink {
   private store(outgoing: OutgoingResponse): Promise<ExecutionResult> {
     const transaction = this.transaction;
     this.transaction = undefined;
-    let sent: Promise<boolean>;
     let stored: StoredResponse;
     const started = performance.now();
     try {
-      stored = this.toStored(outgoing);
+      stored = storedResponseOf(outgoing, this.route);
     } catch (error) {
       if (transaction) void transaction.rollback().catch(() => undefined);
       return this.done(Promise.reject(error));
     }
     if (transaction) return this.done(this.storeInTransaction(transaction, stored, outgoing));
-    try {
-      sent = this.deps.store.complete(this.run.ref, stored, this.route.ttlSeconds);
-    } catch (error) {
-      sent = Promise.reject(error);
-    }
-    return sent.then(
+    return completeRun(this.deps, this.run, stored, this.route.ttlSeconds).then(
       (owned) => {
         this.finish();
         this.deps.recordCompletion?.((performance.now() - started) / 1000, owned);
-        if (!owned) this.emitLockLost('complete');
-        this.emitExecuted(outgoing.status, owned);
+        if (!owned) emitLockLost(this.deps, this.run, 'complete');
+        emitExecuted(this.deps, this.run, outgoing.status, owned);
         return { kind: 'stored', answer: outgoing };
       },
       (error: unknown) => {
         this.finish();
-        // The handler ran and its client gets its response; a retry after the lease lapses
-        // runs it again. Logged loudly: this is the one window the store cannot close.
-        this.deps.events.emit({ type: 'store_error', operation: 'complete', error });
-        this.deps.logger.error(
-          `Could not store the response of an idempotent request (${outgoing.status}); ` +
-            'a retry after the lease lapses will run the handler again',
-          error as Error,
-        );
-        this.emitExecuted(outgoing.status, false);
+        reportNotStored(this.deps, this.run, outgoing.status, error);
         return { kind: 'stored', answer: outgoing };
       },
     );
@@ -402,16 +352,14 @@ export class IdempotencyExecution implements ResponseSink {
     outgoing: OutgoingResponse,
   ): Promise<ExecutionResult> {
     let owned: boolean;
-    const started = performance.now();
     try {
-      if (transaction.completeAndCommit) {
-        owned = await transaction.completeAndCommit(this.run.ref, stored, this.route.ttlSeconds);
-      } else {
-        owned = await transaction.complete(this.run.ref, stored, this.route.ttlSeconds);
-        if (owned) await transaction.commit();
-        else await transaction.rollback();
-      }
-      this.deps.recordCompletion?.((performance.now() - started) / 1000, owned);
+      owned = await completeAndCommit(
+        this.deps,
+        this.run,
+        transaction,
+        stored,
+        this.route.ttlSeconds,
+      );
     } catch (error) {
       this.deps.events.emit({ type: 'store_error', operation: 'complete', error });
       await transaction.rollback().catch(() => undefined);
@@ -419,15 +367,11 @@ export class IdempotencyExecution implements ResponseSink {
       return this.refuse(IdempotencyProblemException.notStored(this.route.retryAfterSeconds));
     }
     if (!owned) {
-      this.emitLockLost('complete');
+      emitLockLost(this.deps, this.run, 'complete');
       return this.refuse(IdempotencyProblemException.leaseLost(this.route.retryAfterSeconds));
     }
-    this.emitExecuted(outgoing.status, true);
+    emitExecuted(this.deps, this.run, outgoing.status, true);
     return { kind: 'stored', answer: outgoing };
-  }
-
-  private toStored(outgoing: OutgoingResponse): StoredResponse {
-    return storedResponseOf(outgoing, this.route);
   }
 
   private refuse(problem: IdempotencyProblemException): ExecutionResult {
@@ -441,65 +385,14 @@ export class IdempotencyExecution implements ResponseSink {
     return renderProblem(problem, this.deps, this.deps.logger);
   }
 
-  private async release(
-    mode: 'retry' | 'forget',
-    reason: 'not_final' | 'rejected_before_handler' | 'unstorable',
-  ): Promise<void> {
+  private async release(mode: ReleaseMode, reason: ReleaseReason): Promise<void> {
     await this.rollback();
-    try {
-      if (await this.deps.store.release(this.run.ref, mode)) {
-        this.deps.events.emit({
-          type: 'released',
-          scope: this.run.ref.scope,
-          key: this.run.ref.key,
-          reason,
-        });
-      } else {
-        this.emitLockLost('release');
-      }
-    } catch (error) {
-      // The lease lapses on its own; a retry then takes the key over.
-      this.deps.events.emit({ type: 'store_error', operation: 'release', error });
-    }
+    await releaseKey(this.deps, this.run, mode, reason);
   }
 
   private async rollback(): Promise<void> {
     const transaction = this.transaction;
     this.transaction = undefined;
-    if (!transaction) return;
-    try {
-      await transaction.rollback();
-    } catch (error) {
-      this.deps.events.emit({ type: 'store_error', operation: 'rollback', error });
-    }
+    if (transaction) await rollbackQuietly(this.deps, transaction);
   }
-
-  private emitExecuted(status: number, stored: boolean): void {
-    this.deps.events.emit({
-      type: 'executed',
-      scope: this.run.ref.scope,
-      key: this.run.ref.key,
-      status,
-      stored,
-      attempt: this.run.identity.attempt,
-    });
-  }
-
-  private emitLockLost(during: 'complete' | 'release'): void {
-    const { scope, key } = this.run.ref;
-    this.deps.events.emit({ type: 'lock_lost', scope, key, during });
-    this.deps.logger.warn(`Lost the lease of an idempotent request during ${during}`);
-  }
-}
-
-/** The key was given back, and the response is written as it is. */
-const RELEASED: ExecutionResult = { kind: 'released' };
-
-/** A decision that names no answer of its own answers with `fallback`. */
-function answeredWith(
-  result: ExecutionResult | undefined,
-  fallback?: OutgoingResponse,
-): ExecutionResult {
-  if (result?.kind === 'refused' || result?.answer) return result;
-  return { kind: 'released', answer: fallback };
 }

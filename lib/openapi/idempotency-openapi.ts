@@ -4,66 +4,39 @@ import type * as Swagger from '@nestjs/swagger';
 import { loadOptionalPeer } from '../utils/load-optional-peer';
 import { markCoveredControllers } from '../decorators/handler-start';
 import { isIdempotencySkipped } from '../decorators/skip-idempotency.decorator';
-import { IdempotencyProblemException } from '../errors/idempotency-problem.exception';
-import type { IdempotencyErrorCode } from '../errors/idempotency-problem.exception';
 import {
   IDEMPOTENT_CLASS_METADATA,
   IDEMPOTENT_METADATA,
   IDEMPOTENT_REPLAYED_HEADER,
-  PROBLEM_CONTENT_TYPE,
 } from '../config/idempotency.constants';
 import { mergeRouteOptions } from '../config/idempotency.defaults';
 import { keySourceOf } from '../decorators/idempotency-key-source';
-import type { IdempotencyKeySource } from '../decorators/idempotency-key-source';
 import { IDEMPOTENCY_OPTIONS } from '../config/idempotency.tokens';
 import type {
   ResolvedIdempotencyRouteOptions,
   IdempotencyRouteOptions,
   ResolvedIdempotencyOptions,
 } from '../interfaces/idempotency-module-options.interface';
+import {
+  keyParameter,
+  PREFERENCE_APPLIED_HEADER,
+  preferenceApplied,
+  preferParameter,
+  REPLAYED_HEADER,
+} from './openapi-headers';
+import { mergeResponse, problemResponses } from './openapi-problem-responses';
+import { problemModelOf } from './openapi-problem-schema';
+
+export { IDEMPOTENCY_ERROR_CODES, IDEMPOTENCY_PROBLEM_SCHEMA } from './openapi-problem-schema';
 
 type SwaggerApi = typeof Swagger;
+
 type Handler = (...args: unknown[]) => unknown;
+
 type NestModule = ModulesContainer extends Map<string, infer M> ? M : never;
 
 /** Injection token of the provider that documents the routes (its value is not used). */
 export const IDEMPOTENCY_OPENAPI = Symbol('IDEMPOTENCY_OPENAPI');
-
-/** Name of the shared problem+json schema in `components.schemas`. */
-export const IDEMPOTENCY_PROBLEM_SCHEMA = 'IdempotencyProblem';
-
-/**
- * Every stable error code, for the schema's enum. A `Record` over the union, so the compiler
- * refuses this list when a code is added to or removed from `IdempotencyErrorCode`.
- */
-const CODES: Record<IdempotencyErrorCode, true> = {
-  idempotency_key_missing: true,
-  idempotency_key_invalid: true,
-  idempotency_key_reused: true,
-  idempotency_key_in_use: true,
-  idempotency_store_unavailable: true,
-  idempotency_body_unreadable: true,
-  idempotency_scope_invalid: true,
-  idempotency_transaction_unavailable: true,
-  idempotency_retry_later: true,
-  idempotency_operation_abandoned: true,
-  idempotency_operation_unavailable: true,
-  idempotency_operation_input_invalid: true,
-  idempotency_record_unreadable: true,
-  idempotency_request_too_large: true,
-  idempotency_response_not_stored: true,
-  idempotency_webhook_signature_invalid: true,
-};
-export const IDEMPOTENCY_ERROR_CODES = Object.keys(CODES) as IdempotencyErrorCode[];
-
-/**
- * The key syntax of `parseIdempotencyKey`: 1–255 printable ASCII characters, either bare (no
- * comma, not starting with a quote or a space) or as an RFC 8941 string (`"…"`, where only `\"`
- * and `\\` are escapes).
- */
-const KEY_PATTERN =
-  '^(?:[\\x21\\x23-\\x2B\\x2D-\\x7E][\\x20-\\x2B\\x2D-\\x7E]{0,254}|"(?:[\\x20\\x21\\x23-\\x5B\\x5D-\\x7E]|\\\\["\\\\]){1,255}")$';
-const KEY_EXAMPLE = '8e03978e-40d5-43e8-bc93-6894a57f9324';
 
 /** Route methods the library claims (all but the safe ones; `@All()` also answers safe ones). */
 const UNDOCUMENTED_METHODS = new Set<number>([
@@ -75,8 +48,11 @@ const UNDOCUMENTED_METHODS = new Set<number>([
 
 /** Nest's metadata keys for a route handler (`@nestjs/common/constants`, stable across 11/12). */
 const METHOD_METADATA = 'method';
+
 const PATH_METADATA = 'path';
+
 const HTTP_CODE_METADATA = '__httpCode__';
+
 /** The static method the `@nestjs/swagger` CLI plugin adds to a controller. */
 const PLUGIN_METADATA_FACTORY = '_OPENAPI_METADATA_FACTORY';
 
@@ -88,7 +64,6 @@ const PLUGIN_METADATA_FACTORY = '_OPENAPI_METADATA_FACTORY';
 const originals = new WeakMap<Handler, Map<string, unknown>>();
 
 let swaggerPromise: Promise<SwaggerApi | undefined> | undefined;
-let problemModel: { api: SwaggerApi; model: abstract new () => unknown } | undefined;
 
 /**
  * `@nestjs/swagger`, when the application has it (an optional peer, see `loadOptionalPeer`).
@@ -232,43 +207,6 @@ function save(handler: Handler, keys: string[]): void {
   originals.set(handler, new Map(keys.map((key) => [key, Reflect.getOwnMetadata(key, handler)])));
 }
 
-/** The problem+json schema as a model class, made once per loaded `@nestjs/swagger`. */
-function problemModelOf(swagger: SwaggerApi): abstract new () => unknown {
-  if (problemModel?.api === swagger) return problemModel.model;
-  // The class name is the schema's name in components.schemas.
-  const model = { [IDEMPOTENCY_PROBLEM_SCHEMA]: class {} }[IDEMPOTENCY_PROBLEM_SCHEMA];
-  const property = (name: string, spec: Record<string, unknown>) =>
-    swagger.ApiProperty({ required: true, ...spec } as Swagger.ApiPropertyOptions)(
-      model.prototype,
-      name,
-    );
-  property('type', {
-    type: String,
-    format: 'uri',
-    description: "The problem type: the module's problemTypeBaseUri followed by the code.",
-  });
-  property('title', { type: String, description: 'A short summary of the problem type.' });
-  property('status', { type: 'integer', description: 'The HTTP status code.' });
-  property('detail', {
-    type: String,
-    description: 'What happened and what to do; never contains the key.',
-  });
-  property('code', {
-    type: String,
-    enum: IDEMPOTENCY_ERROR_CODES,
-    description: 'The stable error code clients branch on.',
-  });
-  property('completedStatus', {
-    type: 'integer',
-    required: false,
-    description:
-      'With idempotency_response_not_stored: the status the request completed with, whose ' +
-      'body was not kept.',
-  });
-  problemModel = { api: swagger, model };
-  return model;
-}
-
 /** Writes one idempotent route's documentation on its handler. */
 function document(
   swagger: SwaggerApi,
@@ -330,96 +268,6 @@ function document(
 }
 
 /**
- * The application's own declaration of a status the library also answers with: its description
- * followed by the library's, the library's headers added, and the problem+json content added
- * unless its body is declared by `type`, `schema` or an example (Swagger then builds the content
- * from those and would drop this).
- */
-function mergeResponse(
-  existing: Record<string, any>,
-  problem: ProblemResponse,
-): Record<string, any> {
-  const merged: Record<string, any> = {
-    ...existing,
-    description: [existing.description, problem.description].filter(Boolean).join('\n\n'),
-    headers: { ...problem.headers, ...existing.headers },
-  };
-  const bodyDeclared = ['type', 'schema', 'example', 'examples'].some(
-    (k) => existing[k] !== undefined,
-  );
-  if (problem.content && !bodyDeclared)
-    merged.content = { ...problem.content, ...existing.content };
-  return merged;
-}
-
-/** The key header parameter, in the shape `@ApiHeader()` gives it. */
-function keyParameter(route: ResolvedIdempotencyRouteOptions): Record<string, unknown> {
-  const use = route.required
-    ? 'Required: a request without it is refused (400 idempotency_key_missing).'
-    : 'Optional: a request without it runs without idempotency protection.';
-  return {
-    name: route.header,
-    in: 'header',
-    required: route.required,
-    description:
-      'A unique key per logical operation (a UUID v4 is a good choice), reused unchanged on ' +
-      'every retry of that operation: the first request runs, a retry gets its stored response ' +
-      '(with Idempotent-Replayed: true). 1 to 255 printable ASCII characters; a bare key may not ' +
-      'contain a comma; an RFC 8941 string ("…", escapes \\" and \\\\) names the same key as its ' +
-      `content. ${use}`,
-    schema: { type: 'string', minLength: 1, pattern: KEY_PATTERN, example: KEY_EXAMPLE },
-  };
-}
-
-/**
- * The `Prefer` request header of a route that may wait (RFC 7240 `wait`), in the shape
- * `@ApiHeader()` gives it. No `pattern`: the header may carry other preferences too.
- */
-function preferParameter(route: ResolvedIdempotencyRouteOptions): Record<string, unknown> {
-  const { maxSeconds, defaultSeconds } = route.wait;
-  const without =
-    defaultSeconds > 0
-      ? `Without it, such a duplicate waits ${defaultSeconds} s; wait=0 asks not to wait.`
-      : 'Without it, such a duplicate gets 409 at once.';
-  return {
-    name: 'Prefer',
-    in: 'header',
-    required: false,
-    description:
-      `Optional (RFC 7240): wait=N asks to wait up to N seconds (capped at ${maxSeconds}, the ` +
-      `route's wait.maxSeconds) for a request in flight with the same ${route.header}, then get ` +
-      `its answer, instead of 409 idempotency_key_in_use. ${without} An answer after such a ` +
-      'wait carries Preference-Applied.',
-    schema: { type: 'string', example: waitExample(route) },
-  };
-}
-
-const PREFERENCE_APPLIED_HEADER = 'Preference-Applied';
-
-/** The `Preference-Applied` response header of a route that may wait. */
-function preferenceApplied(route: ResolvedIdempotencyRouteOptions): Record<string, unknown> {
-  return {
-    description:
-      'Present when the request asked to wait (Prefer: wait=N) and waited for a request in ' +
-      'flight with the same key: wait= the seconds it was allowed (N, capped at ' +
-      `${route.wait.maxSeconds}).`,
-    schema: { type: 'string', pattern: '^wait=\\d+$', example: waitExample(route) },
-  };
-}
-
-/** `wait=10`, or the route's cap when it is lower. */
-function waitExample(route: ResolvedIdempotencyRouteOptions): string {
-  return `wait=${Math.min(10, Math.ceil(route.wait.maxSeconds))}`;
-}
-
-const REPLAYED_HEADER = {
-  description:
-    'Present (value true) when this is the stored response of an earlier request with the ' +
-    'same key, replayed: same status, body and stored headers as the first answer.',
-  schema: { type: 'string', enum: ['true'] },
-};
-
-/**
  * The response Swagger would have shown had the library not declared any: the `@HttpCode()`
  * status, or 201 for POST and 200 otherwise, with what the CLI plugin infers for it (Swagger
  * skips the plugin's declaration once a handler has responses).
@@ -449,122 +297,4 @@ function pluginResponseOf(route: Route): Record<string, unknown> {
     return Object.fromEntries(Object.entries(found).filter(([key]) => !operationOnly.has(key)));
   }
   return {};
-}
-
-interface ProblemResponse {
-  description: string;
-  headers: Record<string, unknown>;
-  content?: Record<string, unknown>;
-}
-
-/**
- * The 400 / 409 / 413 / 422 / 503 answers of one route. A key source with its own documentation
- * gives the 400s; one that names a request by its key alone makes 413 and 422 impossible.
- */
-function problemResponses(
-  route: ResolvedIdempotencyRouteOptions,
-  module: ResolvedIdempotencyOptions,
-  source: IdempotencyKeySource,
-): Record<string, ProblemResponse> {
-  const retry = route.retryAfterSeconds;
-  const h = route.header;
-  const answers: Record<string, [string, IdempotencyProblemException[], boolean]> = {
-    400: [
-      `The ${h} header is ${route.required ? 'missing or ' : ''}malformed. Nothing was processed: ` +
-        'fix the request.',
-      [
-        ...(route.required ? [IdempotencyProblemException.keyMissing(h)] : []),
-        IdempotencyProblemException.keyInvalid(h, 'the key is longer than 255 characters'),
-      ],
-      false,
-    ],
-    409: [
-      `A request with this ${h} is still being processed (retry with the same key after ` +
-        'Retry-After seconds' +
-        (route.wait.maxSeconds > 0 ? '; Prefer: wait=N waits for it first' : '') +
-        '), the operation it started was abandoned to an operator, or it completed and its ' +
-        'response was not kept (do not retry).',
-      [
-        IdempotencyProblemException.keyInUse(h, retry),
-        IdempotencyProblemException.operationAbandoned(),
-        IdempotencyProblemException.responseNotStored(
-          h,
-          { status: 201, headers: {}, body: Buffer.alloc(0) },
-          route.storeBody ? 'too_large' : 'not_kept',
-        ),
-      ],
-      true,
-    ],
-    413: [
-      `The request body is over ${route.maxRequestBytes} bytes, the most this route compares ` +
-        'with a retry. Nothing was processed.',
-      [IdempotencyProblemException.requestTooLarge(route.maxRequestBytes)],
-      false,
-    ],
-    422: [
-      `This ${h} was already used with a different request. Use a new key for a new request.`,
-      [IdempotencyProblemException.keyReused(h)],
-      false,
-    ],
-    503: [
-      'The request could not be processed now (the idempotency store is unavailable, or an ' +
-        'operation in phases will resume). Retry with the same key after Retry-After seconds.',
-      [
-        IdempotencyProblemException.storeUnavailable(retry),
-        IdempotencyProblemException.retryLater(retry),
-      ],
-      true,
-    ],
-  };
-  if (source.openApi) {
-    const { description, problems } = source.openApi.badRequest;
-    answers[400] = [description, problems, false];
-  }
-  if (source.fingerprint) {
-    delete answers[413];
-    delete answers[422];
-  }
-  const responses: Record<string, ProblemResponse> = {};
-  for (const [status, [description, problems, retries]] of Object.entries(answers)) {
-    const codes = problems.map((p) => p.code).join(', ');
-    const headers: Record<string, unknown> = {
-      'Cache-Control': {
-        description: 'Never cached.',
-        schema: { type: 'string', enum: ['no-store'] },
-      },
-    };
-    if (status === '409' && route.wait.maxSeconds > 0) {
-      headers[PREFERENCE_APPLIED_HEADER] = preferenceApplied(route);
-    }
-    if (retries) {
-      headers['Retry-After'] = {
-        description: `Seconds to wait before retrying with the same key (sent with ${problems
-          .filter((p) => p.retryAfterSeconds !== undefined)
-          .map((p) => p.code)
-          .join(' and ')}).`,
-        schema: { type: 'integer', minimum: 0, example: retry },
-      };
-    }
-    const response: ProblemResponse = { description: `${description} Codes: ${codes}.`, headers };
-    if (module.errorBody === null) {
-      response.content = {
-        [PROBLEM_CONTENT_TYPE]: {
-          schema: { $ref: `#/components/schemas/${IDEMPOTENCY_PROBLEM_SCHEMA}` },
-          examples: Object.fromEntries(
-            problems.map((p) => [
-              p.code,
-              {
-                summary: p.toProblem(module.problemTypeBaseUri).title,
-                value: p.toProblem(module.problemTypeBaseUri),
-              },
-            ]),
-          ),
-        },
-      };
-    } else {
-      response.description += ' The body is shaped by the errorBody option.';
-    }
-    responses[status] = response;
-  }
-  return responses;
 }

@@ -138,33 +138,8 @@ export function verifyWebhookSignature(
 ): WebhookVerdict {
   const { rawBody } = delivery;
   switch (signature.scheme) {
-    case 'stripe': {
-      const header = single(delivery, signature.header);
-      if ('reason' in header) return { ok: false, reason: header.reason };
-      let timestamp: string | undefined;
-      const given: Buffer[] = [];
-      for (const item of header.value.split(',')) {
-        const at = item.indexOf('=');
-        if (at < 0) continue;
-        const name = item.slice(0, at).trim();
-        const value = item.slice(at + 1).trim();
-        if (name === 't') timestamp = value;
-        else if (name === 'v1') given.push(fromHex(value));
-      }
-      if (timestamp === undefined || !/^\d{1,15}$/.test(timestamp) || given.length === 0) {
-        return {
-          ok: false,
-          reason: `the ${signature.header} header has no timestamp (t=) or no v1 signature`,
-        };
-      }
-      if (!anyMatches(keys, [`${timestamp}.`, rawBody], given)) {
-        return { ok: false, reason: `the ${signature.header} header: ${NO_MATCH}` };
-      }
-      if (!timely(timestamp, nowMs, signature.toleranceSeconds)) {
-        return { ok: false, reason: stale(signature.toleranceSeconds) };
-      }
-      return { ok: true };
-    }
+    case 'stripe':
+      return verifyStripe(signature, delivery, keys, nowMs);
     case 'standard-webhooks': {
       const names = signature.headers;
       const id = single(delivery, names.id);
@@ -212,4 +187,39 @@ export function verifyWebhookSignature(
       return { ok: true };
     }
   }
+}
+
+/** Stripe's scheme: `t=<timestamp>,v1=<hex>` over `<timestamp>.<body>`. */
+function verifyStripe(
+  signature: Extract<ResolvedWebhookSignature, { scheme: 'stripe' }>,
+  delivery: WebhookDeliveryParts,
+  keys: readonly Buffer[],
+  nowMs: number,
+): WebhookVerdict {
+  const { rawBody } = delivery;
+  const header = single(delivery, signature.header);
+  if ('reason' in header) return { ok: false, reason: header.reason };
+  let timestamp: string | undefined;
+  const given: Buffer[] = [];
+  for (const item of header.value.split(',')) {
+    const at = item.indexOf('=');
+    if (at < 0) continue;
+    const name = item.slice(0, at).trim();
+    const value = item.slice(at + 1).trim();
+    if (name === 't') timestamp = value;
+    else if (name === 'v1') given.push(fromHex(value));
+  }
+  if (timestamp === undefined || !/^\d{1,15}$/.test(timestamp) || given.length === 0) {
+    return {
+      ok: false,
+      reason: `the ${signature.header} header has no timestamp (t=) or no v1 signature`,
+    };
+  }
+  if (!anyMatches(keys, [`${timestamp}.`, rawBody], given)) {
+    return { ok: false, reason: `the ${signature.header} header: ${NO_MATCH}` };
+  }
+  if (!timely(timestamp, nowMs, signature.toleranceSeconds)) {
+    return { ok: false, reason: stale(signature.toleranceSeconds) };
+  }
+  return { ok: true };
 }

@@ -1,0 +1,78 @@
+import { IdempotencyConfigurationError } from './idempotency-configuration.error';
+import { OPTION_LIMITS } from './option-limits';
+import type { IdempotencyLimitedOption, IdempotencyOptionLimit } from './option-limits';
+
+/**
+ * Refuses an option's value, naming the option and how to fix it. Internal (the TypeORM store's
+ * options use it too).
+ * @throws IdempotencyConfigurationError when `ok` is false
+ */
+export function check(ok: boolean, option: string, value: unknown, fix: string): void {
+  if (!ok) throw IdempotencyConfigurationError.invalidOption(option, value, fix);
+}
+
+/** A decimal number as written in an environment variable: `3`, `-0.5`, `1e3`. */
+const DECIMAL = /^[+-]?(\d+(\.\d*)?|\.\d+)(e[+-]?\d+)?$/i;
+
+/**
+ * An option read from the environment (through `ConfigService`, say) arrives as a string even
+ * when typed as a number or a boolean: the value it stands for, or `undefined` when it stands
+ * for none, with the sentence the refusal then ends with.
+ */
+function fromEnvironment(
+  value: string,
+  parse: (text: string) => unknown,
+  expected: string,
+): { value: unknown; hint: string } {
+  return {
+    value: parse(value.trim()),
+    hint: ` (environment values are strings: ${JSON.stringify(value)} is not ${expected})`,
+  };
+}
+
+/**
+ * Refuses a value of a numeric option outside its range in `OPTION_LIMITS` (NaN, Infinity and
+ * non-numbers included), with a message that gives the range and an example. A string holding a
+ * decimal number (from the environment) is taken as that number.
+ * @returns the value as a number
+ */
+export function checkRange(option: IdempotencyLimitedOption, given: unknown): number {
+  return checkNumber(option, given, OPTION_LIMITS[option]);
+}
+
+/**
+ * `checkRange` for a range kept elsewhere (the TypeORM store's options). Internal.
+ * @returns the value as a number
+ */
+export function checkNumber(option: string, given: unknown, range: IdempotencyOptionLimit): number {
+  const { min, max, integer, unit, example, note } = range;
+  const { value, hint } =
+    typeof given === 'string'
+      ? fromEnvironment(given, (t) => (DECIMAL.test(t) ? Number(t) : undefined), 'a number')
+      : { value: given, hint: '' };
+  const ok =
+    typeof value === 'number' &&
+    Number.isFinite(value) &&
+    value >= min &&
+    value <= max &&
+    (!integer || Number.isInteger(value));
+  const kind = integer ? `a whole number of ${unit}` : `a number of ${unit}`;
+  const fix = `Use ${kind} from ${min} to ${max}, e.g. ${example}.${note ? ` ${note}` : ''}`;
+  check(ok, option, given, value === undefined ? `${fix}${hint}` : fix);
+  return value as number;
+}
+
+/**
+ * Refuses a value of a boolean option that is not a boolean. The strings `"true"` and `"false"`
+ * (from the environment, any case) are taken as the booleans they name.
+ * @returns the value as a boolean
+ */
+export function checkBoolean(option: string, given: unknown, fix = 'Use true or false.'): boolean {
+  const words: Record<string, boolean> = { true: true, false: false };
+  const { value, hint } =
+    typeof given === 'string'
+      ? fromEnvironment(given, (t) => words[t.toLowerCase()], 'true or false')
+      : { value: given, hint: '' };
+  check(typeof value === 'boolean', option, given, `${fix}${hint}`);
+  return value as boolean;
+}

@@ -1,0 +1,166 @@
+import { PROBLEM_CONTENT_TYPE } from '../config/idempotency.constants';
+import type { IdempotencyKeySource } from '../decorators/idempotency-key-source';
+import { IdempotencyProblemException } from '../errors/idempotency-problem.exception';
+import type {
+  ResolvedIdempotencyOptions,
+  ResolvedIdempotencyRouteOptions,
+} from '../interfaces/idempotency-module-options.interface';
+import { PREFERENCE_APPLIED_HEADER, preferenceApplied } from './openapi-headers';
+import { IDEMPOTENCY_PROBLEM_SCHEMA } from './openapi-problem-schema';
+
+// The library's own answers on an idempotent route, as OpenAPI responses.
+
+/**
+ * The application's own declaration of a status the library also answers with: its description
+ * followed by the library's, the library's headers added, and the problem+json content added
+ * unless its body is declared by `type`, `schema` or an example (Swagger then builds the content
+ * from those and would drop this).
+ */
+export function mergeResponse(
+  existing: Record<string, any>,
+  problem: ProblemResponse,
+): Record<string, any> {
+  const merged: Record<string, any> = {
+    ...existing,
+    description: [existing.description, problem.description].filter(Boolean).join('\n\n'),
+    headers: { ...problem.headers, ...existing.headers },
+  };
+  const bodyDeclared = ['type', 'schema', 'example', 'examples'].some(
+    (k) => existing[k] !== undefined,
+  );
+  if (problem.content && !bodyDeclared)
+    merged.content = { ...problem.content, ...existing.content };
+  return merged;
+}
+
+export interface ProblemResponse {
+  description: string;
+  headers: Record<string, unknown>;
+  content?: Record<string, unknown>;
+}
+
+/**
+ * Each status the library may answer a route with: its description, the problems it stands
+ * for (their codes and examples) and whether it carries `Retry-After`.
+ */
+function problemAnswers(
+  route: ResolvedIdempotencyRouteOptions,
+  source: IdempotencyKeySource,
+): Record<string, [string, IdempotencyProblemException[], boolean]> {
+  const retry = route.retryAfterSeconds;
+  const h = route.header;
+  const answers: Record<string, [string, IdempotencyProblemException[], boolean]> = {
+    400: [
+      `The ${h} header is ${route.required ? 'missing or ' : ''}malformed. Nothing was processed: ` +
+        'fix the request.',
+      [
+        ...(route.required ? [IdempotencyProblemException.keyMissing(h)] : []),
+        IdempotencyProblemException.keyInvalid(h, 'the key is longer than 255 characters'),
+      ],
+      false,
+    ],
+    409: [
+      `A request with this ${h} is still being processed (retry with the same key after ` +
+        'Retry-After seconds' +
+        (route.wait.maxSeconds > 0 ? '; Prefer: wait=N waits for it first' : '') +
+        '), the operation it started was abandoned to an operator, or it completed and its ' +
+        'response was not kept (do not retry).',
+      [
+        IdempotencyProblemException.keyInUse(h, retry),
+        IdempotencyProblemException.operationAbandoned(),
+        IdempotencyProblemException.responseNotStored(
+          h,
+          { status: 201, headers: {}, body: Buffer.alloc(0) },
+          route.storeBody ? 'too_large' : 'not_kept',
+        ),
+      ],
+      true,
+    ],
+    413: [
+      `The request body is over ${route.maxRequestBytes} bytes, the most this route compares ` +
+        'with a retry. Nothing was processed.',
+      [IdempotencyProblemException.requestTooLarge(route.maxRequestBytes)],
+      false,
+    ],
+    422: [
+      `This ${h} was already used with a different request. Use a new key for a new request.`,
+      [IdempotencyProblemException.keyReused(h)],
+      false,
+    ],
+    503: [
+      'The request could not be processed now (the idempotency store is unavailable, or an ' +
+        'operation in phases will resume). Retry with the same key after Retry-After seconds.',
+      [
+        IdempotencyProblemException.storeUnavailable(retry),
+        IdempotencyProblemException.retryLater(retry),
+      ],
+      true,
+    ],
+  };
+  if (source.openApi) {
+    const { description, problems } = source.openApi.badRequest;
+    answers[400] = [description, problems, false];
+  }
+  if (source.fingerprint) {
+    delete answers[413];
+    delete answers[422];
+  }
+  return answers;
+}
+
+/**
+ * The 400 / 409 / 413 / 422 / 503 answers of one route. A key source with its own documentation
+ * gives the 400s; one that names a request by its key alone makes 413 and 422 impossible.
+ */
+export function problemResponses(
+  route: ResolvedIdempotencyRouteOptions,
+  module: ResolvedIdempotencyOptions,
+  source: IdempotencyKeySource,
+): Record<string, ProblemResponse> {
+  const retry = route.retryAfterSeconds;
+  const responses: Record<string, ProblemResponse> = {};
+  for (const [status, [description, problems, retries]] of Object.entries(
+    problemAnswers(route, source),
+  )) {
+    const codes = problems.map((p) => p.code).join(', ');
+    const headers: Record<string, unknown> = {
+      'Cache-Control': {
+        description: 'Never cached.',
+        schema: { type: 'string', enum: ['no-store'] },
+      },
+    };
+    if (status === '409' && route.wait.maxSeconds > 0) {
+      headers[PREFERENCE_APPLIED_HEADER] = preferenceApplied(route);
+    }
+    if (retries) {
+      headers['Retry-After'] = {
+        description: `Seconds to wait before retrying with the same key (sent with ${problems
+          .filter((p) => p.retryAfterSeconds !== undefined)
+          .map((p) => p.code)
+          .join(' and ')}).`,
+        schema: { type: 'integer', minimum: 0, example: retry },
+      };
+    }
+    const response: ProblemResponse = { description: `${description} Codes: ${codes}.`, headers };
+    if (module.errorBody === null) {
+      response.content = {
+        [PROBLEM_CONTENT_TYPE]: {
+          schema: { $ref: `#/components/schemas/${IDEMPOTENCY_PROBLEM_SCHEMA}` },
+          examples: Object.fromEntries(
+            problems.map((p) => [
+              p.code,
+              {
+                summary: p.toProblem(module.problemTypeBaseUri).title,
+                value: p.toProblem(module.problemTypeBaseUri),
+              },
+            ]),
+          ),
+        },
+      };
+    } else {
+      response.description += ' The body is shaped by the errorBody option.';
+    }
+    responses[status] = response;
+  }
+  return responses;
+}
