@@ -139,5 +139,13 @@ export function phaseStatements(tableName: string) {
   };
 }
 
+/**
+ * The isolation of a local step's transaction, its first statement.
+ * @param isolation - a level the step's options allow (`READ COMMITTED` sends nothing)
+ */
+export function isolationLevelSql(isolation: string): string {
+  return `SET TRANSACTION ISOLATION LEVEL ${isolation}`;
+}
+
 /** The name of one of the phase store's statements. */
 export type PhaseStatementName = keyof ReturnType<typeof phaseStatements>;

@@ -15,6 +15,7 @@ import { jobsTableNameOf, quoteTableName } from './idempotency-table.sql';
 import { hasPoolAccess, prepareStatements, runOnPool } from './prepared-statement';
 import type { PreparedStatement, StatementResult } from './prepared-statement';
 import { runOnNewQueryRunner } from './query-runner-statements';
+import { claimOutcomeOf, freshClaimOf, written } from './record-rows';
 import { recordStatements } from './record-statements.sql';
 import type { RecordStatementName } from './record-statements.sql';
 import { recordTableProblem } from './record-table-check';
@@ -25,41 +26,12 @@ import { TypeOrmJobStore } from './typeorm-job.store';
 import { TypeOrmPhaseStore } from './typeorm-phase.store';
 import { TypeOrmStoreTransaction } from './typeorm-store-transaction';
 import { TypeOrmWakeUps, wakeUpChannelOf } from './typeorm-wake-ups';
+import { timeoutMsOf } from './typeorm-store.settings';
+import type { TypeOrmIdempotencyStoreSettings } from './typeorm-store.settings';
 import { Deadline } from './with-deadline';
 
 /** How often a claim is retried when a concurrent writer changed the row under it. */
 const CLAIM_ATTEMPTS = 5;
-
-/** The longest a timer can wait in Node.js (about 24.8 days). */
-const MAX_TIMER_MS = 2_147_483_647;
-
-/** Tuning of the TypeORM store. */
-export interface TypeOrmIdempotencyStoreSettings {
-  /**
-   * How long one store call (claim, complete, release, renew, purgeExpired, beginTransaction,
-   * and a transaction's complete, commit and rollback) may take, counting the wait for a pooled
-   * connection, before it rejects with `IdempotencyStoreTimeoutError`. The module passes
-   * `timeoutSeconds * 1000`.
-   * @defaultValue 5000
-   */
-  timeoutMs: number;
-  /**
-   * Send the store's statements as named prepared statements (parsed and planned once per
-   * connection). `false` sends them unnamed, for connections that do not keep their own server
-   * session: PgBouncer in transaction pooling mode before 1.21, or an embedded PGlite served to
-   * several connections. The module passes its `preparedStatements` option.
-   * @defaultValue true
-   */
-  preparedStatements?: boolean;
-  /**
-   * How waiters (`wait`) on other instances learn that a record settled: `'auto'` listens on a
-   * dedicated connection (`LISTEN/NOTIFY`) unless a self-test shows notifications cannot reach
-   * it (PgBouncer in transaction pooling mode), then they poll; `'poll'` never listens.
-   * `typeOrmStore()` passes its `wakeUps` option.
-   * @defaultValue 'auto'
-   */
-  wakeUps?: 'auto' | 'poll';
-}
 
 /**
  * PostgreSQL store on the application's TypeORM DataSource. All times come from the database
@@ -128,15 +100,7 @@ export class TypeOrmIdempotencyStore extends IdempotencyStore implements TypeOrm
     settings: TypeOrmIdempotencyStoreSettings = { timeoutMs: 5000 },
   ) {
     super();
-    const { timeoutMs } = settings;
-    if (typeof timeoutMs !== 'number' || !(timeoutMs > 0 && timeoutMs <= MAX_TIMER_MS)) {
-      throw IdempotencyConfigurationError.invalidOption(
-        'timeoutMs',
-        timeoutMs,
-        `Use a number of milliseconds from 1 to ${MAX_TIMER_MS}, e.g. 5000.`,
-      );
-    }
-    this.timeoutMs = timeoutMs;
+    this.timeoutMs = timeoutMsOf(settings);
     this.preparedStatements = settings.preparedStatements ?? true;
     this.wakeUps = settings.wakeUps ?? 'auto';
     this.channel = wakeUpChannelOf(tableName);
@@ -201,29 +165,8 @@ export class TypeOrmIdempotencyStore extends IdempotencyStore implements TypeOrm
   private async claimExisting(deadline: Deadline, params: unknown[]): Promise<ClaimResult> {
     for (let attempt = 0; attempt < CLAIM_ATTEMPTS; attempt++) {
       const { rows } = await this.run(deadline, this.sql.claim, params);
-      const row = rows[0];
-      if (!row || row.outcome === 'retry') continue;
-      switch (row.outcome) {
-        case 'claimed':
-          return { outcome: 'claimed', recordId: row.record_id, attempt: Number(row.attempts) };
-        case 'completed':
-          return {
-            outcome: 'completed',
-            recordId: row.record_id,
-            response: {
-              status: Number(row.response_status),
-              headers: row.response_headers ?? {},
-              body: row.response_body ?? Buffer.alloc(0),
-            },
-            expiresInMs: Number(row.expires_in_ms),
-          };
-        case 'mismatch':
-          return { outcome: 'mismatch', recordId: row.record_id };
-        case 'abandoned':
-          return { outcome: 'abandoned', recordId: row.record_id };
-        default:
-          return { outcome: 'in_flight', recordId: row.record_id };
-      }
+      const outcome = claimOutcomeOf(rows[0]);
+      if (outcome) return outcome;
     }
     throw new Error(
       `nest-idempotency: the claim of one key changed under it ${CLAIM_ATTEMPTS} times in a row`,
@@ -420,15 +363,4 @@ export class TypeOrmIdempotencyStore extends IdempotencyStore implements TypeOrm
       return Promise.reject(error);
     }
   }
-}
-
-/** The claim of a new key, or `undefined` when the key has a record (then `claimExisting()`). */
-function freshClaimOf(result: StatementResult): ClaimResult | undefined {
-  const fresh = result.rows[0];
-  return fresh && { outcome: 'claimed', recordId: fresh.record_id, attempt: 1 };
-}
-
-/** Whether a completion changed the record: its row count, or `n` when it announced itself. */
-function written(result: StatementResult, ref: IdempotencyRecordRef): boolean {
-  return ref.announce ? Number(result.rows[0]?.n) === 1 : result.rowCount === 1;
 }

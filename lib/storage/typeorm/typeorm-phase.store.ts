@@ -4,7 +4,7 @@ import type {
   IdempotencyRunSettings,
   StoredResponse,
 } from '../../interfaces/idempotency-record.interface';
-import { phaseStatements } from './phase-statements.sql';
+import { isolationLevelSql, phaseStatements } from './phase-statements.sql';
 import type { PhaseStatementName } from './phase-statements.sql';
 import { prepareStatements } from './prepared-statement';
 import type { PreparedStatement } from './prepared-statement';
@@ -109,7 +109,7 @@ export class TypeOrmPhaseStore implements OperationRecordStore {
     const tx = await this.store.openTransaction();
     try {
       if (isolation !== 'READ COMMITTED') {
-        await tx.manager.query(`SET TRANSACTION ISOLATION LEVEL ${isolation}`);
+        await tx.manager.query(isolationLevelSql(isolation));
       }
       const { rows } = await tx.run('lock step', this.sql.lockStep, [
         ref.scope,
