@@ -1,5 +1,4 @@
 import { quoteTableName } from './idempotency-table.sql';
-import { RECORD_TABLE_CHECK_SQL } from './record-table-check';
 import {
   announcedWrite,
   failUnlessWritten,
@@ -7,8 +6,21 @@ import {
   wakeUpChannelOf,
 } from './typeorm-wake-ups';
 
-// The statements of a request's record: claim, completion, release, renewal and purge. The clock
-// they read and write by is described on `TypeOrmIdempotencyStore`.
+// The statements of a request's record (claim, completion, release, renewal, purge) and the
+// bootstrap check of its table. The clock they read and write by is described on
+// `TypeOrmIdempotencyStore`.
+
+/**
+ * What `TypeOrmIdempotencyStore.verify()` reads at bootstrap: whether the record table and its
+ * jobs table exist, and their columns. `$1` is the record table, `$2` its jobs table.
+ */
+const RECORD_TABLE_CHECK_SQL = `
+  SELECT to_regclass($1) IS NOT NULL AS present,
+         to_regclass($2) IS NOT NULL AS jobs,
+         ARRAY(SELECT attname::text FROM pg_attribute
+                WHERE attrelid = to_regclass($1) AND attnum > 0 AND NOT attisdropped) AS columns,
+         ARRAY(SELECT attname::text FROM pg_attribute
+                WHERE attrelid = to_regclass($2) AND attnum > 0 AND NOT attisdropped) AS job_columns`;
 
 /** The caller's own lease: its key, its owner token, still in flight. */
 const owned = `scope = $1 AND idempotency_key = $2 AND owner_token = $3 AND status = 'in_flight'`;
