@@ -455,6 +455,48 @@ describe.each(ADAPTERS)('operations in phases that fail on %s', (adapter) => {
     });
   });
 
+  describe('with a 1 s lease that stops being renewed after 0.2 s, and a step in a long statement', () => {
+    const app = useApp(
+      { lockTimeoutSeconds: 1, maxLockHoldSeconds: 0.2 },
+      { foreignStepMarginSeconds: 0.1 },
+    );
+    const sleeping = () =>
+      db.query(
+        `SELECT pid FROM pg_stat_activity
+          WHERE datname = current_database() AND query = 'SELECT pg_sleep(8)'`,
+      );
+
+    // PostgreSQL does not notice a closed socket while a statement runs: unless the cut step's
+    // backend is ended, its row lock stays until pg_sleep returns and the retry waits for it.
+    it('a local step cut inside a long statement leaves no lock behind: the retry takes the key over at once', async () => {
+      const k = newKey();
+      const body = { amount: newAmount(), to: 'bob' };
+      const reached = gate();
+      app.hooks.before.set('settled', async (ctx) => {
+        if (ctx.identity.attempt !== 1) return;
+        reached.open();
+        await ctx.manager.query('SELECT pg_sleep(8)');
+      });
+      const a = app.post('/transfers', k, body);
+      await reached.opened;
+      await waitFor(() => leaseLapsed(db, k), 3000);
+      const stale = await a;
+      expect(stale.status).toBe(409);
+      expect(stale.body.code).toBe('idempotency_key_in_use');
+
+      const started = performance.now();
+      const b = await app.post('/transfers', k, body);
+      expect({ status: b.status, code: b.body.code }).toEqual({ status: 201, code: undefined });
+      // Far less than the 8 s statement.
+      expect(performance.now() - started).toBeLessThan(4_000);
+      expect(await record(k)).toMatchObject({ status: 'completed', recovery_point: 'finished' });
+      expect(await ledger(body.amount)).toEqual([
+        { id: b.body.ledgerId, status: 'settled', provider_id: b.body.providerId },
+      ]);
+      expect(await sleeping()).toEqual([]);
+    });
+  });
+
   describe('with a 0.6 s lease renewed every 0.2 s', () => {
     const app = useApp({ lockTimeoutSeconds: 0.6 }, { foreignStepMarginSeconds: 0.1 });
 

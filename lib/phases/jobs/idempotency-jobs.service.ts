@@ -99,7 +99,7 @@ export class IdempotencyJobs implements OnApplicationBootstrap, OnApplicationShu
   /** @inheritDoc */
   async onApplicationBootstrap(): Promise<void> {
     const { enabled, intervalSeconds } = this.phases.jobs;
-    const store = this.jobStore();
+    const store = this.capabilities.jobs;
     if (!enabled || !store || !this.registry.hasJobHandlers()) return;
     this.stopListening = store.onStaged(() => {
       this.backoff.reset();
@@ -122,16 +122,8 @@ export class IdempotencyJobs implements OnApplicationBootstrap, OnApplicationShu
     this.task.stop();
   }
 
-  /**
-   * The drainer's store. The one place the service reaches its storage, so the store can be
-   * handed in another way without touching the drainer.
-   */
-  private jobStore(): StagedJobStore | undefined {
-    return this.capabilities.jobs;
-  }
-
   private requireStore(): StagedJobStore {
-    const store = this.jobStore();
+    const store = this.capabilities.jobs;
     if (!store) {
       throw new IdempotencyError('nest-idempotency: staged jobs need the TypeORM store.');
     }
@@ -147,7 +139,7 @@ export class IdempotencyJobs implements OnApplicationBootstrap, OnApplicationShu
 
   private async drainAll(): Promise<DrainRun> {
     const run: DrainRun = { delivered: 0, failed: 0, dead: 0, nextDueInSeconds: undefined };
-    const store = this.jobStore();
+    const store = this.capabilities.jobs;
     if (!store) return run;
     const { batchSize, maxAttempts } = this.phases.jobs;
     // Time for the claimed job's transaction to begin and lock it: until then, other drainers

@@ -1,10 +1,5 @@
 import { jobsTableNameOf, quoteTableName } from './idempotency-table.sql';
 
-/** A timestamp as text to the microsecond, whatever the session's `DateStyle` and `TimeZone`. */
-function instantOf(timestamp: string): string {
-  return `to_char(${timestamp} AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS.US')`;
-}
-
 /**
  * The text of every statement `TypeOrmJobStore` sends on `<tableName>_jobs`, by name.
  * @param tableName - the record table, as configured (its jobs table is quoted here)
@@ -46,19 +41,12 @@ export function jobStatements(tableName: string) {
     // waits for a lock rather than skipping it: another drainer's claim statement may hold the
     // row for a moment (it locks, then finds the job no longer due), and skipping would leave
     // a job this drainer claimed undelivered until its hold ran out. The claimed attempt, checked
-    // once the lock is had, still refuses a job another drainer has claimed since. The
-    // backend and its transaction's start name the delivery, should it have to be ended.
+    // once the lock is had, still refuses a job another drainer has claimed since.
     lock: `
         DELETE FROM ${j}
          WHERE id = (SELECT id FROM ${j}
                       WHERE id = $1::bigint AND attempts = $2 AND status = 'pending'
-                        FOR UPDATE)
-        RETURNING pg_backend_pid() AS pid, ${instantOf('now()')} AS began`,
-    // Only while that backend is still in the delivery's transaction: never a backend that
-    // took its pid since.
-    endBackend: `
-        SELECT pg_terminate_backend(pid) FROM pg_stat_activity
-         WHERE pid = $1::int AND ${instantOf('xact_start')} = $2`,
+                        FOR UPDATE)`,
     fail: `
         UPDATE ${j} SET last_error = $3,
                run_after = clock_timestamp() + $4::float8 * interval '1 second',

@@ -119,14 +119,12 @@ export class TypeOrmJobStore implements StagedJobStore {
   /** @inheritDoc */
   async deliver(job: ClaimedJob): Promise<JobDelivery | undefined> {
     const tx = await this.store.openTransaction();
-    let backend: DeliveryBackend;
     try {
-      const { rows, rowCount } = await tx.run('lock job', this.sql.lock, [job.id, job.attempt]);
+      const { rowCount } = await tx.run('lock job', this.sql.lock, [job.id, job.attempt]);
       if (rowCount !== 1) {
         await tx.rollback();
         return undefined;
       }
-      backend = { pid: Number(rows[0].pid), began: rows[0].began };
     } catch (error) {
       await tx.rollback().catch(() => undefined);
       throw error;
@@ -135,23 +133,9 @@ export class TypeOrmJobStore implements StagedJobStore {
       manager: tx.manager,
       commit: () => tx.commit(),
       rollback: () => tx.rollback(),
-      abandon: () => this.abandon(tx, backend),
+      // Closes the connection and ends its backend, even inside a handler's long statement.
+      abandon: () => tx.abandon(),
     };
-  }
-
-  /**
-   * Closes the delivery's connection, then ends its backend from another one. PostgreSQL notices
-   * a closed socket only when it next reads or writes it: a handler's statement would run on,
-   * and keep the job's row locked, until it returned. Closing first frees the pool's slot for the
-   * second statement. Should that statement fail or find nothing (no connection, a role not
-   * allowed to end the backend, `track_activities` off), the backend ends with its statement, as
-   * it would without it.
-   */
-  private async abandon(tx: TypeOrmStoreTransaction, backend: DeliveryBackend): Promise<void> {
-    await tx.abandon();
-    await this.store
-      .runStatement('end job connection', this.sql.endBackend, [backend.pid, backend.began])
-      .catch(() => undefined);
   }
 
   /** @inheritDoc */
@@ -201,12 +185,6 @@ export class TypeOrmJobStore implements StagedJobStore {
       (await this.store.runStatement('delete dead job', this.sql.deleteDead, [id])).rowCount === 1
     );
   }
-}
-
-/** The PostgreSQL backend a delivery runs on, and when its transaction began. */
-interface DeliveryBackend {
-  pid: number;
-  began: string;
 }
 
 /** The error kept on a job made dead by its claim: its last delivery left no outcome. */

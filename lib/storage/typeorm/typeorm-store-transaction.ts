@@ -2,6 +2,8 @@ import type { DataSource, EntityManager, QueryRunner } from 'typeorm';
 import { explainStatementError } from './prepared-statement';
 import type { PgClient, PreparedStatement, StatementResult } from './prepared-statement';
 import { discardQueryRunner, runOnQueryRunner } from './query-runner-statements';
+import { IDENTIFY_BACKEND, endBackend } from './transaction-backend';
+import type { TransactionBackend } from './transaction-backend';
 import { NOTHING_WRITTEN } from './typeorm-wake-ups';
 import { Deadline, isStoreTimeout } from './with-deadline';
 import type { DeadlineTimer } from './with-deadline';
@@ -20,6 +22,8 @@ import type { DeadlineTimer } from './with-deadline';
  */
 export class TypeOrmStoreTransaction {
   private state: 'open' | 'finished' | 'abandoned' = 'open';
+  /** Named after the first store statement, so that `abandon()` can end it. */
+  private backend: Promise<TransactionBackend | undefined> | undefined;
 
   private constructor(
     private readonly runner: QueryRunner,
@@ -77,6 +81,23 @@ export class TypeOrmStoreTransaction {
    * @param operation - named in the timeout error
    */
   run(
+    operation: string,
+    statement: PreparedStatement,
+    values: unknown[],
+  ): Promise<StatementResult> {
+    const sent = this.send(operation, statement, values);
+    if (this.backend) return sent;
+    // After the first statement, not before: a `SET TRANSACTION` may only come before any query.
+    return sent.then((result) => {
+      this.backend ??= this.send('identify backend', IDENTIFY_BACKEND, []).then(
+        ({ rows }) => ({ pid: Number(rows[0].pid), began: String(rows[0].began) }),
+        () => undefined,
+      );
+      return this.backend.then(() => result);
+    });
+  }
+
+  private send(
     operation: string,
     statement: PreparedStatement,
     values: unknown[],
@@ -169,14 +190,18 @@ export class TypeOrmStoreTransaction {
   }
 
   /**
-   * Ends the transaction by closing its connection: PostgreSQL rolls it back and releases its
-   * locks at once, even while a statement of it is still running (a rollback would wait for
-   * that statement). For a step whose run lost its lease.
+   * Ends the transaction by closing its connection, then ending its backend from another one
+   * (see `endBackend`): PostgreSQL does not notice the closed socket while a statement of it
+   * still runs, and would keep its locks until that statement returned. A rollback would wait
+   * for that statement too. For a step whose run lost its lease, a job past its timeout.
    */
   async abandon(): Promise<void> {
     if (this.state !== 'open') return;
     this.state = 'abandoned';
+    const backend = this.backend;
     await discardQueryRunner(this.runner);
+    const named = await backend;
+    if (named) await endBackend(this.runner.connection, named, this.timeoutMs);
   }
 
   private finish(operation: string, end: () => Promise<void>): Promise<void> {
