@@ -9,7 +9,7 @@ export { typeOrmStore } from './typeorm-store.factory';
 export type { IdempotencyTypeOrmStoreOptions } from './typeorm-store.factory';
 export { DEFAULT_TYPEORM_STORE_OPTIONS } from './typeorm-store.defaults';
 export { TypeOrmIdempotencyStore } from './typeorm-idempotency.store';
-export type { TypeOrmIdempotencyStoreSettings } from './typeorm-idempotency.store';
+export type { TypeOrmIdempotencyStoreSettings } from './typeorm-store.settings';
 export { IdempotencyStoreTimeoutError } from './with-deadline';
 export { isDatabaseUnavailable } from './database-unavailable';
 export { IdempotencyRecordEntity } from './idempotency-record.entity';

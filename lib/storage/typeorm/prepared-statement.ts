@@ -64,6 +64,17 @@ export function prepareStatement(text: string): PreparedStatement {
   return { name: `nest_idempotency_${digest}`, text };
 }
 
+/** Each statement of a set prepared (`prepareStatement`), under the same names. */
+export function prepareStatements<K extends string>(
+  texts: Record<K, string>,
+): Record<K, PreparedStatement> {
+  const entries = Object.entries<string>(texts).map(([name, text]) => [
+    name,
+    prepareStatement(text),
+  ]);
+  return Object.fromEntries(entries) as Record<K, PreparedStatement>;
+}
+
 /**
  * Whether the DataSource's driver lends out pg connections directly: TypeORM's PostgreSQL
  * driver, whose `obtainMasterConnection()` lends them from its pool (`master`). Neither is part

@@ -1,19 +1,7 @@
 import { IdempotencyConfigurationError } from '../../config/idempotency-configuration.error';
 import type { SchemaFix } from '../../config/idempotency-configuration.error';
 
-/**
- * What `TypeOrmIdempotencyStore.verify()` reads at bootstrap: whether the record table and its
- * jobs table exist, and their columns. `$1` is the record table, `$2` its jobs table.
- */
-export const RECORD_TABLE_CHECK_SQL = `
-  SELECT to_regclass($1) IS NOT NULL AS present,
-         to_regclass($2) IS NOT NULL AS jobs,
-         ARRAY(SELECT attname::text FROM pg_attribute
-                WHERE attrelid = to_regclass($1) AND attnum > 0 AND NOT attisdropped) AS columns,
-         ARRAY(SELECT attname::text FROM pg_attribute
-                WHERE attrelid = to_regclass($2) AND attnum > 0 AND NOT attisdropped) AS job_columns`;
-
-/** A row of `RECORD_TABLE_CHECK_SQL`. */
+/** A row of the bootstrap check (`RECORD_TABLE_CHECK_SQL`, record-statements.sql.ts). */
 export interface RecordTableCheckRow {
   present: boolean;
   jobs: boolean;

@@ -1,5 +1,5 @@
 import type { IdempotencyTableHealth } from '../idempotency-store.capabilities';
-import { quoteTableName } from './idempotency-table.sql';
+import { healthSql } from './health-statement.sql';
 import { prepareStatement } from './prepared-statement';
 import type { PreparedStatement } from './prepared-statement';
 import type { TypeOrmStoreConnection } from './store-connection';
@@ -7,30 +7,11 @@ import { Deadline } from './with-deadline';
 
 const statements = new Map<string, PreparedStatement>();
 
-/**
- * One statement, four counts, each bounded by `$1` rows so that a check stays cheap on a large
- * table. The conditions are those of the store's own statements (claim, purge, completer), on
- * the database clock.
- */
+/** The health statement of a record table, prepared once per table. */
 function healthStatement(tableName: string): PreparedStatement {
   let statement = statements.get(tableName);
   if (statement) return statement;
-  const t = quoteTableName(tableName);
-  const at = 'statement_timestamp()';
-  const bounded = (where: string) =>
-    `(SELECT count(*) FROM (SELECT 1 FROM ${t} r WHERE ${where} LIMIT $1) s)::int`;
-  statement = prepareStatement(`
-    SELECT ${bounded(`r.status = 'in_flight' AND r.locked_until < ${at}`)} AS stuck_in_flight,
-           ${bounded(
-             `r.operation IS NOT NULL AND r.recovery_point <> 'finished' AND ` +
-               `(r.status = 'released' OR (r.status = 'in_flight' AND r.locked_until <= ${at}))`,
-           )} AS idle_operations,
-           ${bounded(`r.status = 'abandoned'`)} AS abandoned_operations,
-           ${bounded(
-             `r.purge_after <= ${at} AND r.expires_at <= ${at} ` +
-               `AND NOT (r.status = 'in_flight' AND r.locked_until > ${at}) ` +
-               `AND (r.operation IS NULL OR r.status = 'completed')`,
-           )} AS purge_backlog`);
+  statement = prepareStatement(healthSql(tableName));
   statements.set(tableName, statement);
   return statement;
 }

@@ -6,8 +6,9 @@ import type {
   JobFailureOutcome,
   StagedJobStore,
 } from '../../phases/jobs/staged-job.store';
-import { jobsTableNameOf, quoteTableName } from './idempotency-table.sql';
-import { prepareStatement } from './prepared-statement';
+import { jobStatements } from './job-statements.sql';
+import type { JobStatementName } from './job-statements.sql';
+import { prepareStatements } from './prepared-statement';
 import type { PreparedStatement } from './prepared-statement';
 import type { TypeOrmStoreConnection } from './store-connection';
 import type { TypeOrmStoreTransaction } from './typeorm-store-transaction';
@@ -29,83 +30,23 @@ export interface NewJob {
  * transaction of its own that locks and deletes exactly that row, by id and claimed attempt.
  */
 export class TypeOrmJobStore implements StagedJobStore {
-  private readonly sql: Record<string, PreparedStatement>;
+  private readonly sql: Record<JobStatementName, PreparedStatement>;
   private readonly stagedListeners = new Set<() => void>();
 
-  /**
-   * @param store - the TypeORM store whose DataSource, timeout and connections are used
-   * @param tableName - the record table; jobs live in `<tableName>_jobs`
-   */
   /** Two store timeouts (to begin the delivery's transaction and lock the job) and a second. */
   get claimHoldSeconds(): number {
     return (2 * this.store.timeoutMs) / 1000 + 1;
   }
 
+  /**
+   * @param store - the TypeORM store whose DataSource, timeout and connections are used
+   * @param tableName - the record table; jobs live in `<tableName>_jobs`
+   */
   constructor(
     private readonly store: TypeOrmStoreConnection,
     tableName: string,
   ) {
-    const j = quoteTableName(jobsTableNameOf(tableName));
-    const columns = `id::text AS id, name, args, job_key, attempts, origin_scope, origin_key`;
-    const cutoff = `coalesce($2::timestamptz, statement_timestamp())`;
-    const sql = {
-      stage: `
-        INSERT INTO ${j} (name, args, job_key, origin_scope, origin_key)
-        VALUES ($1, $2::jsonb, $3, $4, $5)`,
-      // Due by the cutoff: the moment the drain began ($2), so a job that failed during this
-      // drain waits for the next one even with no backoff. Rows not due yet come after the due
-      // ones and tell an idle drainer when to look again.
-      findDue: `
-        SELECT id::text AS id, run_after <= coalesce($1::timestamptz, statement_timestamp()) AS due,
-               EXTRACT(EPOCH FROM run_after - statement_timestamp())::float8 AS due_in,
-               coalesce($1::timestamptz, statement_timestamp())::text AS cutoff
-          FROM ${j}
-         WHERE status = 'pending'
-         ORDER BY run_after, id
-         LIMIT $2`,
-      // One committed statement: counts the delivery and leases the job before any handler runs.
-      // A job that already started maxAttempts deliveries (the last without a recorded outcome)
-      // is made dead instead.
-      claim: `
-        UPDATE ${j}
-           SET attempts = CASE WHEN attempts >= $3 THEN attempts ELSE attempts + 1 END,
-               status = CASE WHEN attempts >= $3 THEN 'dead' ELSE 'pending' END,
-               last_error = CASE WHEN attempts >= $3 THEN $5 ELSE last_error END,
-               run_after = clock_timestamp() + $4::float8 * interval '1 second',
-               updated_at = clock_timestamp()
-         WHERE id = (SELECT id FROM ${j}
-                      WHERE id = $1::bigint AND status = 'pending' AND run_after <= ${cutoff}
-                        FOR UPDATE SKIP LOCKED)
-        RETURNING ${columns}, status`,
-      // In the delivery's transaction: the row stays locked (and deleted) until it commits. It
-      // waits for a lock rather than skipping it: another drainer's claim statement may hold the
-      // row for a moment (it locks, then finds the job no longer due), and skipping would leave
-      // a job this drainer claimed undelivered until its hold ran out. The claimed attempt, checked
-      // once the lock is had, still refuses a job another drainer has claimed since.
-      lock: `
-        DELETE FROM ${j}
-         WHERE id = (SELECT id FROM ${j}
-                      WHERE id = $1::bigint AND attempts = $2 AND status = 'pending'
-                        FOR UPDATE)`,
-      fail: `
-        UPDATE ${j} SET last_error = $3,
-               run_after = clock_timestamp() + $4::float8 * interval '1 second',
-               status = CASE WHEN attempts >= $5 THEN 'dead' ELSE 'pending' END,
-               updated_at = clock_timestamp()
-         WHERE id = $1::bigint AND attempts = $2 AND status = 'pending'
-        RETURNING status`,
-      listDead: `
-        SELECT ${columns}, last_error, created_at, updated_at FROM ${j}
-         WHERE status = 'dead' ORDER BY id LIMIT $1`,
-      retryDead: `
-        UPDATE ${j} SET status = 'pending', attempts = 0, run_after = clock_timestamp(),
-               updated_at = clock_timestamp()
-         WHERE id = $1::bigint AND status = 'dead'`,
-      deleteDead: `DELETE FROM ${j} WHERE id = $1::bigint AND status = 'dead'`,
-    };
-    this.sql = Object.fromEntries(
-      Object.entries(sql).map(([name, text]) => [name, prepareStatement(text)]),
-    );
+    this.sql = prepareStatements(jobStatements(tableName));
   }
 
   /** Writes a job in a local step's transaction, and tells this process's drainer. */

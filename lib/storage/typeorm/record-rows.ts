@@ -1,0 +1,47 @@
+import type {
+  ClaimResult,
+  IdempotencyRecordRef,
+} from '../../interfaces/idempotency-record.interface';
+import type { StatementResult } from './prepared-statement';
+
+// What `TypeOrmIdempotencyStore` reads of its statements' rows (record-statements.sql.ts).
+
+/** The claim of a new key, or `undefined` when the key has a record (then the claim runs). */
+export function freshClaimOf(result: StatementResult): ClaimResult | undefined {
+  const fresh = result.rows[0];
+  return fresh && { outcome: 'claimed', recordId: fresh.record_id, attempt: 1 };
+}
+
+/** Whether a completion changed the record: its row count, or `n` when it announced itself. */
+export function written(result: StatementResult, ref: IdempotencyRecordRef): boolean {
+  return ref.announce ? Number(result.rows[0]?.n) === 1 : result.rowCount === 1;
+}
+
+/**
+ * What the claim of a key that has a record found: taken over, completed, in flight, reused or
+ * abandoned; `undefined` when a concurrent writer changed the row under it (then it runs again).
+ */
+export function claimOutcomeOf(row: any): ClaimResult | undefined {
+  if (!row || row.outcome === 'retry') return undefined;
+  switch (row.outcome) {
+    case 'claimed':
+      return { outcome: 'claimed', recordId: row.record_id, attempt: Number(row.attempts) };
+    case 'completed':
+      return {
+        outcome: 'completed',
+        recordId: row.record_id,
+        response: {
+          status: Number(row.response_status),
+          headers: row.response_headers ?? {},
+          body: row.response_body ?? Buffer.alloc(0),
+        },
+        expiresInMs: Number(row.expires_in_ms),
+      };
+    case 'mismatch':
+      return { outcome: 'mismatch', recordId: row.record_id };
+    case 'abandoned':
+      return { outcome: 'abandoned', recordId: row.record_id };
+    default:
+      return { outcome: 'in_flight', recordId: row.record_id };
+  }
+}
