@@ -67,6 +67,23 @@ async function createDecidingStore(
   return factory.create(moduleRef);
 }
 
+/** The module's own classes: each is provided here and exported to the modules that import it. */
+const SERVICES = [
+  IdempotencyRouteOptionsResolver,
+  ResponseAdapterResolver,
+  IdempotencyExecutionFactory,
+  IdempotencyClaims,
+  IdempotencyRunner,
+  IdempotencyEvents,
+  IdempotencyMetrics,
+  IdempotencyGuard,
+  IdempotencyInterceptor,
+  IdempotencyExceptionFilter,
+  IdempotencyContext,
+  IdempotencyPurgeService,
+  IdempotencyWaiters,
+];
+
 const providers: Provider[] = [
   {
     provide: IDEMPOTENCY_OPTIONS,
@@ -100,19 +117,7 @@ const providers: Provider[] = [
     useFactory: warnAboutSharedScope,
     inject: [IDEMPOTENCY_OPTIONS, ModulesContainer],
   },
-  IdempotencyRouteOptionsResolver,
-  ResponseAdapterResolver,
-  IdempotencyExecutionFactory,
-  IdempotencyClaims,
-  IdempotencyRunner,
-  IdempotencyEvents,
-  IdempotencyMetrics,
-  IdempotencyGuard,
-  IdempotencyInterceptor,
-  IdempotencyExceptionFilter,
-  IdempotencyContext,
-  IdempotencyPurgeService,
-  IdempotencyWaiters,
+  ...SERVICES,
 ];
 
 /**
@@ -137,24 +142,7 @@ const providers: Provider[] = [
 @Module({
   imports: [DiscoveryModule],
   providers,
-  exports: [
-    IDEMPOTENCY_OPTIONS,
-    IdempotencyStore,
-    IDEMPOTENCY_STORE_CAPABILITIES,
-    IdempotencyRouteOptionsResolver,
-    ResponseAdapterResolver,
-    IdempotencyExecutionFactory,
-    IdempotencyClaims,
-    IdempotencyRunner,
-    IdempotencyEvents,
-    IdempotencyMetrics,
-    IdempotencyGuard,
-    IdempotencyInterceptor,
-    IdempotencyExceptionFilter,
-    IdempotencyContext,
-    IdempotencyPurgeService,
-    IdempotencyWaiters,
-  ],
+  exports: [IDEMPOTENCY_OPTIONS, IdempotencyStore, IDEMPOTENCY_STORE_CAPABILITIES, ...SERVICES],
 })
 export class IdempotencyModule extends IdempotencyConfigurableModule implements OnModuleInit {
   /** Built by Nest's injector, from the module's own providers. @internal */
