@@ -1,0 +1,75 @@
+/**
+ * One line of a run's history. Clients, the apps' handlers, the fake provider and the job handler
+ * each append what they saw; `checkHistory` reads the whole run. Times are milliseconds on one
+ * clock (the harness's), so events from different processes can be ordered.
+ */
+export type HistoryEvent =
+  | AnswerEvent
+  | HandlerStartEvent
+  | HandlerEndEvent
+  | InstanceKillEvent
+  | ProviderChargeEvent
+  | EffectEvent
+  | JobEvent;
+
+/** A client's attempt and what came back; `status` is undefined when the transport failed. */
+export interface AnswerEvent {
+  type: 'answer';
+  key: string;
+  client: string;
+  startedAt: number;
+  at: number;
+  /** SHA-256 of the request body the client sent. */
+  requestHash: string;
+  status?: number;
+  /** The problem+json `code`, when the answer was one. */
+  code?: string;
+  replayed: boolean;
+  /** SHA-256 of status, content type and body as the client received them. */
+  answerHash?: string;
+}
+
+/** A handler began running for a key (`run` pairs it with its end). */
+export interface HandlerStartEvent {
+  type: 'handler-start';
+  key: string;
+  run: string;
+  instance: string;
+  requestHash: string;
+  at: number;
+}
+
+export interface HandlerEndEvent {
+  type: 'handler-end';
+  run: string;
+  at: number;
+}
+
+/** An app instance was killed: its running handlers ended there. */
+export interface InstanceKillEvent {
+  type: 'kill';
+  instance: string;
+  at: number;
+}
+
+/** The provider was called with a derived key; `created` when that call made a new charge. */
+export interface ProviderChargeEvent {
+  type: 'provider-charge';
+  derivedKey: string;
+  created: boolean;
+  at: number;
+}
+
+/** A local handler's effect (a row it wrote) for a key, as read back from the database. */
+export interface EffectEvent {
+  type: 'effect';
+  key: string;
+  at: number;
+}
+
+/** A staged job: committed with its request, delivered to its handler, its effect applied. */
+export interface JobEvent {
+  type: 'job-staged' | 'job-delivery' | 'job-effect';
+  job: string;
+  at: number;
+}
