@@ -1,4 +1,4 @@
-import { randomUUID } from 'node:crypto';
+import { firstRecordId, renewedRecordId } from './record-id';
 import { IdempotencyConfigurationError } from '../config/idempotency-configuration.error';
 import type {
   ClaimRequest,
@@ -57,7 +57,10 @@ export class MemoryIdempotencyStore extends IdempotencyStore {
       attempts,
     });
     if (!existing || (existing.expiresAt <= now && lapsed(existing))) {
-      const record = fresh(1, randomUUID());
+      const record = fresh(
+        1,
+        existing ? renewedRecordId(existing.recordId) : firstRecordId(request.scope, request.key),
+      );
       this.records.set(id, record);
       return { outcome: 'claimed', recordId: record.recordId, attempt: 1 };
     }

@@ -19,11 +19,12 @@ export function describeRelease(suite: ConformanceSuite): void {
 
     it("'forget' on attempt 1 deletes the record: another payload can then claim", async () => {
       const req = request();
-      const first = claimedOf(await suite.store.claim(req));
+      claimedOf(await suite.store.claim(req));
       expect(await suite.store.release(refOf(req), 'forget')).toBe(true);
+      // A new record, though its id may be the old one's: the forgotten record's handler never
+      // started, so no derived key of it was ever used.
       const next = claimedOf(await suite.store.claim(again(req, { fingerprint: FP_B })));
       expect(next.attempt).toBe(1);
-      expect(next.recordId).not.toBe(first.recordId);
     });
 
     it("'forget' on attempt 2 or later keeps the record released", async () => {

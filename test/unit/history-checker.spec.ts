@@ -51,12 +51,22 @@ describe('the history checker', () => {
       ...cleanHistory(),
       { type: 'provider-charge', derivedKey: 'k1/charge', created: true, at: 61 } as const,
     ];
-    expect(rulesOf(history)).toEqual(['one-effect: 2 provider charges for one key']);
+    expect(rulesOf(history)).toEqual(['one-effect: 2 provider charges under one derived key']);
+  });
+
+  it('finds two charges for one request under two derived keys', () => {
+    const history: HistoryEvent[] = [
+      ...cleanHistory(),
+      { type: 'provider-charge', derivedKey: 'lost/charge', key: 'k5', created: true, at: 1 },
+      { type: 'provider-charge', derivedKey: 'anew/charge', key: 'k5', created: true, at: 2 },
+      answer(3, { key: 'k5' }),
+    ];
+    expect(rulesOf(history)).toEqual(['one-effect: 2 provider charges under one request key']);
   });
 
   it('finds a local effect applied twice', () => {
     const history = [...cleanHistory(), { type: 'effect', key: 'k1', at: 65 } as const];
-    expect(rulesOf(history)).toEqual(['one-effect: 2 effects for one key']);
+    expect(rulesOf(history)).toEqual(['one-effect: 2 effects under one key']);
   });
 
   it('finds a replay that differs from the first final answer', () => {

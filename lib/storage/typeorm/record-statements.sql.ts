@@ -94,7 +94,7 @@ function claimSql(t: string): string {
                  1, $8::varchar, $9::text, ${written}, ${written}
            WHERE NOT EXISTS (SELECT 1 FROM existing WHERE outcome <> 'retry')
           ON CONFLICT (scope, idempotency_key) DO UPDATE SET
-            record_id = CASE WHEN ${expired} THEN EXCLUDED.record_id ELSE r.record_id END,
+            record_id = CASE WHEN ${expired} THEN md5(r.record_id::text)::uuid ELSE r.record_id END,
             attempts = CASE WHEN ${expired} THEN 1 ELSE r.attempts + 1 END,
             created_at = CASE WHEN ${expired} THEN ${written} ELSE r.created_at END,
             fingerprint = EXCLUDED.fingerprint,

@@ -1,4 +1,4 @@
-import { randomUUID } from 'node:crypto';
+import { firstRecordId } from '../record-id';
 import type { DataSource } from 'typeorm';
 import type {
   ClaimRequest,
@@ -146,7 +146,7 @@ export class TypeOrmIdempotencyStore extends IdempotencyStore implements TypeOrm
       request.ownerToken,
       request.lockTimeoutSeconds,
       request.ttlSeconds,
-      randomUUID(),
+      firstRecordId(request.scope, request.key),
       request.method,
       request.path,
     ];

@@ -50,24 +50,30 @@ function ofType<T extends HistoryEvent['type']>(history: HistoryEvent[], ...type
 /** At most one provider charge per derived key, at most one local effect per key. */
 function checkEffects(history: HistoryEvent[]): Violation[] {
   const charges = ofType(history, 'provider-charge').filter((charge) => charge.created);
+  const keyed = charges.filter((charge) => charge.key !== undefined);
   const effects = ofType(history, 'effect');
   return [
     ...[...groupBy(charges, (charge) => charge.derivedKey)].map(([key, events]) => ({
       key,
       events,
-      what: 'provider charges',
+      what: 'provider charges under one derived key',
+    })),
+    ...[...groupBy(keyed, (charge) => charge.key!)].map(([key, events]) => ({
+      key,
+      events,
+      what: 'provider charges under one request key',
     })),
     ...[...groupBy(effects, (effect) => effect.key)].map(([key, events]) => ({
       key,
       events,
-      what: 'effects',
+      what: 'effects under one key',
     })),
   ]
     .filter(({ events }) => events.length > 1)
     .map(({ key, events, what }) => ({
       rule: 'one-effect' as const,
       subject: key,
-      message: `${events.length} ${what} for one key`,
+      message: `${events.length} ${what}`,
       events,
     }));
 }

@@ -52,10 +52,15 @@ export interface InstanceKillEvent {
   at: number;
 }
 
-/** The provider was called with a derived key; `created` when that call made a new charge. */
+/**
+ * The provider was called with a derived key; `created` when that call made a new charge. `key`
+ * is the request's key, when the caller knows it: two charges for one request under two derived
+ * keys (a record lost and made anew with another id) are then found too.
+ */
 export interface ProviderChargeEvent {
   type: 'provider-charge';
   derivedKey: string;
+  key?: string;
   created: boolean;
   at: number;
 }

@@ -1,0 +1,162 @@
+/**
+ * A PostgreSQL failover under the library: a primary and a streaming replica of the test's own
+ * (never the machine's cluster), the apps behind an endpoint that moves to the promoted replica.
+ * What survives depends on replication, and the history checker says what broke.
+ */
+import { Body, Controller, Injectable, Post } from '@nestjs/common';
+import request from 'supertest';
+import { Idempotent, IdempotencyContext } from '../../lib';
+import { checkHistory } from '../chaos/history/check-history';
+import { HistoryRecorder } from '../chaos/history/history-recorder';
+import { MovingEndpoint } from '../chaos/failover/moving-endpoint';
+import { PostgresPair, query } from '../chaos/failover/postgres-pair';
+import type { Replication } from '../chaos/failover/postgres-pair';
+import type { TestDatabase } from '../fixtures/database';
+import { ADAPTERS, createTestApp } from '../fixtures/test-app';
+import type { AdapterName, TestApp } from '../fixtures/test-app';
+
+jest.setTimeout(120_000);
+
+/** The run's history, and a provider whose charges are keyed by the derived key. */
+@Injectable()
+class Ledger {
+  history = new HistoryRecorder();
+  readonly charges = new Set<string>();
+
+  charge(derivedKey: string, key: string): void {
+    const created = !this.charges.has(derivedKey);
+    this.charges.add(derivedKey);
+    this.history.providerCharge(derivedKey, created, key);
+  }
+}
+
+@Controller('payments')
+class PaymentsController {
+  constructor(
+    private readonly ledger: Ledger,
+    private readonly idempotency: IdempotencyContext,
+  ) {}
+
+  @Post()
+  @Idempotent({ transactional: true })
+  async pay(@Body() body: { amount: number }) {
+    const key = this.idempotency.identity!.key;
+    const ended = this.ledger.history.handlerStart(key, 'app', body);
+    try {
+      this.ledger.charge(this.idempotency.derivedKey('charge'), key);
+      const [row] = await this.idempotency.entityManager.query(
+        'INSERT INTO orders (amount, note) VALUES ($1, $2) RETURNING id',
+        [body.amount, key],
+      );
+      return { payment: row.id, amount: body.amount };
+    } finally {
+      ended();
+    }
+  }
+}
+
+interface Rig {
+  pair: PostgresPair;
+  endpoint: MovingEndpoint;
+  app: TestApp;
+  ledger: Ledger;
+}
+
+async function startRig(adapter: AdapterName, replication: Replication): Promise<Rig> {
+  const pair = await PostgresPair.create(replication);
+  const endpoint = await MovingEndpoint.start(pair.primaryPort);
+  const url = `postgres://postgres@127.0.0.1:${endpoint.port}/postgres`;
+  const app = await createTestApp(adapter, { url } as TestDatabase, {
+    databaseUrl: url,
+    controllers: [PaymentsController],
+    providers: [Ledger],
+    module: { replayCache: false },
+  });
+  await pair.waitForReplica();
+  return { pair, endpoint, app, ledger: app.app.get(Ledger) };
+}
+
+async function stopRig(rig: Rig | undefined): Promise<void> {
+  await rig?.app.close().catch(() => undefined);
+  await rig?.endpoint.close();
+  await rig?.pair.remove();
+}
+
+/** Sends until the answer is final (the store may refuse while the endpoint moves). */
+async function pay(rig: Rig, key: string, amount = 500) {
+  const body = { amount };
+  for (let attempt = 0; attempt < 40; attempt++) {
+    const startedAt = rig.ledger.history.now();
+    const response = await request(rig.app.server)
+      .post('/payments')
+      .set('Idempotency-Key', key)
+      .send(body);
+    const answer = rig.ledger.history.answer(
+      { key, client: 'client', startedAt, request: body },
+      {
+        status: response.status,
+        contentType: response.headers['content-type'],
+        replayed: response.headers['idempotent-replayed'] === 'true',
+        body: response.text,
+      },
+    );
+    if (response.status < 500 && response.status !== 409) return { response, answer };
+    await new Promise((resolve) => setTimeout(resolve, 250));
+  }
+  throw new Error(`no final answer for ${key}`);
+}
+
+/** The promoted replica takes the endpoint. */
+async function failOver(rig: Rig): Promise<void> {
+  await rig.pair.failOver();
+  rig.endpoint.moveTo(rig.pair.replicaPort);
+}
+
+const violationsOf = (rig: Rig) =>
+  checkHistory(rig.ledger.history.events, { settleBoundMs: 10_000 }).map(
+    (violation) => `${violation.rule}: ${violation.message}`,
+  );
+
+describe.each(ADAPTERS)('a PostgreSQL failover on %s', (adapter) => {
+  let rig: Rig | undefined;
+
+  afterEach(async () => {
+    await stopRig(rig);
+    rig = undefined;
+  });
+
+  it('with asynchronous replication, loses an answer the replica never got, and the retry runs again', async () => {
+    rig = await startRig(adapter, 'async');
+    // The replica falls behind: what the primary commits now exists nowhere else.
+    await rig.pair.stop('replica');
+    const first = await pay(rig, 'pay-async');
+    expect(first.response.status).toBe(201);
+    await failOver(rig);
+
+    const retry = await pay(rig, 'pay-async');
+    expect(retry.response.status).toBe(201);
+    expect(retry.response.headers['idempotent-replayed']).toBeUndefined();
+    expect(violationsOf(rig)).toEqual([
+      'no-contradiction: the handler ran again with the same body after a final answer was seen',
+    ]);
+    // A provider keyed by the derived key charged once all the same.
+    expect(rig.ledger.charges.size).toBe(1);
+  });
+
+  it('with synchronous replication, every stored answer survives the failover and replays', async () => {
+    rig = await startRig(adapter, 'sync');
+    const answers = [];
+    for (const key of ['pay-sync-1', 'pay-sync-2', 'pay-sync-3']) answers.push(await pay(rig, key));
+    await failOver(rig);
+
+    for (const [index, key] of ['pay-sync-1', 'pay-sync-2', 'pay-sync-3'].entries()) {
+      const retry = await pay(rig, key);
+      expect(retry.response.status).toBe(201);
+      expect(retry.response.headers['idempotent-replayed']).toBe('true');
+      expect(retry.response.text).toBe(answers[index].response.text);
+    }
+    expect(violationsOf(rig)).toEqual([]);
+    const rows = await query(rig.pair.url('replica'), 'SELECT count(*)::int AS n FROM orders');
+    expect(rows[0].n).toBe(3);
+  });
+});
