@@ -82,25 +82,30 @@ async function stopRig(rig: Rig | undefined): Promise<void> {
   await rig?.pair.remove();
 }
 
+/** Sends one attempt and records it in the history. */
+async function send(rig: Rig, key: string, body = { amount: 500 }) {
+  const startedAt = rig.ledger.history.now();
+  const response = await request(rig.app.server)
+    .post('/payments')
+    .set('Idempotency-Key', key)
+    .send(body);
+  rig.ledger.history.answer(
+    { key, client: 'client', startedAt, request: body },
+    {
+      status: response.status,
+      contentType: response.headers['content-type'],
+      replayed: response.headers['idempotent-replayed'] === 'true',
+      body: response.text,
+    },
+  );
+  return response;
+}
+
 /** Sends until the answer is final (the store may refuse while the endpoint moves). */
-async function pay(rig: Rig, key: string, amount = 500) {
-  const body = { amount };
+async function pay(rig: Rig, key: string) {
   for (let attempt = 0; attempt < 40; attempt++) {
-    const startedAt = rig.ledger.history.now();
-    const response = await request(rig.app.server)
-      .post('/payments')
-      .set('Idempotency-Key', key)
-      .send(body);
-    const answer = rig.ledger.history.answer(
-      { key, client: 'client', startedAt, request: body },
-      {
-        status: response.status,
-        contentType: response.headers['content-type'],
-        replayed: response.headers['idempotent-replayed'] === 'true',
-        body: response.text,
-      },
-    );
-    if (response.status < 500 && response.status !== 409) return { response, answer };
+    const response = await send(rig, key);
+    if (response.status < 500 && response.status !== 409) return { response };
     await new Promise((resolve) => setTimeout(resolve, 250));
   }
   throw new Error(`no final answer for ${key}`);
@@ -145,7 +150,7 @@ describe.each(ADAPTERS)('a PostgreSQL failover on %s', (adapter) => {
 
   it('with synchronous replication, every stored answer survives the failover and replays', async () => {
     rig = await startRig(adapter, 'sync');
-    const answers = [];
+    const answers: { response: request.Response }[] = [];
     for (const key of ['pay-sync-1', 'pay-sync-2', 'pay-sync-3']) answers.push(await pay(rig, key));
     await failOver(rig);
 
@@ -158,5 +163,20 @@ describe.each(ADAPTERS)('a PostgreSQL failover on %s', (adapter) => {
     expect(violationsOf(rig)).toEqual([]);
     const rows = await query(rig.pair.url('replica'), 'SELECT count(*)::int AS n FROM orders');
     expect(rows[0].n).toBe(3);
+  });
+
+  it('with a synchronous standby that stalls, gives no final answer until the commit is replicated', async () => {
+    rig = await startRig(adapter, 'sync');
+    await rig.pair.stop('replica');
+    // The commit waits for the standby; the store's deadline ends the wait for the client.
+    const stalled = await send(rig, 'pay-stall');
+    expect(stalled.status).toBe(503);
+    expect(stalled.body.code).toBe('idempotency_store_unavailable');
+    await failOver(rig);
+
+    const retry = await pay(rig, 'pay-stall');
+    expect(retry.response.status).toBe(201);
+    expect(violationsOf(rig)).toEqual([]);
+    expect(rig.ledger.charges.size).toBe(1);
   });
 });
