@@ -4,27 +4,16 @@
  */
 import { spawn } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
-import { createServer } from 'node:net';
 import { join } from 'node:path';
 import request from 'supertest';
 import { createTestDatabase } from '../fixtures/database';
+import { freePort } from '../fixtures/free-port';
 import type { TestDatabase } from '../fixtures/database';
 import { ADAPTERS, createTestApp } from '../fixtures/test-app';
 import type { TestApp } from '../fixtures/test-app';
 import { waitFor } from '../fixtures/wait-for';
 
 const LEASE_SECONDS = 0.6;
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
-    });
-    server.on('error', reject);
-  });
-}
 
 function startChild(adapter: string, url: string, port: number): Promise<ChildProcess> {
   const child = spawn(

@@ -13,9 +13,9 @@ import {
   rmSync,
   writeFileSync,
 } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { freePort } from '../fixtures/free-port';
 import { generateApp, renderOwnTemplate } from './nest-app-template';
 import type { AppKind } from './nest-app-template';
 import { usageFiles } from './readme-usage';
@@ -165,7 +165,7 @@ export class ConsumerApp {
    * app's build script (`nest build`).
    */
   async build(): Promise<CommandResult> {
-    for (const file of usageFiles(this.esm)) {
+    for (const file of usageFiles()) {
       writeFileSync(join(this.dir, file.path), file.source);
     }
     copyFileSync(
@@ -198,6 +198,7 @@ export class ConsumerApp {
    * boots the README's AppModule and `ScheduleModule` with `@nestjs/testing`, after installing
    * the optional `@nestjs/schedule` (6 in the Nest 11 app, for the reason of installLibrary).
    * The template's own e2e spec (GET /) is removed: the README's AppModule replaced its module.
+   * In a Jest app, its e2e config maps the `.js` imports to the sources, as docs/testing.md says.
    */
   async testE2e(databaseUrl: string): Promise<CommandResult> {
     const schedule = this.kind === 'nest11-cjs' ? '@nestjs/schedule@^6' : '@nestjs/schedule';
@@ -207,6 +208,7 @@ export class ConsumerApp {
     });
     if (install.code !== 0) return install;
     rmSync(join(this.dir, 'test/app.e2e-spec.ts'));
+    if (!this.esm) this.mapJsImportsForJest();
     writeFileSync(
       join(this.dir, 'test/payments.e2e-spec.ts'),
       renderOwnTemplate('payments.e2e-spec.ts', {
@@ -218,6 +220,14 @@ export class ConsumerApp {
       timeoutMs: 300_000,
       env: childEnv({ DATABASE_URL: databaseUrl }),
     });
+  }
+
+  /** What docs/testing.md tells a Jest user: `./x.js` in an import is `./x.ts` in the sources. */
+  private mapJsImportsForJest(): void {
+    const configPath = join(this.dir, 'test/jest-e2e.json');
+    const config = JSON.parse(readFileSync(configPath, 'utf8'));
+    config.moduleNameMapper = { '^(\\.{1,2}/.*)\\.js$': '$1' };
+    writeFileSync(configPath, JSON.stringify(config, null, 2));
   }
 
   /**
@@ -296,15 +306,4 @@ export class RunningApp {
     if (this.child.exitCode === null && this.child.signalCode === null) this.child.kill('SIGTERM');
     await this.exited;
   }
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
-    });
-  });
 }

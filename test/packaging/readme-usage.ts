@@ -1,9 +1,9 @@
 /**
  * The README's "## Usage" code as a user pastes it into a new application: every `ts` block
- * whose first line names its file (`// src/app.module.ts`) is written there verbatim. The one
- * change is the README's own instruction for a Nest 12 ESM application: relative imports end in
- * `.js`. The README shows all four files the app needs, `src/payments.support.ts` among them, so
- * nothing of the test's replaces them.
+ * whose first line names its file (`// src/app.module.ts`) is written there verbatim, in ESM and
+ * CommonJS apps alike (its relative imports end in `.js`, which both compile). The README shows
+ * all four files the app needs, `src/payments.support.ts` among them, so nothing of the test's
+ * replaces them.
  */
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -23,16 +23,11 @@ export function usageBlocks(readme = readFileSync(README, 'utf8')): string[] {
   return [...section.matchAll(/^```ts\n([\s\S]*?)^```$/gm)].map((match) => match[1]);
 }
 
-/**
- * The Usage blocks that are application files.
- * @param esm whether relative imports need the `.js` extension (a Nest 12 ESM app)
- */
-export function usageFiles(esm: boolean, readme?: string): UsageFile[] {
+/** The Usage blocks that are application files. */
+export function usageFiles(readme?: string): UsageFile[] {
   const files = usageBlocks(readme).flatMap((block) => {
     const path = /^\/\/ (src\/[\w./-]+\.ts)\n/.exec(block)?.[1];
-    if (!path) return [];
-    const source = esm ? block.replace(/(from '\.{1,2}\/[^']+?)(?<!\.js)'/g, "$1.js'") : block;
-    return [{ path, source }];
+    return path ? [{ path, source: block }] : [];
   });
   const paths = files.map((file) => file.path);
   if (!paths.includes('src/app.module.ts')) {
