@@ -6,7 +6,7 @@ import { rmSync } from 'node:fs';
 import { manualFiles, markdown, section } from '../shared/markdown';
 import { createTestDatabase } from '../fixtures/database';
 import type { TestDatabase } from '../fixtures/database';
-import { composeApp, pageFiles, writeApp } from '../fixtures/docs-app';
+import { composeApp, lacksJs, pageFiles, WITHOUT_JS_YET, writeApp } from '../fixtures/docs-app';
 import { startDocsApp } from '../fixtures/docs-app-process';
 import type { DocsAppProcess } from '../fixtures/docs-app-process';
 import { PROVIDER_CHARGES_TABLE, withRecordingProvider } from '../fixtures/docs-provider';
@@ -17,21 +17,34 @@ jest.setTimeout(180_000);
 
 const PAGES = process.env.DOCS_RUN_PAGES?.split(',') ?? ['README.md', ...manualFiles()];
 
+/** Pages that do not type-check yet, and why: each runs as `it.failing` until it does. */
+const KNOWN_GAPS: Record<string, string> = {
+  'docs/testing.md': 'imports ../src/redis-idempotency.store, which the page does not show',
+};
+
 describe('every page, pasted into a fresh Nest 12 ESM app over the README Usage files', () => {
   let checker: DocsTypeChecker;
   beforeAll(() => {
     checker = new DocsTypeChecker();
   });
 
-  it.each(PAGES)('%s type-checks', (page) => {
+  const typeChecks = (page: string) => {
     const files = composeApp(page, 'nest12-esm');
     const dir = writeApp(files, 'module');
     try {
-      expect([...pageFiles(page).problems, ...checker.check(dir, files)]).toEqual([]);
+      const problems = [...pageFiles(page).problems, ...checker.check(dir, files)];
+      if (WITHOUT_JS_YET.includes(page) && !lacksJs(page)) {
+        problems.push(`${page}: its imports carry .js now; remove it from WITHOUT_JS_YET`);
+      }
+      expect(problems).toEqual([]);
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
-  });
+  };
+  const checked = PAGES.filter((page) => !(page in KNOWN_GAPS));
+  it.each(checked)('%s type-checks', typeChecks);
+  const gaps = PAGES.filter((page) => page in KNOWN_GAPS);
+  if (gaps.length) it.failing.each(gaps)('%s does not type-check yet (KNOWN_GAPS)', typeChecks);
 });
 
 /** The page whose heading is `heading` (whichever file it lives in). */
