@@ -158,4 +158,51 @@ describe('the worked examples, run on PostgreSQL', () => {
       { event_id: 'evt_1', type: 'payment_intent.succeeded' },
     ]);
   });
+
+  it("routes: a duplicate sent with Prefer: wait gets the first request's answer, replayed", async () => {
+    const page = pageWith('## Waiting for the first request');
+    dir = runnableApp(page);
+    const app = await startDocsApp(dir, { DATABASE_URL: db.url });
+    apps.push(app);
+    // The page's handler answers at once: to have a duplicate find its key in flight, the test
+    // holds every update of the records table (the completion among them) behind a lock of its own.
+    await db.query(`CREATE FUNCTION docs_run_hold() RETURNS trigger LANGUAGE plpgsql AS
+      $$ BEGIN PERFORM pg_advisory_xact_lock(4242); RETURN NEW; END $$`);
+    await db.query(`CREATE TRIGGER docs_run_hold BEFORE UPDATE ON idempotency_records
+      FOR EACH ROW EXECUTE FUNCTION docs_run_hold()`);
+    await db.query('SELECT pg_advisory_lock(4242)');
+    const post = (prefer?: string) =>
+      fetch(`${app.url}/payments`, {
+        method: 'POST',
+        headers: {
+          'content-type': 'application/json',
+          'x-api-key': 'acct_1',
+          'idempotency-key': 'order-1001',
+          ...(prefer ? { prefer } : {}),
+        },
+        body: JSON.stringify({ amount: 1999 }),
+      });
+    const first = post();
+    const held = async () =>
+      (
+        await db.query(
+          "SELECT 1 FROM pg_stat_activity WHERE wait_event = 'advisory' AND datname = current_database()",
+        )
+      ).length > 0;
+    await waitFor(held, 30_000);
+    let answered = false;
+    const duplicate = post('wait=5').then((response) => ((answered = true), response));
+    await new Promise((done) => setTimeout(done, 500));
+    expect(answered).toBe(false); // it waits: no 409
+    await db.query('SELECT pg_advisory_unlock(4242)');
+    const [one, two] = await Promise.all([first, duplicate]);
+    const body = await one.text();
+    expect([one.status, JSON.parse(body)]).toEqual([201, { id: 'pay_1', amount: 1999 }]);
+    expect([
+      two.status,
+      two.headers.get('idempotent-replayed'),
+      two.headers.get('preference-applied'),
+      await two.text(),
+    ]).toEqual([201, 'true', 'wait=5', body]);
+  });
 });
