@@ -1,9 +1,9 @@
 /**
  * The README's "## Usage" code as a user pastes it into a new application: every `ts` block
- * whose first line names its file (`// src/app.module.ts`) is written there verbatim. The one
- * change is the README's own instruction for a Nest 12 ESM application: relative imports end in
- * `.js`. The README shows all four files the app needs, `src/payments.support.ts` among them, so
- * nothing of the test's replaces them.
+ * whose first line names its file (`// src/app.module.ts`) is written there verbatim. The README
+ * writes relative imports with `.js`, as a Nest 12 ESM application needs (and a CommonJS one
+ * accepts); in an ESM app the test would add any it lacked. The README shows all four files the
+ * app needs, `src/payments.support.ts` among them, so nothing of the test's replaces them.
  */
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
