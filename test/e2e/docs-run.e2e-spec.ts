@@ -6,7 +6,7 @@ import { rmSync } from 'node:fs';
 import { manualFiles, markdown, section } from '../shared/markdown';
 import { createTestDatabase } from '../fixtures/database';
 import type { TestDatabase } from '../fixtures/database';
-import { composeApp, lacksJs, pageFiles, WITHOUT_JS_YET, writeApp } from '../fixtures/docs-app';
+import { composeApp, pageFiles, writeApp } from '../fixtures/docs-app';
 import { startDocsApp } from '../fixtures/docs-app-process';
 import type { DocsAppProcess } from '../fixtures/docs-app-process';
 import { PROVIDER_CHARGES_TABLE, withRecordingProvider } from '../fixtures/docs-provider';
@@ -33,9 +33,6 @@ describe('every page, pasted into a fresh Nest 12 ESM app over the README Usage 
     const dir = writeApp(files, 'module');
     try {
       const problems = [...pageFiles(page).problems, ...checker.check(dir, files)];
-      if (WITHOUT_JS_YET.includes(page) && !lacksJs(page)) {
-        problems.push(`${page}: its imports carry .js now; remove it from WITHOUT_JS_YET`);
-      }
       expect(problems).toEqual([]);
     } finally {
       rmSync(dir, { recursive: true, force: true });
