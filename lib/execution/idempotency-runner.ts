@@ -1,19 +1,34 @@
-import { Injectable, Logger } from '@nestjs/common';
+import { randomUUID } from 'node:crypto';
+import { Inject, Injectable, Logger } from '@nestjs/common';
 import type { CallHandler, ExecutionContext } from '@nestjs/common';
 import { Observable } from 'rxjs';
 import { IdempotencyConfigurationError } from '../config/idempotency-configuration.error';
+import { IDEMPOTENCY_STORE_CAPABILITIES } from '../config/idempotency.tokens';
 import { IdempotencyProblemException } from '../errors/idempotency-problem.exception';
 import type { IdempotencyKeyPlace } from '../errors/idempotency-problem.exception';
 import { IdempotencyEvents } from '../events/idempotency.events';
 import type { ResolvedIdempotencyRouteOptions } from '../interfaces/idempotency-module-options.interface';
+import type {
+  ClaimResult,
+  KnownClaimResult,
+  StoredResponse,
+} from '../interfaces/idempotency-record.interface';
+import { IdempotencyMetrics } from '../metrics/idempotency-metrics';
+import { IdempotencyStore } from '../storage/idempotency.store';
+import type {
+  IdempotencyStoreCapabilities,
+  IdempotencyStoreMemory,
+} from '../storage/idempotency-store.capabilities';
 import { normaliseScope } from '../utils/request-scope';
 import type { IdempotencyNamespace } from '../utils/request-scope';
 import type { ParsedIdempotencyKey } from '../utils/parse-idempotency-key';
+import { IdempotencyWaiters } from '../waiting/idempotency-waiters';
+import { claimOrWait } from './wait-for-claim';
 import type { WaitingRequest } from './wait-for-claim';
-import { IdempotencyClaims } from './idempotency-claims';
-import type { Claimed, KnownClaimInput, Replay } from './idempotency-claims';
 import type { WonClaim } from './idempotency-execution.factory';
 import type { IdempotencyExecution } from './idempotency-execution';
+import { emitRejected } from './rejected-event';
+import { omittedBodyOf } from './stored-response';
 
 /** One request or call as its transport reads it: what its claim is decided by. */
 export interface IdempotencyCallInput {
@@ -66,21 +81,51 @@ export interface IdempotencyTransport {
   refuse(problem: IdempotencyProblemException, context: ExecutionContext): unknown;
 }
 
+/** A completed record to replay. */
+export interface Replay {
+  kind: 'replay';
+  scope: string;
+  key: string;
+  response: StoredResponse;
+  label: string;
+}
+
+/** What a claim comes to: the handler is to run, or a completed record is to be replayed. */
+export type Claimed = { kind: 'run'; execution: IdempotencyExecution } | Replay;
+
+/** A call whose key, scope and fingerprint were checked: what its claim is decided by. */
+interface CheckedCall {
+  route: ResolvedIdempotencyRouteOptions;
+  keyPlace: IdempotencyKeyPlace;
+  scope: string;
+  key: string;
+  fingerprint: string;
+  label: string;
+}
+
 /**
  * Runs an idempotent handler for any transport: checks the key, scopes and fingerprints the
- * call, claims its key, then replays the stored answer or runs the handler once through an
- * `IdempotencyExecution`, which owns the rest of the call's life.
+ * call, claims its key in the store, then replays the stored answer, refuses (in flight,
+ * reused, abandoned, store down), or runs the handler once through an `IdempotencyExecution`,
+ * which owns the rest of the call's life. Every transport goes through it, so that an HTTP
+ * request and a message meet the same rules.
  * @internal
  */
 @Injectable()
 export class IdempotencyRunner {
   private readonly logger = new Logger('Idempotency');
+  private readonly memory?: IdempotencyStoreMemory;
 
   /** Built by Nest's injector, from the module's own providers. @internal */
   constructor(
-    private readonly claims: IdempotencyClaims,
+    private readonly store: IdempotencyStore,
     private readonly events: IdempotencyEvents,
-  ) {}
+    private readonly metrics: IdempotencyMetrics,
+    private readonly waiters: IdempotencyWaiters,
+    @Inject(IDEMPOTENCY_STORE_CAPABILITIES) capabilities: IdempotencyStoreCapabilities,
+  ) {
+    this.memory = capabilities.memory;
+  }
 
   /**
    * Claims the call's key, then replays its record or runs the handler once.
@@ -95,15 +140,15 @@ export class IdempotencyRunner {
     route: ResolvedIdempotencyRouteOptions,
     transport: IdempotencyTransport,
   ): Observable<unknown> {
-    let known: KnownClaimInput;
+    let checked: CheckedCall;
     let call: IdempotencyCallInput;
     try {
       call = transport.read(context, route);
       // No key on a `required: false` route: unprotected.
       if (call.key.kind === 'missing' && !route.required) return next.handle();
-      known = this.known(route, call);
+      checked = this.checked(route, call);
       // A replay from memory, or a refusal this instance can tell alone (thrown): no promise.
-      const replay = this.claims.known(known);
+      const replay = this.known(checked);
       if (replay) return this.replay(context, replay, transport);
     } catch (error) {
       throw this.refusal(error, context, transport);
@@ -111,7 +156,7 @@ export class IdempotencyRunner {
     // One observable around the claim and what follows it. A claim that settles after the
     // caller stopped listening (an outer timeout answered first) is given back: see unclaimed().
     return new Observable((subscriber) => {
-      this.claim(context, known, call, transport).then(
+      this.claim(context, checked, call, transport).then(
         (claimed) => {
           if (subscriber.closed) return void this.unclaimed(claimed);
           try {
@@ -132,16 +177,13 @@ export class IdempotencyRunner {
   }
 
   /** The call's key, scope and fingerprint, checked: what its claim is decided by. */
-  private known(
-    route: ResolvedIdempotencyRouteOptions,
-    call: IdempotencyCallInput,
-  ): KnownClaimInput {
+  private checked(route: ResolvedIdempotencyRouteOptions, call: IdempotencyCallInput): CheckedCall {
     const { key, keyPlace, label } = call;
     if (key.kind === 'missing') {
-      throw this.claims.reject(IdempotencyProblemException.keyMissing(keyPlace), label);
+      throw this.reject(IdempotencyProblemException.keyMissing(keyPlace), label);
     }
     if (key.kind === 'invalid') {
-      throw this.claims.reject(IdempotencyProblemException.keyInvalid(keyPlace, key.reason), label);
+      throw this.reject(IdempotencyProblemException.keyInvalid(keyPlace, key.reason), label);
     }
     const scope = this.scopeOf(route, call);
     let fingerprint: string;
@@ -149,31 +191,148 @@ export class IdempotencyRunner {
       fingerprint = call.fingerprint(scope);
     } catch (error) {
       if (!(error instanceof IdempotencyProblemException)) throw error;
-      throw this.claims.reject(error, label, scope);
+      throw this.reject(error, label, scope);
     }
     return { route, keyPlace, scope, key: key.key, fingerprint, label };
   }
 
+  /**
+   * What this instance already knows of the key, answered at once, without a promise: the
+   * replay of a completed record it holds, or the refusal (thrown) of a key it runs now, as
+   * `claim()` would answer. Replays and same-key storms on one instance take this path.
+   * @returns `undefined` when only the store can tell (then `claim()`), or when the key is in
+   *   flight on a route that may wait
+   * @throws IdempotencyProblemException the refusal its client gets
+   */
+  private known(input: CheckedCall): Replay | undefined {
+    if (!this.memory) return undefined;
+    const started = performance.now();
+    const answer = this.memory.answer(input.scope, input.key, input.fingerprint);
+    if (!answer || (answer.outcome === 'in_flight' && input.route.wait.maxSeconds > 0)) {
+      return undefined;
+    }
+    this.metrics.claimed(input.label, (performance.now() - started) / 1000, answer.outcome);
+    return this.decided(answer, input);
+  }
+
+  /**
+   * Claims the key of one call (waiting for a key in flight on a route that may wait).
+   * Written with `then()` rather than as an async function: one promise per step saved on every
+   * first execution.
+   * @throws IdempotencyProblemException the refusal its client gets
+   */
   private claim(
     context: ExecutionContext,
-    known: KnownClaimInput,
+    input: CheckedCall,
     call: IdempotencyCallInput,
     transport: IdempotencyTransport,
   ): Promise<Claimed> {
-    const { route, keyPlace, scope, key, fingerprint, label } = known;
-    // Each field named rather than spread from `known`: this runs on every first execution.
-    return this.claims.claim({
-      route,
-      keyPlace,
-      scope,
-      key,
-      fingerprint,
-      label,
-      method: call.method,
-      path: call.path,
-      waiting: transport.waiting && (() => transport.waiting!(context, scope, key, label)),
-      start: (won) => transport.start(context, route, won),
-    });
+    try {
+      const { route, scope, key, label } = input;
+      const ownerToken = randomUUID();
+      const claimRequest = {
+        scope,
+        key,
+        fingerprint: input.fingerprint,
+        method: call.method,
+        path: call.path,
+        ownerToken,
+        lockTimeoutSeconds: route.lockTimeoutSeconds,
+        ttlSeconds: route.ttlSeconds,
+      };
+      let claimedAt = 0;
+      let started = 0;
+      const send = (): Promise<ClaimResult> => {
+        claimedAt = Date.now();
+        started = performance.now();
+        try {
+          return this.store.claim(claimRequest);
+        } catch (error) {
+          // A store that throws rather than rejects is unavailable all the same (503).
+          return Promise.reject(error);
+        }
+      };
+      const measured = (claim: ClaimResult) => {
+        this.metrics.claimed(label, (performance.now() - started) / 1000, claim.outcome);
+        return claim;
+      };
+      const failed = (error: unknown): never => {
+        this.metrics.claimed(label, (performance.now() - started) / 1000, 'error');
+        // A record the store found but cannot read (sealed with a key that is gone): its own 500.
+        if (error instanceof IdempotencyProblemException) {
+          throw this.reject(error, label, scope, key);
+        }
+        throw this.storeUnavailable(error, route, 'claim', label);
+      };
+      const follow = (claim: ClaimResult): Claimed | Promise<Claimed> => {
+        if (claim.outcome !== 'claimed') return this.decided(claim, input);
+        const { recordId, attempt } = claim;
+        const won = { scope, key, ownerToken, recordId, attempt, claimedAt, label };
+        const execution = transport.start(context, route, won);
+        if (!(execution instanceof Promise)) return { kind: 'run', execution };
+        return execution.then(
+          (begun) => ({ kind: 'run', execution: begun }),
+          (error: unknown) => Promise.reject(this.storeUnavailable(error, route, 'begin', label)),
+        );
+      };
+      // On a route that may wait, a duplicate that finds the key in flight waits for the first
+      // request, then claims again.
+      if (route.wait.maxSeconds > 0 && transport.waiting) {
+        const claimOnce = () => send().then(measured, failed);
+        const waiting = transport.waiting(context, scope, key, label);
+        return claimOrWait(this.waiters, this.events, route.wait, waiting, claimOnce).then(follow);
+      }
+      return send().then((claim) => follow(measured(claim)), failed);
+    } catch (error) {
+      return Promise.reject(error);
+    }
+  }
+
+  /** What an answer other than a key won means for the call: a replay, or a refusal (thrown). */
+  private decided(claim: KnownClaimResult, input: CheckedCall): Replay {
+    const { route, scope, key, label, keyPlace } = input;
+    const refuse = (problem: IdempotencyProblemException) =>
+      this.reject(problem, label, scope, key);
+    switch (claim.outcome) {
+      case 'mismatch':
+        throw refuse(IdempotencyProblemException.keyReused(keyPlace));
+      case 'in_flight':
+        throw refuse(IdempotencyProblemException.keyInUse(keyPlace, route.retryAfterSeconds));
+      case 'abandoned':
+        throw refuse(IdempotencyProblemException.operationAbandoned());
+      case 'completed': {
+        const omitted = omittedBodyOf(claim.response);
+        if (omitted) {
+          throw refuse(
+            IdempotencyProblemException.responseNotStored(keyPlace, claim.response, omitted),
+          );
+        }
+        return { kind: 'replay', scope, key, response: claim.response, label };
+      }
+    }
+  }
+
+  /** The store could not be reached: nothing runs, the client is told to retry (503). */
+  private storeUnavailable(
+    error: unknown,
+    route: ResolvedIdempotencyRouteOptions,
+    operation: string,
+    label: string,
+  ): IdempotencyProblemException {
+    this.events.emit({ type: 'store_error', operation, error, route: label });
+    this.logger.error(`Idempotency store unavailable during ${operation}`, error as Error);
+    const problem = IdempotencyProblemException.storeUnavailable(route.retryAfterSeconds);
+    return this.reject(problem, label);
+  }
+
+  /** Emits the `rejected` event of a refusal, and returns it to be thrown. */
+  private reject(
+    error: IdempotencyProblemException,
+    label: string,
+    scope?: string,
+    key?: string,
+  ): IdempotencyProblemException {
+    return emitRejected(this.events, error, { route: label, scope, key });
   }
 
   /**
@@ -203,7 +362,7 @@ export class IdempotencyRunner {
     } catch (error) {
       if (!(error instanceof IdempotencyConfigurationError)) throw error;
       this.logger.error(error.message);
-      throw this.claims.reject(IdempotencyProblemException.scopeInvalid(), call.label);
+      throw this.reject(IdempotencyProblemException.scopeInvalid(), call.label);
     }
   }
 

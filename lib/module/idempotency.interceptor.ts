@@ -7,8 +7,11 @@ import { IdempotencyConfigurationError } from '../config/idempotency-configurati
 import { IdempotencyProblemException } from '../errors/idempotency-problem.exception';
 import { IdempotencyExecutionFactory } from '../execution/idempotency-execution.factory';
 import { IdempotencyRunner } from '../execution/idempotency-runner';
-import type { IdempotencyCallInput, IdempotencyTransport } from '../execution/idempotency-runner';
-import type { Replay } from '../execution/idempotency-claims';
+import type {
+  IdempotencyCallInput,
+  IdempotencyTransport,
+  Replay,
+} from '../execution/idempotency-runner';
 import { fingerprintOf } from '../execution/request-fingerprint';
 import { ResponseAdapterResolver } from '../http/response-adapter.resolver';
 import { keySourceOf } from '../decorators/idempotency-key-source';

@@ -7,7 +7,6 @@ import { IdempotencyConfigurationError } from '../config/idempotency-configurati
 import { IdempotencyExceptionFilter } from '../errors/idempotency-exception.filter';
 import { IdempotencyEvents } from '../events/idempotency.events';
 import { resolveIdempotencyOptions } from '../config/idempotency.defaults';
-import { IdempotencyClaims } from '../execution/idempotency-claims';
 import { IdempotencyExecutionFactory } from '../execution/idempotency-execution.factory';
 import { IdempotencyRunner } from '../execution/idempotency-runner';
 import { ResponseAdapterResolver } from '../http/response-adapter.resolver';
@@ -72,7 +71,6 @@ const SERVICES = [
   IdempotencyRouteOptionsResolver,
   ResponseAdapterResolver,
   IdempotencyExecutionFactory,
-  IdempotencyClaims,
   IdempotencyRunner,
   IdempotencyEvents,
   IdempotencyMetrics,

@@ -1,4 +1,3 @@
-import { createHash } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Logger } from '@nestjs/common';
 import { deriveKey } from '../context/idempotency-identity';
@@ -15,18 +14,13 @@ import type { OperationStep, StepOutcome } from './operation-step';
 import { storedResponseOf } from '../execution/stored-response';
 import { sendableResponse, UnsendableResponseError } from '../execution/sendable-response';
 import type { RegisteredOperation } from './operation-registry';
-
-/** PostgreSQL aborted the transaction to keep it serializable, or to break a deadlock. */
-function isRetryableConflict(error: unknown): boolean {
-  const code = (error as { code?: string; driverError?: { code?: string } })?.code;
-  const driverCode = (error as { driverError?: { code?: string } })?.driverError?.code;
-  return [code, driverCode].some((c) => c === '40001' || c === '40P01');
-}
-
-/** Whether PostgreSQL's `jsonb` would refuse `value`: it holds no `\u0000` in any string. */
-function storableAsJson(value: unknown): boolean {
-  return !JSON.stringify(value ?? null).includes('\\u0000');
-}
+import {
+  isRetryableConflict,
+  stagerOf,
+  storableAsJson,
+  unstorableState,
+  untilAborted,
+} from './operation-step-support';
 
 /**
  * Runs an operation's steps from the record's recovery point to `finished` (docs/design/contract.md#operations-in-phases), for a
@@ -153,7 +147,7 @@ export class OperationRunner {
           step.run({
             ...this.context(input, tx.state, run),
             manager: tx.manager,
-            stage: this.stager(tx, run, step.name),
+            stage: stagerOf(tx, run, step.name),
           }),
           run.lease.signal,
         );
@@ -358,22 +352,6 @@ export class OperationRunner {
   }
 
   /**
-   * A step's `stage()`. A job's key is SHA-256 (hex) of the record id, the step's name, the
-   * job's place among the step's stagings (0, 1, …) and its name: stable across retries of the
-   * step, distinct for every job of a step, of every other step and of every other record.
-   */
-  private stager(tx: OperationStepTransaction, run: IdempotencyRun, stepName: string) {
-    let staged = 0;
-    return async (name: string, args: unknown): Promise<string> => {
-      const key = createHash('sha256')
-        .update(`${run.identity.recordId}\u0000${stepName}\u0000${staged++}\u0000${name}`)
-        .digest('hex');
-      await tx.stage({ name, args, key, originScope: run.ref.scope, originKey: run.ref.key });
-      return key;
-    };
-  }
-
-  /**
    * The step's response as stored (allow-listed headers) and as sent (every header). Checked
    * before anything is stored: a response Node would refuse to send is never committed.
    */
@@ -394,27 +372,6 @@ export class OperationRunner {
     }
     return { stored: storedResponseOf(outgoing, run.settings), outgoing };
   }
-}
-
-/** A step's state that the store cannot write (a NUL character in a string). */
-function unstorableState(operation: string, step: string): IdempotencyProblemException {
-  return IdempotencyProblemException.operationUnavailable(
-    `Step "${step}" of "${operation}" produced state with a NUL character (\\u0000) in a ` +
-      'string, which cannot be stored; nothing was stored.',
-  );
-}
-
-/**
- * The step's promise, or a rejection with the signal's reason as soon as it aborts (the step
- * goes on in the background; what it produces is ignored).
- */
-function untilAborted<T>(work: Promise<T>, signal: AbortSignal): Promise<T> {
-  if (signal.aborted) return Promise.reject(signal.reason);
-  return new Promise<T>((resolve, reject) => {
-    const onAbort = () => reject(signal.reason);
-    signal.addEventListener('abort', onAbort, { once: true });
-    work.then(resolve, reject).finally(() => signal.removeEventListener('abort', onAbort));
-  });
 }
 
 /** A step's result inside the runner. */

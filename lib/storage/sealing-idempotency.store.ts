@@ -9,6 +9,7 @@ import { IdempotencyStore } from './idempotency.store';
 import type { IdempotencyStoreCapabilities } from './idempotency-store.capabilities';
 import type { RecordSealer } from './sealed/record-sealer';
 import { sealingOperations } from './sealed/sealing-operations';
+import { overriding } from './overriding';
 
 /**
  * Encryption at rest (the `encryption` option), as a store between the local-first store and
@@ -78,20 +79,16 @@ export class SealingIdempotencyStore extends IdempotencyStore {
   beginTransaction(): Promise<IdempotencyStoreTransaction> {
     const begun = this.inner.beginTransaction();
     if (!this.sealer.seals) return begun;
-    return begun.then((transaction) => {
-      const completeAndCommit = transaction.completeAndCommit?.bind(transaction);
-      return {
-        manager: transaction.manager,
+    return begun.then((transaction) =>
+      overriding(transaction, {
         complete: (ref, response, ttlSeconds) =>
           transaction.complete(ref, this.seal(ref, response), ttlSeconds),
-        commit: () => transaction.commit(),
-        rollback: () => transaction.rollback(),
         completeAndCommit:
-          completeAndCommit &&
+          transaction.completeAndCommit &&
           ((ref, response, ttlSeconds) =>
-            completeAndCommit(ref, this.seal(ref, response), ttlSeconds)),
-      };
-    });
+            transaction.completeAndCommit!(ref, this.seal(ref, response), ttlSeconds)),
+      }),
+    );
   }
 
   /**

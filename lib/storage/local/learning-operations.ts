@@ -6,6 +6,7 @@ import type {
   OperationRecordStore,
   OperationStepTransaction,
 } from '../../phases/operation-record.store';
+import { overriding } from '../overriding';
 
 /** What the local-first store learns from an operation's writes. */
 export interface OperationWritesListener {
@@ -17,50 +18,17 @@ export interface OperationWritesListener {
   ended(ref: IdempotencyRecordRef): void;
 }
 
-/** A step transaction that reports its record's completion once it commits. */
-class LearningStep implements OperationStepTransaction {
-  /** Set by a `finish()` in this step: reported on commit. */
-  completion?: { ref: IdempotencyRecordRef; response: StoredResponse; expiresAt: number };
-
-  constructor(
-    readonly inner: OperationStepTransaction,
-    private readonly listener: OperationWritesListener,
-  ) {}
-
-  get manager() {
-    return this.inner.manager;
-  }
-
-  get state() {
-    return this.inner.state;
-  }
-
-  stage(job: Parameters<OperationStepTransaction['stage']>[0]): Promise<void> {
-    return this.inner.stage(job);
-  }
-
-  async commit(): Promise<void> {
-    await this.inner.commit();
-    const done = this.completion;
-    if (!done) return;
-    this.listener.completed(done.ref, done.response, done.expiresAt);
-    this.listener.ended(done.ref);
-  }
-
-  rollback(): Promise<void> {
-    return this.inner.rollback();
-  }
-
-  abandon(): Promise<void> {
-    return this.inner.abandon();
-  }
+/** A step whose completion, written by a `finish()` in it, is reported once it commits. */
+interface LearningStep extends OperationStepTransaction {
+  completion?: () => void;
 }
 
 /**
  * The operations ability of a wrapped store, with every owner-guarded write reported to the
  * local-first store: a completion is remembered for replays, and a run that ended (a write that
  * found the record no longer owned, an abandonment) stops answering 409 from this instance.
- * Writes themselves go to the wrapped store unchanged.
+ * Writes themselves go to the wrapped store unchanged. A completion written in a step's
+ * transaction is reported once that step commits.
  * @param inner - the wrapped store's operations ability
  * @param listener - the local-first store
  */
@@ -68,38 +36,37 @@ export function learningOperations(
   inner: OperationRecordStore,
   listener: OperationWritesListener,
 ): OperationRecordStore {
-  const unwrap = (step?: OperationStepTransaction) => (step as LearningStep | undefined)?.inner;
   const endUnless = <T>(ref: IdempotencyRecordRef, owned: T): T => {
     if (!owned) listener.ended(ref);
     return owned;
   };
-  return {
+  return overriding(inner, {
     bind: async (ref, operation, input, settings) =>
       endUnless(ref, await inner.bind(ref, operation, input, settings)),
     beginStep: async (ref, expectedPoint, isolation) => {
       const step = endUnless(ref, await inner.beginStep(ref, expectedPoint, isolation));
-      return step && new LearningStep(step, listener);
+      if (!step) return step;
+      const learning: LearningStep = overriding<LearningStep>(step, {
+        commit: async () => {
+          await step.commit();
+          learning.completion?.();
+        },
+      });
+      return learning;
     },
     advance: async (ref, expectedPoint, nextPoint, state, step) =>
-      endUnless(ref, await inner.advance(ref, expectedPoint, nextPoint, state, unwrap(step))),
+      endUnless(ref, await inner.advance(ref, expectedPoint, nextPoint, state, step)),
     finish: async (ref, expectedPoint, state, response, ttlSeconds, step) => {
       const sentAt = listener.now();
-      const done = await inner.finish(
-        ref,
-        expectedPoint,
-        state,
-        response,
-        ttlSeconds,
-        unwrap(step),
-      );
+      const done = await inner.finish(ref, expectedPoint, state, response, ttlSeconds, step);
       if (!done) return endUnless(ref, done);
       const expiresAt = sentAt + ttlSeconds * 1000;
-      if (step) {
-        (step as LearningStep).completion = { ref, response, expiresAt };
-      } else {
+      const report = () => {
         listener.completed(ref, response, expiresAt);
         listener.ended(ref);
-      }
+      };
+      if (step) (step as LearningStep).completion = report;
+      else report();
       return true;
     },
     abandon: async (ref) => {
@@ -109,12 +76,5 @@ export function learningOperations(
         listener.ended(ref);
       }
     },
-    takeOver: (...args) => inner.takeOver(...args),
-    abandonOld: (...args) => inner.abandonOld(...args),
-    reapExpired: (...args) => inner.reapExpired(...args),
-    deleteAbandoned: (...args) => inner.deleteAbandoned(...args),
-    listAbandoned: (...args) => inner.listAbandoned(...args),
-    abandonedSettings: (...args) => inner.abandonedSettings(...args),
-    resolveAbandoned: (...args) => inner.resolveAbandoned(...args),
-  };
+  });
 }

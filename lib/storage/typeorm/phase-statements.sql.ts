@@ -1,5 +1,6 @@
 import { quoteTableName } from './idempotency-table.sql';
-import { announcedWrite, wakeUpChannelOf } from './typeorm-wake-ups';
+import { wakeUpChannelOf } from './typeorm-wake-ups';
+import { announcedWrite } from './wake-up-statements.sql';
 
 // The statements of operations in phases (docs/design/contract.md#operations-in-phases) on the
 // record table: every write is guarded by the owner token and, where a step moves the record

@@ -1,10 +1,6 @@
 import { quoteTableName } from './idempotency-table.sql';
-import {
-  announcedWrite,
-  failUnlessWritten,
-  notifyWritten,
-  wakeUpChannelOf,
-} from './typeorm-wake-ups';
+import { wakeUpChannelOf } from './typeorm-wake-ups';
+import { announcedWrite, failUnlessWritten, notifyWritten } from './wake-up-statements.sql';
 
 // The statements of a request's record (claim, completion, release, renewal, purge) and the
 // bootstrap check of its table. The clock they read and write by is described on

@@ -1,4 +1,5 @@
 import type { DataSource } from 'typeorm';
+import { END_BACKEND_SQL, IDENTIFY_BACKEND_SQL } from './backend-statements.sql';
 import { prepareStatement } from './prepared-statement';
 import { runOnNewQueryRunner } from './query-runner-statements';
 import { Deadline } from './with-deadline';
@@ -9,20 +10,10 @@ export interface TransactionBackend {
   began: string;
 }
 
-/** A timestamp as text to the microsecond, whatever the session's `DateStyle` and `TimeZone`. */
-function instantOf(timestamp: string): string {
-  return `to_char(${timestamp} AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS.US')`;
-}
-
 /** Names the backend of the transaction it runs in, should that backend have to be ended. */
-export const IDENTIFY_BACKEND = prepareStatement(
-  `SELECT pg_backend_pid() AS pid, ${instantOf('now()')} AS began`,
-);
+export const IDENTIFY_BACKEND = prepareStatement(IDENTIFY_BACKEND_SQL);
 
-/** Only while that backend is still in that transaction: never a backend that took its pid since. */
-const END_BACKEND = prepareStatement(`
-  SELECT pg_terminate_backend(pid) FROM pg_stat_activity
-   WHERE pid = $1::int AND ${instantOf('xact_start')} = $2`);
+const END_BACKEND = prepareStatement(END_BACKEND_SQL);
 
 /**
  * Ends the backend of an abandoned transaction from another connection, once its own connection

@@ -4,7 +4,7 @@ import type { PgClient, PreparedStatement, StatementResult } from './prepared-st
 import { discardQueryRunner, runOnQueryRunner } from './query-runner-statements';
 import { IDENTIFY_BACKEND, endBackend } from './transaction-backend';
 import type { TransactionBackend } from './transaction-backend';
-import { NOTHING_WRITTEN } from './typeorm-wake-ups';
+import { NOTHING_WRITTEN } from './wake-up-statements.sql';
 import { Deadline, isStoreTimeout } from './with-deadline';
 import type { DeadlineTimer } from './with-deadline';
 

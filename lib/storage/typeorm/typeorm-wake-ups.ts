@@ -8,6 +8,7 @@ import type {
 import { hasPoolAccess, prepareStatement } from './prepared-statement';
 import type { PreparedStatement } from './prepared-statement';
 import type { TypeOrmStoreConnection } from './store-connection';
+import { listenSql, notifySql, unlistenSql } from './wake-up-statements.sql';
 
 /** The first wait before opening the listening connection again after a failure. */
 const FIRST_RETRY_MS = 1_000;
@@ -34,44 +35,6 @@ interface ListenClient {
  */
 export function wakeUpChannelOf(tableName: string): string {
   return `nest_idempotency_${createHash('sha256').update(tableName).digest('hex').slice(0, 16)}`;
-}
-
-/**
- * The end of a statement that announces its write: one `pg_notify` per row of the CTE `written`
- * (none when the write changed nothing), and their count as `n`. In a transaction the
- * notification is sent at its commit.
- * @param channel - `wakeUpChannelOf(tableName)`
- * @param payload - the parameter holding `wakeTokenOf(scope, key)`, e.g. `$4`
- * @param count - how `n` is made of the count (`failUnlessWritten`)
- */
-export function notifyWritten(
-  channel: string,
-  payload: string,
-  count: (rows: string) => string = (rows) => rows,
-): string {
-  return `
-        SELECT ${count('count(*)::int')} AS n FROM written,
-               LATERAL (SELECT pg_notify('${channel}', ${payload}::text)) AS announced`;
-}
-
-/**
- * `n` made of a write's count so that a write that changed nothing fails (division by zero,
- * SQLSTATE 22012): a transaction's completion sent with its `COMMIT`, which PostgreSQL then
- * turns into a rollback.
- */
-export function failUnlessWritten(rows: string): string {
-  return `1 / ${rows}`;
-}
-
-/** SQLSTATE of a `failUnlessWritten` statement that changed nothing. */
-export const NOTHING_WRITTEN = '22012';
-
-/**
- * A write (an `UPDATE` or `DELETE` without `RETURNING`) that announces itself as it changes a
- * record: the same round trip, one more statement text.
- */
-export function announcedWrite(write: string, channel: string, payload: string): string {
-  return `WITH written AS (${write} RETURNING 1) ${notifyWritten(channel, payload)}`;
 }
 
 /**
@@ -112,7 +75,7 @@ export class TypeOrmWakeUps implements IdempotencyStoreWakeUps {
     private readonly dataSource: () => DataSource,
     readonly channel: string,
   ) {
-    this.notify = notifyStatement(channel);
+    this.notify = prepareStatement(notifySql(channel));
   }
 
   /**
@@ -161,11 +124,11 @@ export class TypeOrmWakeUps implements IdempotencyStoreWakeUps {
       opened.on('end', () => this.lost(opened));
       opened.on('notification', (message) => this.notified(message));
       await this.bounded(opened.connect(), 'connecting');
-      await this.bounded(opened.query(`LISTEN ${this.channel}`), 'LISTEN');
+      await this.bounded(opened.query(listenSql(this.channel)), 'LISTEN');
       if (!(await this.selfTest())) {
         this.client = undefined;
         // Best effort: where connections share a session, the LISTEN would outlive this one.
-        await this.bounded(opened.query(`UNLISTEN ${this.channel}`), 'UNLISTEN').catch(() => 0);
+        await this.bounded(opened.query(unlistenSql(this.channel)), 'UNLISTEN').catch(() => 0);
         await opened.end().catch(() => undefined);
         return this.poll(
           'a notification sent through the pool did not reach the listening connection ' +
@@ -254,14 +217,6 @@ export class TypeOrmWakeUps implements IdempotencyStoreWakeUps {
       );
     });
   }
-}
-
-/**
- * The statement that announces a settlement on `channel` (the self-test sends it too); the
- * settling statements of routes that may wait embed the same `pg_notify` call.
- */
-export function notifyStatement(channel: string): PreparedStatement {
-  return prepareStatement(`SELECT pg_notify('${channel}', $1::text)`);
 }
 
 /**
