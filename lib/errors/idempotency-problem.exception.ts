@@ -10,14 +10,6 @@ import type {
   IdempotencyProblem,
 } from './idempotency-problem.types';
 
-export type { IdempotencyErrorCode } from './idempotency-error-codes';
-export type {
-  IdempotencyErrorBody,
-  IdempotencyErrorBodyRenderer,
-  IdempotencyKeyPlace,
-  IdempotencyProblem,
-} from './idempotency-problem.types';
-
 /** The `message` Nest derives from this class's name, worked out once rather than per error. */
 const MESSAGE = 'Idempotency Problem Exception';
 

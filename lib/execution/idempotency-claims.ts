@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { Inject, Injectable, Logger } from '@nestjs/common';
 import { IdempotencyProblemException } from '../errors/idempotency-problem.exception';
-import type { IdempotencyKeyPlace } from '../errors/idempotency-problem.exception';
+import type { IdempotencyKeyPlace } from '../errors/idempotency-problem.types';
 import { IdempotencyEvents } from '../events/idempotency.events';
 import type { ResolvedIdempotencyRouteOptions } from '../interfaces/idempotency-module-options.interface';
 import type {

@@ -3,7 +3,7 @@ import type { CallHandler, ExecutionContext } from '@nestjs/common';
 import { Observable } from 'rxjs';
 import { IdempotencyConfigurationError } from '../config/idempotency-configuration.error';
 import { IdempotencyProblemException } from '../errors/idempotency-problem.exception';
-import type { IdempotencyKeyPlace } from '../errors/idempotency-problem.exception';
+import type { IdempotencyKeyPlace } from '../errors/idempotency-problem.types';
 import { IdempotencyEvents } from '../events/idempotency.events';
 import type { ResolvedIdempotencyRouteOptions } from '../interfaces/idempotency-module-options.interface';
 import { normaliseScope } from '../utils/request-scope';

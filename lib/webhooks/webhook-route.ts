@@ -75,25 +75,17 @@ function signatureOf(provider: unknown, given: unknown): ResolvedWebhookSignatur
         toleranceSeconds: tolerance(),
       };
     case 'standard-webhooks': {
-      const names = defaults.standardWebhooks.headers;
       const given = (s.headers ?? {}) as Record<string, unknown>;
+      const named = (part: keyof typeof defaults.standardWebhooks.headers) =>
+        header(
+          provider,
+          `signature.headers.${part}`,
+          given[part],
+          defaults.standardWebhooks.headers[part],
+        );
       return {
         scheme: 'standard-webhooks',
-        headers: {
-          id: header(provider, 'signature.headers.id', given.id, names.id),
-          timestamp: header(
-            provider,
-            'signature.headers.timestamp',
-            given.timestamp,
-            names.timestamp,
-          ),
-          signature: header(
-            provider,
-            'signature.headers.signature',
-            given.signature,
-            names.signature,
-          ),
-        },
+        headers: { id: named('id'), timestamp: named('timestamp'), signature: named('signature') },
         toleranceSeconds: tolerance(),
       };
     }
