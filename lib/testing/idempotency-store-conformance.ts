@@ -11,10 +11,8 @@
 import type { IdempotencyStore } from '../storage/idempotency.store';
 import { describeClaimOutcomes, describeClaimReplays } from './claim-conformance';
 import type { ConformanceSuite } from './conformance-fixtures';
-import { describeExpiryAndPurge } from './expiry-conformance';
-import { describeLeaseTakeover } from './lease-conformance';
-import { describeOwnerGuard } from './owner-guard-conformance';
-import { describeRelease } from './release-conformance';
+import { describeLeaseTakeover, describeOwnerGuard } from './ownership-conformance';
+import { describeExpiryAndPurge, describeRelease } from './release-expiry-conformance';
 import { describeTransactions } from './transaction-conformance';
 
 /**
