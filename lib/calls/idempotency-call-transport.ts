@@ -66,14 +66,21 @@ export interface IdempotencyCallTransport {
 const CALL_TRANSPORT_METADATA = 'nest-idempotency:call-transport';
 
 /**
- * Gives a handler its call transport. Called by a decorator, on the function Nest will call
- * (`descriptor.value` once `@Idempotent()` has wrapped it).
- * @param handler - the handler
+ * The decorator of a kind of call: `@Idempotent()`'s, then the call transport set on the
+ * function Nest calls (`descriptor.value` once `@Idempotent()` has wrapped it).
+ * @param idempotent - `Idempotent(route)` for the handler's route options
  * @param transport - how its calls are read and answered
  * @internal
  */
-export function setCallTransport(handler: object, transport: IdempotencyCallTransport): void {
-  Reflect.defineMetadata(CALL_TRANSPORT_METADATA, transport, handler);
+export function idempotentCall(
+  idempotent: MethodDecorator,
+  transport: IdempotencyCallTransport,
+): MethodDecorator {
+  return (target, propertyKey, descriptor) => {
+    idempotent(target, propertyKey, descriptor);
+    Reflect.defineMetadata(CALL_TRANSPORT_METADATA, transport, descriptor.value as object);
+    return descriptor;
+  };
 }
 
 /**
