@@ -9,11 +9,18 @@
  * assertions it makes are the ones both runners have: `toBe`, `not.toBe` and `toEqual`.
  */
 import type { IdempotencyStore } from '../storage/idempotency.store';
-import { describeClaimOutcomes, describeClaimReplays } from './claim-conformance';
+import {
+  describeClaimOutcomes,
+  describeClaimReplays,
+  describeLeaseTakeover,
+  describeOwnerGuard,
+} from './claim-conformance';
 import type { ConformanceSuite } from './conformance-fixtures';
-import { describeLeaseTakeover, describeOwnerGuard } from './ownership-conformance';
-import { describeExpiryAndPurge, describeRelease } from './release-expiry-conformance';
-import { describeTransactions } from './transaction-conformance';
+import {
+  describeExpiryAndPurge,
+  describeRelease,
+  describeTransactions,
+} from './record-lifecycle-conformance';
 
 /**
  * A fresh store for one test of the conformance suite, with control of the clock it reads: the
