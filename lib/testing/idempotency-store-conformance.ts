@@ -102,17 +102,14 @@ export function describeIdempotencyStoreConformance(
     testFunctions.it(title, async () => {
       const subject = await makeStore();
       store = subject.store;
-      advance = async (seconds) => {
-        await subject.advance(seconds);
-      };
-      let passed = false;
+      advance = async (seconds) => void (await subject.advance(seconds));
       try {
         await body();
-        passed = true;
-      } finally {
-        if (passed) await subject.teardown?.();
-        else await Promise.resolve(subject.teardown?.()).catch(() => undefined);
+      } catch (error) {
+        await Promise.resolve(subject.teardown?.()).catch(() => undefined);
+        throw error;
       }
+      await subject.teardown?.();
     });
 
   const suite: ConformanceSuite = {

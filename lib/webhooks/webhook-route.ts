@@ -6,6 +6,7 @@ import { DEFAULT_IDEMPOTENCY_WEBHOOK_OPTIONS } from './idempotent-webhook.option
 import type {
   IdempotencyWebhookEvent,
   IdempotencyWebhookSecrets,
+  IdempotencyWebhookSecretsFactory,
   IdempotentWebhookOptions,
 } from './idempotent-webhook.options';
 import { signingKeyOf } from './webhook-signatures';
@@ -14,11 +15,7 @@ import type { ResolvedWebhookSignature } from './webhook-signatures';
 /** Where a webhook route's secrets come from, checked. */
 export type WebhookSecretsSource =
   | { kind: 'keys'; keys: Buffer[] }
-  | {
-      kind: 'factory';
-      inject: InjectionToken[];
-      useFactory: (...dependencies: any[]) => unknown;
-    };
+  | ({ kind: 'factory' } & Required<IdempotencyWebhookSecretsFactory>);
 
 /** A webhook route's settings, checked, with every default filled in. */
 export interface ResolvedWebhookRoute {
@@ -162,7 +159,7 @@ function secretsOf(
     return {
       kind: 'factory',
       inject: (factory.inject as InjectionToken[] | undefined) ?? [],
-      useFactory: factory.useFactory as (...dependencies: any[]) => unknown,
+      useFactory: factory.useFactory as IdempotencyWebhookSecretsFactory['useFactory'],
     };
   }
   return {
