@@ -40,12 +40,12 @@ export type { IdempotencyStoreFactory } from './storage/idempotency-store.factor
 export { MemoryIdempotencyStore } from './storage/memory-idempotency.store';
 export { IdempotencyExceptionFilter } from './errors/idempotency-exception.filter';
 export { IdempotencyProblemException } from './errors/idempotency-problem.exception';
+export type { IdempotencyErrorCode } from './errors/idempotency-error-codes';
 export type {
   IdempotencyErrorBody,
   IdempotencyErrorBodyRenderer,
-  IdempotencyErrorCode,
   IdempotencyProblem,
-} from './errors/idempotency-problem.exception';
+} from './errors/idempotency-problem.types';
 export {
   IdempotencyConfigurationError,
   IdempotencyError,

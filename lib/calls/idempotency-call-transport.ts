@@ -1,29 +1,19 @@
 import type { ExecutionContext } from '@nestjs/common';
-import type {
-  IdempotencyKeyPlace,
-  IdempotencyProblemException,
-} from '../errors/idempotency-problem.exception';
+import type { IdempotencyProblemException } from '../errors/idempotency-problem.exception';
+import type { IdempotencyCallInput } from '../execution/idempotency-runner';
 import type { ResolvedIdempotencyRouteOptions } from '../interfaces/idempotency-module-options.interface';
-import type { ParsedIdempotencyKey } from '../utils/parse-idempotency-key';
 import type { IdempotencyNamespace } from '../utils/request-scope';
 
-/** One call of a handler that is not an HTTP route (a message, an event, a GraphQL mutation). */
-export interface IdempotentCall {
-  /** The call's key, as its transport carries it. */
-  key: ParsedIdempotencyKey;
-  /**
-   * Where the key is, as refusals name it: what the call is and where it keeps its key
-   * (`{ call: 'message', where: 'the "idempotencyKey" field' }`), or a key header's name.
-   */
-  keyPlace: IdempotencyKeyPlace;
-  /** Kept with the record in place of a method: the kind of call (`MESSAGE`, `MUTATION`). */
-  method: string;
-  /** Kept with the record in place of a path: what the call names (a pattern, a field). */
-  path: string;
+/**
+ * One call of a handler that is not an HTTP route (a message, an event, a GraphQL mutation), as
+ * the runner reads a request, less what the adapter derives (its label and fingerprint).
+ */
+export interface IdempotentCall extends Omit<
+  IdempotencyCallInput,
+  'label' | 'fingerprint' | 'namespace'
+> {
   /** What a retry under the same key must match: the call's data, as canonical JSON. */
   payload: unknown;
-  /** What the route's `scope` function is given (for a GraphQL mutation, its HTTP request). */
-  scopeSource: unknown;
   /** The namespace its record is kept in, apart from every HTTP route's (`normaliseScope`). */
   namespace: IdempotencyNamespace;
 }
@@ -76,14 +66,21 @@ export interface IdempotencyCallTransport {
 const CALL_TRANSPORT_METADATA = 'nest-idempotency:call-transport';
 
 /**
- * Gives a handler its call transport. Called by a decorator, on the function Nest will call
- * (`descriptor.value` once `@Idempotent()` has wrapped it).
- * @param handler - the handler
+ * The decorator of a kind of call: `@Idempotent()`'s, then the call transport set on the
+ * function Nest calls (`descriptor.value` once `@Idempotent()` has wrapped it).
+ * @param idempotent - `Idempotent(route)` for the handler's route options
  * @param transport - how its calls are read and answered
  * @internal
  */
-export function setCallTransport(handler: object, transport: IdempotencyCallTransport): void {
-  Reflect.defineMetadata(CALL_TRANSPORT_METADATA, transport, handler);
+export function idempotentCall(
+  idempotent: MethodDecorator,
+  transport: IdempotencyCallTransport,
+): MethodDecorator {
+  return (target, propertyKey, descriptor) => {
+    idempotent(target, propertyKey, descriptor);
+    Reflect.defineMetadata(CALL_TRANSPORT_METADATA, transport, descriptor.value as object);
+    return descriptor;
+  };
 }
 
 /**

@@ -1,5 +1,11 @@
 import { NestFactory } from '@nestjs/core';
-import type { DynamicModule, INestApplicationContext, LogLevel, Type } from '@nestjs/common';
+import type {
+  DynamicModule,
+  INestApplicationContext,
+  InjectionToken,
+  LogLevel,
+  Type,
+} from '@nestjs/common';
 import { IdempotencyEvents } from '../events/idempotency.events';
 import type { IdempotencyEvent } from '../events/idempotency.events';
 import { IDEMPOTENCY_STORE_CAPABILITIES } from '../config/idempotency.tokens';
@@ -177,21 +183,16 @@ async function act(
 ): Promise<Outcome> {
   const target = 'key' in command ? { scope: command.scope, key: command.key } : {};
   const events = find(app, IdempotencyEvents);
+  const emit = (result: ActionResult) =>
+    events?.emit({ type: 'operator_action', action: command.name, ...target, ...result });
   let outcome: ActionResult;
   try {
     outcome = await action();
   } catch (error) {
-    const reason = (error as Error)?.message ?? String(error);
-    events?.emit({
-      type: 'operator_action',
-      action: command.name,
-      ...target,
-      result: 'failed',
-      reason,
-    });
+    emit({ result: 'failed', reason: (error as Error)?.message ?? String(error) });
     throw error;
   }
-  events?.emit({ type: 'operator_action', action: command.name, ...target, ...outcome });
+  emit(outcome);
   return {
     output: { action: command.name, ...target, ...outcome },
     code: outcome.result === 'done' ? 0 : 1,
@@ -205,23 +206,17 @@ function notFound(command: { name: string; scope: string; key: string }): Outcom
   };
 }
 
-function find<T>(app: INestApplicationContext, token: Type<T>): T | undefined {
+function find<T>(app: INestApplicationContext, token: InjectionToken<T>): T | undefined {
   try {
-    return app.get(token, { strict: false });
+    return app.get<T>(token, { strict: false });
   } catch {
     return undefined;
   }
 }
 
 function operator(app: INestApplicationContext): IdempotencyStoreOperator {
-  let capabilities: IdempotencyStoreCapabilities | undefined;
-  try {
-    capabilities = app.get<IdempotencyStoreCapabilities>(IDEMPOTENCY_STORE_CAPABILITIES, {
-      strict: false,
-    });
-  } catch {
-    throw new Error('the application has no IdempotencyModule.');
-  }
+  const capabilities = find<IdempotencyStoreCapabilities>(app, IDEMPOTENCY_STORE_CAPABILITIES);
+  if (!capabilities) throw new Error('the application has no IdempotencyModule.');
   if (!capabilities.operator) {
     throw new Error(
       "the idempotency store has no operator ability (the TypeORM store has; the memory store doesn't).",

@@ -1,12 +1,10 @@
-import { backoffCeiling, fullJitter } from './full-jitter';
+import { backoffCeiling, fullJitter, isRetryableAnswer, parseRetryAfter } from './retry-policy';
 import { DEFAULT_IDEMPOTENT_CLIENT_OPTIONS } from './idempotent-client.options';
 import type { IdempotentClientOptions, IdempotentRetry } from './idempotent-client.options';
 import { IdempotentRequestError } from './idempotent-request.error';
 import type { IdempotentRequest, IdempotentResponse } from './idempotent-request';
 import { encodeRequestBody } from './request-body';
 import { mergeHeaders, operationKey } from './request-headers';
-import { parseRetryAfter } from './retry-after';
-import { isRetryableAnswer } from './retryable-answer';
 
 /** A client made by `createIdempotentClient()`. */
 export interface IdempotentClient {

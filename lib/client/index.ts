@@ -10,5 +10,4 @@ export { DEFAULT_IDEMPOTENT_CLIENT_OPTIONS } from './idempotent-client.options';
 export type { IdempotentClientOptions, IdempotentRetry } from './idempotent-client.options';
 export type { IdempotentRequest, IdempotentResponse } from './idempotent-request';
 export { IdempotentRequestError } from './idempotent-request.error';
-export { isRetryableAnswer } from './retryable-answer';
-export { parseRetryAfter } from './retry-after';
+export { isRetryableAnswer, parseRetryAfter } from './retry-policy';

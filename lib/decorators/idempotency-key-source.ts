@@ -1,7 +1,5 @@
-import type {
-  IdempotencyKeyPlace,
-  IdempotencyProblemException,
-} from '../errors/idempotency-problem.exception';
+import type { IdempotencyProblemException } from '../errors/idempotency-problem.exception';
+import type { IdempotencyKeyPlace } from '../errors/idempotency-problem.types';
 import type { ResolvedIdempotencyRouteOptions } from '../interfaces/idempotency-module-options.interface';
 import { readIdempotencyKey } from '../utils/parse-idempotency-key';
 import type { ParsedIdempotencyKey } from '../utils/parse-idempotency-key';

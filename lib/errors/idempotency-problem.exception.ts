@@ -10,14 +10,6 @@ import type {
   IdempotencyProblem,
 } from './idempotency-problem.types';
 
-export type { IdempotencyErrorCode } from './idempotency-error-codes';
-export type {
-  IdempotencyErrorBody,
-  IdempotencyErrorBodyRenderer,
-  IdempotencyKeyPlace,
-  IdempotencyProblem,
-} from './idempotency-problem.types';
-
 /** The `message` Nest derives from this class's name, worked out once rather than per error. */
 const MESSAGE = 'Idempotency Problem Exception';
 
@@ -66,74 +58,58 @@ export class IdempotencyProblemException extends HttpException {
    * not an HTTP request is told where its key goes.
    */
   static keyMissing(place: IdempotencyKeyPlace): IdempotencyProblemException {
-    if (typeof place !== 'string') {
-      return new IdempotencyProblemException(
-        'idempotency_key_missing',
-        `This ${place.call} needs a key in ${place.where}: a unique value, the same on every retry of the ${place.call}.`,
-        undefined,
-        `The ${place.call} has no idempotency key`,
-      );
-    }
-    return new IdempotencyProblemException(
-      'idempotency_key_missing',
-      `This request needs an ${place} header: send a unique value (a UUID is a good choice) and reuse it when you retry.`,
-      undefined,
-      `${place} is missing`,
-    );
+    const [detail, title] =
+      typeof place === 'string'
+        ? [
+            `This request needs an ${place} header: send a unique value (a UUID is a good choice) and reuse it when you retry.`,
+            `${place} is missing`,
+          ]
+        : [
+            `This ${place.call} needs a key in ${place.where}: a unique value, the same on every retry of the ${place.call}.`,
+            `The ${place.call} has no idempotency key`,
+          ];
+    return new IdempotencyProblemException('idempotency_key_missing', detail, undefined, title);
   }
 
   /** A key that is not 1–255 printable ASCII characters, bare or quoted; titled by its place. */
   static keyInvalid(place: IdempotencyKeyPlace, reason: string): IdempotencyProblemException {
-    if (typeof place !== 'string') {
-      return new IdempotencyProblemException(
-        'idempotency_key_invalid',
-        `The key in ${place.where} is invalid: ${reason}. Send 1 to 255 printable ASCII characters.`,
-        undefined,
-        `The ${place.call} has an invalid idempotency key`,
-      );
-    }
-    return new IdempotencyProblemException(
-      'idempotency_key_invalid',
-      `The ${place} header is invalid: ${reason}. Send 1 to 255 printable ASCII characters, bare or as a quoted string.`,
-      undefined,
-      `${place} is invalid`,
-    );
+    const [detail, title] =
+      typeof place === 'string'
+        ? [
+            `The ${place} header is invalid: ${reason}. Send 1 to 255 printable ASCII characters, bare or as a quoted string.`,
+            `${place} is invalid`,
+          ]
+        : [
+            `The key in ${place.where} is invalid: ${reason}. Send 1 to 255 printable ASCII characters.`,
+            `The ${place.call} has an invalid idempotency key`,
+          ];
+    return new IdempotencyProblemException('idempotency_key_invalid', detail, undefined, title);
   }
 
   /** The key was used before with another request (another payload, path or method). */
   static keyReused(place: IdempotencyKeyPlace): IdempotencyProblemException {
-    if (typeof place !== 'string') {
-      return new IdempotencyProblemException(
-        'idempotency_key_reused',
-        `The key in ${place.where} was already used with other data. Use a new key for a new ${place.call}.`,
-        undefined,
-        'The idempotency key is already used',
-      );
-    }
-    return new IdempotencyProblemException(
-      'idempotency_key_reused',
-      `This ${place} was already used with a different request. Use a new key for a new request.`,
-    );
+    const [detail, title] =
+      typeof place === 'string'
+        ? [
+            `This ${place} was already used with a different request. Use a new key for a new request.`,
+          ]
+        : [
+            `The key in ${place.where} was already used with other data. Use a new key for a new ${place.call}.`,
+            'The idempotency key is already used',
+          ];
+    return new IdempotencyProblemException('idempotency_key_reused', detail, undefined, title);
   }
 
   /** The same request is still being processed. */
-  static keyInUse(
-    place: IdempotencyKeyPlace,
-    retryAfterSeconds: number,
-  ): IdempotencyProblemException {
-    if (typeof place !== 'string') {
-      return new IdempotencyProblemException(
-        'idempotency_key_in_use',
-        `A ${place.call} with the key in ${place.where} is still being processed. Retry after it finishes.`,
-        retryAfterSeconds,
-        `A ${place.call} is outstanding for this idempotency key`,
-      );
-    }
-    return new IdempotencyProblemException(
-      'idempotency_key_in_use',
-      `A request with this ${place} is still being processed. Retry after it finishes.`,
-      retryAfterSeconds,
-    );
+  static keyInUse(place: IdempotencyKeyPlace, retryAfter: number): IdempotencyProblemException {
+    const [detail, title] =
+      typeof place === 'string'
+        ? [`A request with this ${place} is still being processed. Retry after it finishes.`]
+        : [
+            `A ${place.call} with the key in ${place.where} is still being processed. Retry after it finishes.`,
+            `A ${place.call} is outstanding for this idempotency key`,
+          ];
+    return new IdempotencyProblemException('idempotency_key_in_use', detail, retryAfter, title);
   }
 
   /** The record could not be claimed (or the transaction opened): nothing ran. */

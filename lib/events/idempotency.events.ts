@@ -1,5 +1,5 @@
 import { Injectable, Logger } from '@nestjs/common';
-import type { IdempotencyErrorCode } from '../errors/idempotency-problem.exception';
+import type { IdempotencyErrorCode } from '../errors/idempotency-error-codes';
 
 /**
  * Something the library did, for logs and metrics. Events of a request carry `route`, the route

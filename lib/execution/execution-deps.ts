@@ -1,5 +1,5 @@
 import type { Logger } from '@nestjs/common';
-import type { IdempotencyErrorBodyRenderer } from '../errors/idempotency-problem.exception';
+import type { IdempotencyErrorBodyRenderer } from '../errors/idempotency-problem.types';
 import type { IdempotencyEvents } from '../events/idempotency.events';
 import type { ResponseSnapshot } from '../http/response-sink.interface';
 import type { IdempotencyStore } from '../storage/idempotency.store';

@@ -5,7 +5,7 @@ import { Observable } from 'rxjs';
 import { IdempotencyConfigurationError } from '../config/idempotency-configuration.error';
 import { IDEMPOTENCY_STORE_CAPABILITIES } from '../config/idempotency.tokens';
 import { IdempotencyProblemException } from '../errors/idempotency-problem.exception';
-import type { IdempotencyKeyPlace } from '../errors/idempotency-problem.exception';
+import type { IdempotencyKeyPlace } from '../errors/idempotency-problem.types';
 import { IdempotencyEvents } from '../events/idempotency.events';
 import type { ResolvedIdempotencyRouteOptions } from '../interfaces/idempotency-module-options.interface';
 import type {

@@ -1,4 +1,4 @@
-import { setCallTransport } from '../calls/idempotency-call-transport';
+import { idempotentCall } from '../calls/idempotency-call-transport';
 import { Idempotent } from '../module/idempotent.decorator';
 import { graphqlCallTransport } from './graphql-call-transport';
 import { splitMutationOptions } from './idempotent-mutation.options';
@@ -32,12 +32,5 @@ import type { IdempotentMutationOptions } from './idempotent-mutation.options';
  */
 export function IdempotentMutation(options: IdempotentMutationOptions = {}): MethodDecorator {
   const { keyArg, route } = splitMutationOptions(options);
-  const idempotent = Idempotent(route);
-  const transport = graphqlCallTransport(keyArg);
-  return (target, propertyKey, descriptor) => {
-    idempotent(target, propertyKey, descriptor);
-    // On the function Nest calls, once @Idempotent() wrapped it.
-    setCallTransport(descriptor.value as object, transport);
-    return descriptor;
-  };
+  return idempotentCall(Idempotent(route), graphqlCallTransport(keyArg));
 }

@@ -1,5 +1,5 @@
 import type { Type } from '@nestjs/common';
-import type { IdempotencyErrorBodyRenderer } from '../errors/idempotency-problem.exception';
+import type { IdempotencyErrorBodyRenderer } from '../errors/idempotency-problem.types';
 import type { IdempotencyStore } from '../storage/idempotency.store';
 import type {
   IdempotencyEncryptionOptions,

@@ -1,4 +1,4 @@
-import { setCallTransport } from '../calls/idempotency-call-transport';
+import { idempotentCall } from '../calls/idempotency-call-transport';
 import { Idempotent } from '../module/idempotent.decorator';
 import { IdempotencyConfigurationError } from '../config/idempotency-configuration.error';
 import { DEFAULT_IDEMPOTENCY_MESSAGE_OPTIONS } from './idempotent-message.options';
@@ -81,10 +81,5 @@ export function IdempotentMessage(options: IdempotentMessageOptions = {}): Metho
     ...given,
     scope: (message: IdempotencyMessage) => scope(message),
   });
-  return (target, propertyKey, descriptor) => {
-    idempotent(target, propertyKey, descriptor);
-    // On the function Nest calls, once @Idempotent() wrapped it.
-    setCallTransport(descriptor.value as object, transport);
-    return descriptor;
-  };
+  return idempotentCall(idempotent, transport);
 }

@@ -1,5 +1,5 @@
 import { IdempotencyConfigurationError } from '../config/idempotency-configuration.error';
-import { parsePlainKey } from '../utils/parse-idempotency-key';
+import { parseKeyValue } from '../utils/parse-idempotency-key';
 import type { ParsedIdempotencyKey } from '../utils/parse-idempotency-key';
 import type { IdempotencyMessageKey } from './idempotent-message.options';
 
@@ -43,8 +43,9 @@ export function messageKeyReader(key: IdempotencyMessageKey): MessageKeyReader {
 }
 
 /**
- * The key of one delivery. A key function that throws gives an invalid key: the delivery is
- * refused (and settled) rather than left to fail outside the library.
+ * The key of one delivery: a string, a finite number, a Buffer or a list of one of them. A key
+ * function that throws gives an invalid key: the delivery is refused (and settled) rather than
+ * left to fail outside the library.
  * @param reader - the handler's key source
  * @param data - the message's data
  * @param context - the transport's context
@@ -60,22 +61,9 @@ export function readMessageKey(
   } catch {
     return { kind: 'invalid', reason: 'the key function threw' };
   }
-  return parseMessageKey(value);
-}
-
-/**
- * A delivery's key, from the raw value its source read: a string, a finite number (as its
- * decimal text), a Buffer (Kafka headers, as UTF-8) or a list of one of them.
- */
-function parseMessageKey(value: unknown): ParsedIdempotencyKey {
+  // A Buffer is a Kafka header's value (as UTF-8); a list of one is a repeated header's.
   if (Array.isArray(value) && value.length === 1) value = value[0];
-  if (Buffer.isBuffer(value)) value = value.toString('utf8');
-  if (typeof value === 'number' && Number.isFinite(value)) value = String(value);
-  if (value === undefined || value === null || value === '') return { kind: 'missing' };
-  if (typeof value !== 'string') {
-    return { kind: 'invalid', reason: 'the key is not a string or a number' };
-  }
-  return parsePlainKey(value);
+  return parseKeyValue(Buffer.isBuffer(value) ? value.toString('utf8') : value);
 }
 
 /**

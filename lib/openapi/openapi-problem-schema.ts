@@ -1,5 +1,5 @@
 import type * as Swagger from '@nestjs/swagger';
-import type { IdempotencyErrorCode } from '../errors/idempotency-problem.exception';
+import type { IdempotencyErrorCode } from '../errors/idempotency-error-codes';
 
 // The shared problem+json schema that the documented 4xx and 5xx answers refer to.
 

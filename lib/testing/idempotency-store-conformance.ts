@@ -9,13 +9,18 @@
  * assertions it makes are the ones both runners have: `toBe`, `not.toBe` and `toEqual`.
  */
 import type { IdempotencyStore } from '../storage/idempotency.store';
-import { describeClaimOutcomes, describeClaimReplays } from './claim-conformance';
+import {
+  describeClaimOutcomes,
+  describeClaimReplays,
+  describeLeaseTakeover,
+  describeOwnerGuard,
+} from './claim-conformance';
 import type { ConformanceSuite } from './conformance-fixtures';
-import { describeExpiryAndPurge } from './expiry-conformance';
-import { describeLeaseTakeover } from './lease-conformance';
-import { describeOwnerGuard } from './owner-guard-conformance';
-import { describeRelease } from './release-conformance';
-import { describeTransactions } from './transaction-conformance';
+import {
+  describeExpiryAndPurge,
+  describeRelease,
+  describeTransactions,
+} from './record-lifecycle-conformance';
 
 /**
  * A fresh store for one test of the conformance suite, with control of the clock it reads: the
@@ -97,17 +102,14 @@ export function describeIdempotencyStoreConformance(
     testFunctions.it(title, async () => {
       const subject = await makeStore();
       store = subject.store;
-      advance = async (seconds) => {
-        await subject.advance(seconds);
-      };
-      let passed = false;
+      advance = async (seconds) => void (await subject.advance(seconds));
       try {
         await body();
-        passed = true;
-      } finally {
-        if (passed) await subject.teardown?.();
-        else await Promise.resolve(subject.teardown?.()).catch(() => undefined);
+      } catch (error) {
+        await Promise.resolve(subject.teardown?.()).catch(() => undefined);
+        throw error;
       }
+      await subject.teardown?.();
     });
 
   const suite: ConformanceSuite = {

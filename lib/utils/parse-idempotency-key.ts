@@ -86,6 +86,20 @@ export function parsePlainKey(value: string): ParsedIdempotencyKey {
 }
 
 /**
+ * Reads a key carried as a value of any type (a message's field or header, a webhook's event
+ * id): a finite number counts as its decimal text; nothing, `null` or `''` is no key.
+ * @param value - the value as its carrier gave it
+ */
+export function parseKeyValue(value: unknown): ParsedIdempotencyKey {
+  if (typeof value === 'number' && Number.isFinite(value)) value = String(value);
+  if (value === undefined || value === null || value === '') return { kind: 'missing' };
+  if (typeof value !== 'string') {
+    return { kind: 'invalid', reason: 'the key is not a string or a number' };
+  }
+  return parsePlainKey(value);
+}
+
+/**
  * Collects every value of one header from a Node request, one per header line (so a repeated
  * header is seen as repeated rather than joined with a comma).
  *

@@ -3,6 +3,7 @@ import type { CanActivate, ExecutionContext } from '@nestjs/common';
 import { ModuleRef } from '@nestjs/core';
 import { IdempotencyProblemException } from '../errors/idempotency-problem.exception';
 import { IdempotencyEvents } from '../events/idempotency.events';
+import { emitRejected } from '../execution/rejected-event';
 import { routeLabelOf } from '../utils/route-label';
 import { IDEMPOTENCY_WEBHOOK_CLOCK } from './idempotent-webhook.options';
 import type { IdempotencyWebhookClock } from './idempotent-webhook.options';
@@ -96,35 +97,22 @@ export class IdempotencyWebhookGuard implements CanActivate {
 
   /** A 400 when what the signature covers has no event id that can be a key. */
   private checkEventId(route: ResolvedWebhookRoute, request: any): void {
-    const id = webhookEventIdOf(route, request);
-    if (id.kind === 'missing') {
-      this.reject(
-        new IdempotencyProblemException(
-          'idempotency_key_missing',
-          'This webhook delivery was not processed: its event has no id to process it once by.',
-          undefined,
-          'Webhook event id is missing',
-        ),
-        request,
-      );
-    }
-    if (id.kind === 'invalid') {
-      this.reject(
-        new IdempotencyProblemException(
-          'idempotency_key_invalid',
-          'This webhook delivery was not processed: its event id is not 1 to 255 printable ' +
-            'ASCII characters.',
-          undefined,
-          'Webhook event id is invalid',
-        ),
-        request,
-      );
-    }
+    const { kind } = webhookEventIdOf(route, request);
+    if (kind === 'valid') return;
+    const missing = kind === 'missing';
+    const problem = new IdempotencyProblemException(
+      missing ? 'idempotency_key_missing' : 'idempotency_key_invalid',
+      'This webhook delivery was not processed: its event ' +
+        (missing
+          ? 'has no id to process it once by.'
+          : 'id is not 1 to 255 printable ASCII characters.'),
+      undefined,
+      `Webhook event id is ${missing ? 'missing' : 'invalid'}`,
+    );
+    this.reject(problem, request);
   }
 
   private reject(error: IdempotencyProblemException, request: any): never {
-    const route = routeLabelOf(request);
-    this.events.emit({ type: 'rejected', code: error.code, status: error.getStatus(), route });
-    throw error;
+    throw emitRejected(this.events, error, { route: routeLabelOf(request) });
   }
 }

@@ -1,17 +1,11 @@
 import { createHash } from 'node:crypto';
 import { IdempotencyProblemException } from '../errors/idempotency-problem.exception';
 import type { IdempotencyKeySource } from '../decorators/idempotency-key-source';
-import { headerLines } from '../utils/parse-idempotency-key';
+import { headerLines, parseKeyValue } from '../utils/parse-idempotency-key';
+import type { ParsedIdempotencyKey } from '../utils/parse-idempotency-key';
 import type { ResolvedWebhookRoute } from './webhook-route';
 import { signedIdOf, unsignedHeaderOf } from './webhook-signatures';
 import type { WebhookDeliveryParts } from './webhook-signatures';
-
-/** What a valid event id is: what a valid idempotency key is, 1 to 255 printable ASCII. */
-const EVENT_ID = /^[\x20-\x7e]{1,255}$/;
-
-/** The event id of a delivery: the route's key, or why there is none. */
-export type WebhookEventId =
-  { kind: 'valid'; key: string } | { kind: 'missing' } | { kind: 'invalid'; reason: string };
 
 /**
  * The signed bytes of a request: its raw body, or none when it has no body at all.
@@ -39,14 +33,14 @@ export function deliveryPartsOf(request: any, rawBody: Buffer): WebhookDeliveryP
 }
 
 /**
- * The event id of a delivery, read only from what its signature covers (the body, and the
+ * The event id of a delivery (as a key is read: `parseKeyValue`), read only from what its signature covers (the body, and the
  * Standard Webhooks message id), unless the route opted into an unsigned header. A pure
  * function of the request: the webhook guard calls it once the signature verified, and the key
  * source calls it again, so no decision travels between them.
  * @param route - the route's webhook settings
  * @param request - the adapter's request
  */
-export function webhookEventIdOf(route: ResolvedWebhookRoute, request: any): WebhookEventId {
+export function webhookEventIdOf(route: ResolvedWebhookRoute, request: any): ParsedIdempotencyKey {
   const rawBody = signedBodyOf(request);
   if (!rawBody) return { kind: 'missing' };
   const delivery = deliveryPartsOf(request, rawBody);
@@ -62,12 +56,7 @@ export function webhookEventIdOf(route: ResolvedWebhookRoute, request: any): Web
     }
     id = route.key({ payload, rawBody, signedId: signedIdOf(route.signature, delivery) });
   }
-  const text = typeof id === 'number' && Number.isFinite(id) ? String(id) : id;
-  if (text === undefined || text === null || text === '') return { kind: 'missing' };
-  if (typeof text !== 'string' || !EVENT_ID.test(text)) {
-    return { kind: 'invalid', reason: 'it is not 1 to 255 printable ASCII characters' };
-  }
-  return { kind: 'valid', key: text };
+  return parseKeyValue(id);
 }
 
 /** The signature headers of a scheme, as the OpenAPI document shows them. */

@@ -6,6 +6,7 @@ import { DEFAULT_IDEMPOTENCY_WEBHOOK_OPTIONS } from './idempotent-webhook.option
 import type {
   IdempotencyWebhookEvent,
   IdempotencyWebhookSecrets,
+  IdempotencyWebhookSecretsFactory,
   IdempotentWebhookOptions,
 } from './idempotent-webhook.options';
 import { signingKeyOf } from './webhook-signatures';
@@ -14,11 +15,7 @@ import type { ResolvedWebhookSignature } from './webhook-signatures';
 /** Where a webhook route's secrets come from, checked. */
 export type WebhookSecretsSource =
   | { kind: 'keys'; keys: Buffer[] }
-  | {
-      kind: 'factory';
-      inject: InjectionToken[];
-      useFactory: (...dependencies: any[]) => unknown;
-    };
+  | ({ kind: 'factory' } & Required<IdempotencyWebhookSecretsFactory>);
 
 /** A webhook route's settings, checked, with every default filled in. */
 export interface ResolvedWebhookRoute {
@@ -75,25 +72,17 @@ function signatureOf(provider: unknown, given: unknown): ResolvedWebhookSignatur
         toleranceSeconds: tolerance(),
       };
     case 'standard-webhooks': {
-      const names = defaults.standardWebhooks.headers;
       const given = (s.headers ?? {}) as Record<string, unknown>;
+      const named = (part: keyof typeof defaults.standardWebhooks.headers) =>
+        header(
+          provider,
+          `signature.headers.${part}`,
+          given[part],
+          defaults.standardWebhooks.headers[part],
+        );
       return {
         scheme: 'standard-webhooks',
-        headers: {
-          id: header(provider, 'signature.headers.id', given.id, names.id),
-          timestamp: header(
-            provider,
-            'signature.headers.timestamp',
-            given.timestamp,
-            names.timestamp,
-          ),
-          signature: header(
-            provider,
-            'signature.headers.signature',
-            given.signature,
-            names.signature,
-          ),
-        },
+        headers: { id: named('id'), timestamp: named('timestamp'), signature: named('signature') },
         toleranceSeconds: tolerance(),
       };
     }
@@ -170,7 +159,7 @@ function secretsOf(
     return {
       kind: 'factory',
       inject: (factory.inject as InjectionToken[] | undefined) ?? [],
-      useFactory: factory.useFactory as (...dependencies: any[]) => unknown,
+      useFactory: factory.useFactory as IdempotencyWebhookSecretsFactory['useFactory'],
     };
   }
   return {

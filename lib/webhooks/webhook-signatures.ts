@@ -110,13 +110,11 @@ export function unsignedHeaderOf(delivery: WebhookDeliveryParts, name: string): 
 
 const NO_MATCH = 'no signature in it matches the body with a configured secret';
 
-/** Whether a signed unix timestamp is within the tolerance of now, either way. */
-function timely(timestamp: string, nowMs: number, toleranceSeconds: number): boolean {
-  return Math.abs(nowMs / 1000 - Number(timestamp)) <= toleranceSeconds;
-}
-
-function stale(toleranceSeconds: number): string {
-  return `its timestamp is more than ${toleranceSeconds} seconds from the server's clock (a replayed or delayed delivery)`;
+/** Ok when a signed unix timestamp is within the tolerance of now, either way. */
+function timely(timestamp: string, nowMs: number, toleranceSeconds: number): WebhookVerdict {
+  if (Math.abs(nowMs / 1000 - Number(timestamp)) <= toleranceSeconds) return { ok: true };
+  const reason = `its timestamp is more than ${toleranceSeconds} seconds from the server's clock (a replayed or delayed delivery)`;
+  return { ok: false, reason };
 }
 
 /**
@@ -164,10 +162,7 @@ export function verifyWebhookSignature(
       if (!anyMatches(keys, [`${id.value}.${timestamp.value}.`, rawBody], given)) {
         return { ok: false, reason: `the ${names.signature} header: ${NO_MATCH}` };
       }
-      if (!timely(timestamp.value, nowMs, signature.toleranceSeconds)) {
-        return { ok: false, reason: stale(signature.toleranceSeconds) };
-      }
-      return { ok: true };
+      return timely(timestamp.value, nowMs, signature.toleranceSeconds);
     }
     case 'hmac': {
       const header = single(delivery, signature.header);
@@ -218,8 +213,5 @@ function verifyStripe(
   if (!anyMatches(keys, [`${timestamp}.`, rawBody], given)) {
     return { ok: false, reason: `the ${signature.header} header: ${NO_MATCH}` };
   }
-  if (!timely(timestamp, nowMs, signature.toleranceSeconds)) {
-    return { ok: false, reason: stale(signature.toleranceSeconds) };
-  }
-  return { ok: true };
+  return timely(timestamp, nowMs, signature.toleranceSeconds);
 }

@@ -360,6 +360,9 @@ describe('operator tool (runIdempotencyCli)', () => {
         // Still abandoned: a retry is told so (409), not failed by a stored answer (500).
         expect((await transfer(key, body)).status).toBe(409);
       },
+      // One case starts a Node.js process through ts-node: about 4 s of CPU, which a busy
+      // machine (2 cores, 20 runnable tasks) stretched to 27 s of wall time.
+      120_000,
     );
 
     it.each(Object.entries(answers))(

@@ -13,7 +13,7 @@ import type { CustomTransportStrategy } from '@nestjs/microservices';
 import { Test } from '@nestjs/testing';
 import { lastValueFrom } from 'rxjs';
 import type { Observable } from 'rxjs';
-import { setCallTransport } from '../../lib/calls/idempotency-call-transport';
+import { idempotentCall } from '../../lib/calls/idempotency-call-transport';
 import type { IdempotencyCallTransport } from '../../lib/calls/idempotency-call-transport';
 import { IdempotencyContext, IdempotencyEvents, IdempotencyModule, Idempotent } from '../../lib';
 import type { IdempotencyEvent, IdempotencyRouteOptions } from '../../lib';
@@ -60,11 +60,7 @@ const transport: IdempotencyCallTransport = {
 
 /** `@Idempotent()` with the test's transport: what a transport's own decorator does. */
 function IdempotentTestMessage(options: IdempotencyRouteOptions = {}): MethodDecorator {
-  return (target, key, descriptor: PropertyDescriptor) => {
-    Idempotent(options)(target, key, descriptor);
-    setCallTransport(descriptor.value, transport);
-    return descriptor;
-  };
+  return idempotentCall(Idempotent(options), transport);
 }
 
 @Injectable()

@@ -1,0 +1,195 @@
+import { randomUUID } from 'node:crypto';
+import {
+  SHORT,
+  LAPSE,
+  LONG,
+  FP_B,
+  RESPONSE,
+  again,
+  claimedOf,
+  refOf,
+  request,
+} from './conformance-fixtures';
+import type { ConformanceSuite } from './conformance-fixtures';
+
+/** Giving a key back: `retry` keeps the fingerprint; `forget` deletes a first attempt's record. */
+export function describeRelease(suite: ConformanceSuite): void {
+  const { describe, it, expect } = suite;
+  describe('release', () => {
+    it("'retry' keeps the fingerprint: another payload mismatches, the same one reclaims", async () => {
+      const req = request();
+      const first = claimedOf(await suite.store.claim(req));
+      expect(await suite.store.release(refOf(req), 'retry')).toBe(true);
+      expect((await suite.store.claim(again(req, { fingerprint: FP_B }))).outcome).toBe('mismatch');
+      expect(await suite.store.claim(again(req))).toEqual({
+        outcome: 'claimed',
+        recordId: first.recordId,
+        attempt: 2,
+      });
+    });
+
+    it("'forget' on attempt 1 deletes the record: another payload can then claim", async () => {
+      const req = request();
+      claimedOf(await suite.store.claim(req));
+      expect(await suite.store.release(refOf(req), 'forget')).toBe(true);
+      // A new record, though its id may be the old one's: the forgotten record's handler never
+      // started, so no derived key of it was ever used.
+      const next = claimedOf(await suite.store.claim(again(req, { fingerprint: FP_B })));
+      expect(next.attempt).toBe(1);
+    });
+
+    it("'forget' on attempt 2 or later keeps the record released", async () => {
+      const req = request();
+      const first = claimedOf(await suite.store.claim(req));
+      await suite.store.release(refOf(req), 'retry');
+      const second = again(req);
+      expect(claimedOf(await suite.store.claim(second)).attempt).toBe(2);
+      expect(await suite.store.release(refOf(second), 'forget')).toBe(true);
+      expect((await suite.store.claim(again(req, { fingerprint: FP_B }))).outcome).toBe('mismatch');
+      expect(await suite.store.claim(again(req))).toEqual({
+        outcome: 'claimed',
+        recordId: first.recordId,
+        attempt: 3,
+      });
+    });
+
+    it('a released record cannot be completed by its former owner', async () => {
+      const req = request();
+      await suite.store.claim(req);
+      await suite.store.release(refOf(req), 'retry');
+      expect(await suite.store.complete(refOf(req), RESPONSE, LONG)).toBe(false);
+      expect((await suite.store.claim(again(req))).outcome).toBe('claimed');
+    });
+  });
+}
+
+/** A record past its TTL is absent, and purge deletes expired records in batches, never a live lease. */
+export function describeExpiryAndPurge(suite: ConformanceSuite): void {
+  const { describe, it, expect } = suite;
+  describe('TTL and purge', () => {
+    it('treats a completed record past its TTL as absent: new recordId, attempt 1', async () => {
+      const req = request();
+      const first = claimedOf(await suite.store.claim(req));
+      await suite.store.complete(refOf(req), RESPONSE, SHORT);
+      expect((await suite.store.claim(again(req))).outcome).toBe('completed');
+      await suite.advance(LAPSE);
+      const next = claimedOf(await suite.store.claim(again(req, { fingerprint: FP_B })));
+      expect(next.attempt).toBe(1);
+      expect(next.recordId).not.toBe(first.recordId);
+    });
+
+    it('purges expired completed and released records in batches, never a live lease', async () => {
+      const completed = [request(), request(), request()];
+      for (const req of completed) {
+        await suite.store.claim(req);
+        expect(await suite.store.complete(refOf(req), RESPONSE, SHORT)).toBe(true);
+      }
+      const released = request({ ttlSeconds: SHORT });
+      await suite.store.claim(released);
+      await suite.store.release(refOf(released), 'retry');
+      const lapsedInFlight = request({ ttlSeconds: SHORT, lockTimeoutSeconds: SHORT });
+      await suite.store.claim(lapsedInFlight);
+      const liveLease = request({ ttlSeconds: SHORT, lockTimeoutSeconds: LONG });
+      await suite.store.claim(liveLease);
+      const stillFresh = request();
+      await suite.store.claim(stillFresh);
+      await suite.store.complete(refOf(stillFresh), RESPONSE, LONG);
+
+      await suite.advance(LAPSE);
+
+      expect(await suite.store.purgeExpired(2)).toBe(2);
+      expect(await suite.store.purgeExpired(100)).toBe(3);
+      expect(await suite.store.purgeExpired(100)).toBe(0);
+
+      expect((await suite.store.claim(again(liveLease))).outcome).toBe('in_flight');
+      expect(await suite.store.complete(refOf(liveLease), RESPONSE, LONG)).toBe(true);
+      expect((await suite.store.claim(again(stillFresh))).outcome).toBe('completed');
+      // The purged released record is gone: another payload may now use its key.
+      expect(
+        claimedOf(await suite.store.claim(again(released, { fingerprint: FP_B }))).attempt,
+      ).toBe(1);
+    });
+
+    it('purges nothing and returns 0 when nothing expired', async () => {
+      const req = request();
+      await suite.store.claim(req);
+      await suite.store.complete(refOf(req), RESPONSE, LONG);
+      expect(await suite.store.purgeExpired(100)).toBe(0);
+      expect((await suite.store.claim(again(req))).outcome).toBe('completed');
+    });
+  });
+}
+
+/** Completion inside the handler's transaction: it counts once committed, and stays owner-guarded. */
+export function describeTransactions(suite: ConformanceSuite): void {
+  const { describe, it, expect } = suite;
+  describe('transactions', () => {
+    it('complete + commit makes the record completed', async () => {
+      const req = request();
+      await suite.store.claim(req);
+      const tx = await suite.store.beginTransaction();
+      expect(await tx.complete(refOf(req), RESPONSE, LONG)).toBe(true);
+      await tx.commit();
+      const replay = await suite.store.claim(again(req));
+      expect(replay.outcome).toBe('completed');
+      if (replay.outcome === 'completed') {
+        expect(replay.response.body.equals(RESPONSE.body)).toBe(true);
+      }
+    });
+
+    it('complete + rollback leaves the record in flight and its owner in charge', async () => {
+      const req = request();
+      await suite.store.claim(req);
+      const tx = await suite.store.beginTransaction();
+      expect(await tx.complete(refOf(req), RESPONSE, LONG)).toBe(true);
+      await tx.rollback();
+      expect((await suite.store.claim(again(req))).outcome).toBe('in_flight');
+      expect(await suite.store.release(refOf(req), 'retry')).toBe(true);
+    });
+
+    it('complete inside a transaction refuses an owner whose lease was taken over', async () => {
+      const old = request({ lockTimeoutSeconds: SHORT });
+      await suite.store.claim(old);
+      const tx = await suite.store.beginTransaction();
+      await suite.advance(LAPSE);
+      const current = again(old, { lockTimeoutSeconds: LONG });
+      claimedOf(await suite.store.claim(current));
+      expect(await tx.complete(refOf(old), RESPONSE, LONG)).toBe(false);
+      await tx.commit();
+      expect((await suite.store.claim(again(old))).outcome).toBe('in_flight');
+      expect(await suite.store.complete(refOf(current), RESPONSE, LONG)).toBe(true);
+    });
+
+    it('a completion accepted in a transaction is not lost to a takeover tried before commit', async () => {
+      const req = request({ lockTimeoutSeconds: SHORT });
+      await suite.store.claim(req);
+      const tx = await suite.store.beginTransaction();
+      expect(await tx.complete(refOf(req), RESPONSE, LONG)).toBe(true);
+      await suite.advance(LAPSE);
+      // The lease has lapsed while the transaction is still open. A store may make this claim
+      // wait for the transaction, or refuse the commit; it may not let both owners win.
+      const racing = suite.store.claim(again(req));
+      const committed = await tx.commit().then(
+        () => true,
+        () => false,
+      );
+      const raced = await racing;
+      if (committed) {
+        expect(raced.outcome).toBe('completed');
+        expect((await suite.store.claim(again(req))).outcome).toBe('completed');
+      } else {
+        expect(raced.outcome).toBe('claimed');
+      }
+    });
+
+    it('complete inside a transaction is owner-guarded', async () => {
+      const req = request();
+      await suite.store.claim(req);
+      const tx = await suite.store.beginTransaction();
+      const wrong = { ...refOf(req), ownerToken: randomUUID() };
+      expect(await tx.complete(wrong, RESPONSE, LONG)).toBe(false);
+      await tx.commit();
+      expect((await suite.store.claim(again(req))).outcome).toBe('in_flight');
+    });
+  });
+}
