@@ -37,8 +37,9 @@ export class IdempotencyContext {
    * injected with `@InjectRepository()` are not part of that transaction: reach them through
    * this manager (`entityManager.getRepository(Payment)`).
    * @throws IdempotencyProblemException (`idempotency_transaction_unavailable`, 500) outside a
-   *   `@Idempotent({ transactional: true })` handler on the TypeORM store. On a decorated route
-   *   the client gets it as problem+json and the key is released; what to fix is logged.
+   *   `@Idempotent({ execution: { transactional: true } })` handler on the TypeORM store. On a
+   *   decorated route the client gets it as problem+json and the key is released; what to fix
+   *   is logged.
    */
   get entityManager(): EntityManager {
     const manager = idempotencyRunScopes.current()?.manager;

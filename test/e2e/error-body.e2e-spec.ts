@@ -29,7 +29,9 @@ class ChargesController {
 }
 
 /** Stripe's error shape, as an application would write it (README "Errors"). */
-const stripeErrors: IdempotencyModuleOptions['errorBody'] = (problem: IdempotencyProblem) => ({
+const stripeErrors: NonNullable<IdempotencyModuleOptions['errors']>['errorBody'] = (
+  problem: IdempotencyProblem,
+) => ({
   body: {
     error: {
       type:
@@ -55,7 +57,7 @@ describe.each(ADAPTERS)('errorBody with the Stripe SDK on %s', (adapter) => {
     db = await createTestDatabase();
     t = await createTestApp(adapter, db, {
       controllers: [ChargesController],
-      module: { errorBody: stripeErrors },
+      module: { errors: { errorBody: stripeErrors } },
     });
     await t.app.listen(0, '127.0.0.1');
     const { port } = t.app.getHttpServer().address();
@@ -152,8 +154,10 @@ describe.each(ADAPTERS)('an errorBody that fails on %s', (adapter) => {
     t = await createTestApp(adapter, db, {
       controllers: [ChargesController],
       module: {
-        errorBody: () => {
-          throw new Error('renderer bug');
+        errors: {
+          errorBody: () => {
+            throw new Error('renderer bug');
+          },
         },
       },
     });

@@ -52,7 +52,7 @@ function featureModule(path: string, imports: Array<Type | DynamicModule>): Type
     constructor(private readonly payments: PaymentsService) {}
 
     @Post()
-    @Idempotent({ transactional: true })
+    @Idempotent({ execution: { transactional: true } })
     create(@Body() body: { amount: number }) {
       return this.payments.create(body);
     }

@@ -129,7 +129,7 @@ describe.each(ADAPTERS)('operations in phases on %s', (adapter) => {
     await expect(
       createTestApp(adapter, db, {
         ...TRANSFERS,
-        module: { lockTimeoutSeconds: 1 },
+        module: { execution: { lockTimeoutSeconds: 1 } },
         phases: { completer: false, jobs: false },
       }),
     ).rejects.toThrow(
@@ -141,7 +141,7 @@ describe.each(ADAPTERS)('operations in phases on %s', (adapter) => {
     // A renewal leaves a few ms less than a whole lease; that must not refuse the step.
     const exact = await createTestApp(adapter, db, {
       ...TRANSFERS,
-      module: { lockTimeoutSeconds: 2.3 },
+      module: { execution: { lockTimeoutSeconds: 2.3 } },
       phases: { completer: false, jobs: false },
     });
     try {

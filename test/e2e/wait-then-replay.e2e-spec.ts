@@ -41,7 +41,7 @@ describe.each(ADAPTERS)('wait, then replay (%s)', (adapter) => {
     db = await createTestDatabase();
     t = await createTestApp(adapter, db, {
       controllers: [WaitingController],
-      module: { scope: () => 'waiting', maxWaiters: 3 },
+      module: { request: { scope: () => 'waiting' }, wait: { maxWaiters: 3 } },
     });
     await t.app.listen(0, '127.0.0.1');
   });
@@ -247,7 +247,7 @@ describe.each(ADAPTERS)('two instances on one database (%s)', (adapter) => {
     db = await createTestDatabase();
     const options = {
       controllers: [WaitingController],
-      module: { scope: () => 'waiting' },
+      module: { request: { scope: () => 'waiting' } },
     };
     a = await createTestApp(adapter, db, options);
     b = await createTestApp(adapter, db, options);
@@ -351,11 +351,14 @@ describe.each(ADAPTERS)('a completion that announces nothing (%s)', (adapter) =>
     db = await createTestDatabase();
     a = await createTestApp(adapter, db, {
       controllers: [WaitingController],
-      module: { scope: () => 'waiting' },
+      module: { request: { scope: () => 'waiting' } },
     });
     b = await createTestApp(adapter, db, {
       controllers: [WaitingController],
-      module: { scope: () => 'waiting', wait: { maxSeconds: 10, pollIntervalSeconds: 0.2 } },
+      module: {
+        request: { scope: () => 'waiting' },
+        wait: { maxSeconds: 10, pollIntervalSeconds: 0.2 },
+      },
     });
   });
 
@@ -483,7 +486,10 @@ describe.each(ADAPTERS)('the listening connection (%s)', (adapter) => {
 
   beforeAll(async () => {
     db = await createTestDatabase();
-    const options = { controllers: [WaitingController], module: { scope: () => 'waiting' } };
+    const options = {
+      controllers: [WaitingController],
+      module: { request: { scope: () => 'waiting' } },
+    };
     // Only B listens: A announces, and polls itself.
     a = await createTestApp(adapter, db, {
       ...options,

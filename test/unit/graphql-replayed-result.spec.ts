@@ -90,7 +90,13 @@ describe('@IdempotentMutation() options', () => {
   };
 
   it('takes an argument name for the key and the route options', () => {
-    expect(define({ keyArg: 'idempotencyKey', ttlSeconds: 60, transactional: true })).not.toThrow();
+    expect(
+      define({
+        keyArg: 'idempotencyKey',
+        responses: { ttlSeconds: 60 },
+        execution: { transactional: true },
+      }),
+    ).not.toThrow();
   });
 
   it.each([
