@@ -9,7 +9,7 @@ import { Body, Controller, Post } from '@nestjs/common';
 import request from 'supertest';
 import Stripe from 'stripe';
 import { Idempotent } from '../../lib';
-import type { IdempotencyModuleOptions, IdempotencyProblem } from '../../lib';
+import type { IdempotencyErrorBodyRenderer, IdempotencyProblem } from '../../lib';
 import { createTestDatabase } from '../fixtures/database';
 import type { TestDatabase } from '../fixtures/database';
 import { ADAPTERS, createTestApp } from '../fixtures/test-app';
@@ -29,9 +29,7 @@ class ChargesController {
 }
 
 /** Stripe's error shape, as an application would write it (README "Errors"). */
-const stripeErrors: NonNullable<IdempotencyModuleOptions['errors']>['errorBody'] = (
-  problem: IdempotencyProblem,
-) => ({
+const stripeErrors: IdempotencyErrorBodyRenderer = (problem: IdempotencyProblem) => ({
   body: {
     error: {
       type:

@@ -1,5 +1,5 @@
 /**
- * Wait, then replay (docs/routes-and-options.md#waiting-for-the-first-request): a duplicate that
+ * Wait, then replay (docs/waiting.md): a duplicate that
  * finds its key in flight on a route with `wait` waits for the first request (`Prefer: wait=N`,
  * capped by `maxSeconds`) and gets its answer instead of 409; after a release it runs the
  * handler itself, once; past the wait it gets 409 + Retry-After; past `maxWaiters` 409 at once;

@@ -16,7 +16,9 @@ import {
 } from '../../lib';
 import { IDEMPOTENCY_OPTIONS } from '../../lib/config/idempotency.tokens';
 import { resolveIdempotencyOptions } from '../../lib/config/idempotency.defaults';
-import { namedRows } from '../shared/markdown';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { ROOT } from '../shared/markdown';
 import type { IdempotencyModuleOptions, IdempotencyRouteOptions } from '../../lib';
 import type { ResolvedIdempotencyOptions } from '../../lib/interfaces/idempotency-module-options.interface';
 import {
@@ -586,17 +588,23 @@ describe('options read from the environment arrive as strings (ConfigService)', 
   });
 });
 
-describe('the options table (docs/routes-and-options.md) gives each numeric range', () => {
-  let table: Map<string, string[]>;
-  beforeAll(() => {
-    table = namedRows('docs/routes-and-options.md', '## Options');
-  });
+describe('docs/options.md gives each numeric range', () => {
+  /** The list item that explains `name` (`- \`ttlSeconds\`: ...`), its lines joined. */
+  function explanation(name: string): string | undefined {
+    const lines = readFileSync(join(ROOT, 'docs/options.md'), 'utf8').split('\n');
+    const start = lines.findIndex((line) => line.startsWith(`- \`${name}\`:`));
+    if (start < 0) return undefined;
+    const item = [lines[start]];
+    for (let i = start + 1; i < lines.length && lines[i].startsWith('  '); i++) item.push(lines[i]);
+    return item.map((line) => line.trim()).join(' ');
+  }
 
   it.each(Object.keys(OPTION_LIMITS) as IdempotencyLimitedOption[])('%s', (option) => {
     const { min, max } = OPTION_LIMITS[option];
-    const row = table.get(option)?.join(' | ');
-    expect(row).toBeDefined();
-    expect(row).toContain(`${min} to ${max}`);
+    const place = optionPlace(option);
+    const item = explanation(place) ?? explanation(place.split('.').pop()!);
+    expect(item).toBeDefined();
+    expect(item).toContain(`${min} to ${max}`);
   });
 });
 
