@@ -46,7 +46,7 @@ export class IdempotencyContext {
     if (!manager) {
       const message =
         'nest-idempotency: no transaction here. IdempotencyContext.entityManager is only ' +
-        'available inside a handler decorated with @Idempotent({ transactional: true }) on the ' +
+        'available inside a handler decorated with @Idempotent({ execution: { transactional: true } }) on the ' +
         'TypeORM store.';
       // The client sees a generic problem; the developer needs the fix, once per occurrence.
       this.logger.error(message);

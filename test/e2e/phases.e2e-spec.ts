@@ -133,7 +133,7 @@ describe.each(ADAPTERS)('operations in phases on %s', (adapter) => {
         phases: { completer: false, jobs: false },
       }),
     ).rejects.toThrow(
-      'foreign step "sent" needs 2.3 s of lease (timeoutSeconds 0.3 + foreignStepMarginSeconds 2), more than lockTimeoutSeconds (1)',
+      'foreign step "sent" needs 2.3 s of lease (timeoutSeconds 0.3 + foreignStepMarginSeconds 2), more than execution.lockTimeoutSeconds (1)',
     );
   });
 

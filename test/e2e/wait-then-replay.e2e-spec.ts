@@ -405,7 +405,7 @@ describe.each(ADAPTERS)("two instances with typeOrmStore({ wakeUps: 'poll' }) (%
     db = await createTestDatabase();
     const options = {
       controllers: [WaitingController],
-      module: { scope: () => 'waiting', store: typeOrmStore({ wakeUps: 'poll' }) },
+      module: { request: { scope: () => 'waiting' }, store: typeOrmStore({ wakeUps: 'poll' }) },
     };
     a = await createTestApp(adapter, db, options);
     b = await createTestApp(adapter, db, options);
