@@ -142,7 +142,7 @@ export interface ResolvedIdempotencyRouteOptions {
   /**
    * Caller identity; keys are unique per scope. Numbers are accepted as their string form and
    * scopes longer than 256 bytes are hashed (see {@link IdempotencyScopeResolver}).
-   * @defaultValue `DEFAULT_IDEMPOTENCY_OPTIONS.request.scope` (`req.user?.id` when present, else `''`)
+   * @defaultValue `DEFAULT_IDEMPOTENCY_OPTIONS.request.scope` (`req.user?.id`, else `''`)
    */
   scope: IdempotencyScopeResolver;
   /**
@@ -152,7 +152,8 @@ export interface ResolvedIdempotencyRouteOptions {
   fingerprintHeaders: string[];
   /**
    * Handler outcomes that are final: stored and replayed. Others release the key.
-   * @defaultValue `DEFAULT_IDEMPOTENCY_OPTIONS.responses.storeStatuses` (2xx, 3xx, 4xx except 408, 409, 425, 429)
+   * @defaultValue `DEFAULT_IDEMPOTENCY_OPTIONS.responses.storeStatuses` (2xx, 3xx, 4xx but 408,
+   * 409, 425, 429)
    */
   storeStatuses: number[];
   /**
@@ -276,7 +277,7 @@ export type IdempotencyRequestOptions = Pick<
   'header' | 'required' | 'scope' | 'fingerprintHeaders' | 'maxRequestBytes'
 >;
 
-/** How the handler runs: its lease while it runs, and whether it shares the record's transaction. */
+/** How the handler runs: its lease, and whether it shares the record's transaction. */
 export type IdempotencyExecutionOptions = Pick<
   ResolvedIdempotencyRouteOptions,
   'lockTimeoutSeconds' | 'maxLockHoldSeconds' | 'transactional'
@@ -306,15 +307,15 @@ export interface IdempotencyOptionDefaults extends Pick<
   ResolvedIdempotencyOptions,
   'store' | 'purge' | 'replayCache' | 'encryption' | 'metrics' | 'openApi'
 > {
-  /** Which requests are the same: `header`, `required`, `scope`, `fingerprintHeaders`, `maxRequestBytes`. */
+  /** Which requests are the same: the key's header, the caller, what a retry must match. */
   request: IdempotencyRequestOptions;
-  /** How the handler runs: `lockTimeoutSeconds`, `maxLockHoldSeconds`, `transactional`. */
+  /** How the handler runs: its lease, and whether it shares the record's transaction. */
   execution: IdempotencyExecutionOptions;
-  /** A duplicate in flight: `maxSeconds`, `defaultSeconds`, `pollIntervalSeconds`, `maxWaiters`. */
+  /** A duplicate that finds its key in flight, and how many may wait at once. */
   wait: IdempotencyModuleWaitOptions;
-  /** What is kept and replayed: `ttlSeconds`, `storeStatuses`, `storeBody`, `replayHeaders`, `maxResponseBytes`. */
+  /** What is kept and replayed, and for how long. */
   responses: IdempotencyResponseOptions;
-  /** The library's refusals: `retryAfterSeconds`, `problemTypeBaseUri`, `errorBody`. */
+  /** How the library's refusals look. */
   errors: IdempotencyErrorOptions;
 }
 
@@ -357,7 +358,8 @@ export interface IdempotencyModuleOptions extends Partial<
  *   constructor(private readonly config: ConfigService) {}
  *
  *   createIdempotencyOptions(): IdempotencyModuleOptions {
- *     return { responses: { ttlSeconds: Number(this.config.getOrThrow('IDEMPOTENCY_TTL_SECONDS')) } };
+ *     const ttlSeconds = Number(this.config.getOrThrow('IDEMPOTENCY_TTL_SECONDS'));
+ *     return { responses: { ttlSeconds } };
  *   }
  * }
  *
