@@ -266,7 +266,7 @@ describe.each(ADAPTERS)('leases, purge and outages on %s', (adapter) => {
             ? IdempotencyModule.forRootAsync({
                 imports: [ConfigModule],
                 inject: ['TTL'],
-                useFactory: (ttl: number) => ({ ttlSeconds: ttl, purge: false }),
+                useFactory: (ttl: number) => ({ responses: { ttlSeconds: ttl }, purge: false }),
               })
             : IdempotencyModule.forRootAsync({ useClass: IdempotencyConfig, extraProviders: [] });
         const moduleRef = await Test.createTestingModule({
@@ -292,11 +292,13 @@ describe.each(ADAPTERS)('leases, purge and outages on %s', (adapter) => {
       const compile = Test.createTestingModule({
         imports: [
           IdempotencyModule.forRootAsync({
-            useFactory: () => ({ ttlSeconds: -5, store: 'memory' }),
+            useFactory: () => ({ responses: { ttlSeconds: -5 }, store: 'memory' }),
           }),
         ],
       }).compile();
-      await expect(compile).rejects.toThrow(/option "ttlSeconds".*from 0\.1 to 315360000/);
+      await expect(compile).rejects.toThrow(
+        /option "responses.ttlSeconds".*from 0\.1 to 315360000/,
+      );
     });
   });
 });
