@@ -84,9 +84,9 @@ export function createAppModule(config: SampleAppModuleConfig): DynamicModule {
         extra: { max: config.embedded ? 1 : APP_POOL_SIZE },
       }),
       IdempotencyModule.forRoot({
-        scope: (request) => readAccountId(request) ?? '',
-        ttlSeconds: config.ttlSeconds,
-        lockTimeoutSeconds: config.lockTimeoutSeconds,
+        request: { scope: (request) => readAccountId(request) ?? '' },
+        responses: { ttlSeconds: config.ttlSeconds },
+        execution: { lockTimeoutSeconds: config.lockTimeoutSeconds },
         purge: { intervalSeconds: config.purgeIntervalSeconds },
         store: typeOrmStore({ preparedStatements: config.preparedStatements ?? true }),
       }),

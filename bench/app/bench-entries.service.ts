@@ -35,7 +35,7 @@ export class BenchEntriesService {
   }
 
   /**
-   * Inserts through the transaction of an `@Idempotent({ transactional: true })` request, the
+   * Inserts through the transaction of an `@Idempotent({ execution: { transactional: true } })` request, the
    * one that also stores its response.
    * @returns the inserted row
    * @throws IdempotencyError outside a transactional idempotent handler

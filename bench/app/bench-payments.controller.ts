@@ -23,7 +23,7 @@ export class BenchPaymentsController {
 
   /** `POST /payments-tx`: one transaction, open while the provider thinks. */
   @Post('payments-tx')
-  @Idempotent({ transactional: true })
+  @Idempotent({ execution: { transactional: true } })
   transactional(
     @Body() body: unknown,
     @Query('providerLatencyMs') latency?: string,

@@ -13,7 +13,7 @@ export class BenchPaymentsService {
   ) {}
 
   /**
-   * Inside an `@Idempotent({ transactional: true })` handler: inserts the payment as pending
+   * Inside an `@Idempotent({ execution: { transactional: true } })` handler: inserts the payment as pending
    * through the request's transaction, charges with `derivedKey('charge')` while that
    * transaction stays open (its connection idle in transaction for the provider's latency), then
    * marks it succeeded; the row commits with the stored response.

@@ -24,7 +24,7 @@ export class BenchController {
 
   /** `POST /idempotent-tx`: the insert commits with the stored response. */
   @Post('idempotent-tx')
-  @Idempotent({ transactional: true })
+  @Idempotent({ execution: { transactional: true } })
   idempotentTransactional(@Body() body: unknown): Promise<BenchEntry> {
     return this.entries.insertInTransaction(parseBenchEntryInput(body));
   }

@@ -1,4 +1,4 @@
-import type { ResolvedIdempotencyOptions } from '../interfaces/idempotency-module-options.interface';
+import type { IdempotencyOptionDefaults } from '../interfaces/idempotency-module-options.interface';
 
 const DEFAULT_STORE_STATUSES: number[] = [];
 for (let status = 200; status < 500; status++) {
@@ -15,31 +15,39 @@ function defaultScope(request: any): string | number | bigint | undefined {
 }
 
 /**
- * The one place every default lives. The README's options table is tested against it.
+ * The one place every default lives, grouped as `forRoot()` takes the options. The docs' options
+ * table is tested against it, and it says which group each option belongs to.
  */
-export const DEFAULT_IDEMPOTENCY_OPTIONS: Readonly<ResolvedIdempotencyOptions> = Object.freeze({
-  header: 'Idempotency-Key',
-  required: true,
-  ttlSeconds: 86_400,
-  lockTimeoutSeconds: 60,
-  maxLockHoldSeconds: 3_600,
-  scope: defaultScope,
-  fingerprintHeaders: [],
-  storeStatuses: DEFAULT_STORE_STATUSES,
-  replayHeaders: [
-    'content-type',
-    'location',
-    'content-language',
-    'content-location',
-    'etag',
-    'last-modified',
-  ],
-  retryAfterSeconds: 1,
-  transactional: false,
-  wait: { maxSeconds: 0, defaultSeconds: 0, pollIntervalSeconds: 0.5 },
-  maxRequestBytes: 1_048_576,
-  maxResponseBytes: 1_048_576,
-  storeBody: true,
+export const DEFAULT_IDEMPOTENCY_OPTIONS: Readonly<IdempotencyOptionDefaults> = Object.freeze({
+  request: {
+    header: 'Idempotency-Key',
+    required: true,
+    scope: defaultScope,
+    fingerprintHeaders: [],
+    maxRequestBytes: 1_048_576,
+  },
+  execution: { lockTimeoutSeconds: 60, maxLockHoldSeconds: 3_600, transactional: false },
+  wait: { maxSeconds: 0, defaultSeconds: 0, pollIntervalSeconds: 0.5, maxWaiters: 1_000 },
+  responses: {
+    ttlSeconds: 86_400,
+    storeStatuses: DEFAULT_STORE_STATUSES,
+    storeBody: true,
+    replayHeaders: [
+      'content-type',
+      'location',
+      'content-language',
+      'content-location',
+      'etag',
+      'last-modified',
+    ],
+    maxResponseBytes: 1_048_576,
+  },
+  errors: {
+    retryAfterSeconds: 1,
+    problemTypeBaseUri: 'urn:nest-idempotency:problem:',
+    errorBody: null,
+  },
+  store: 'typeorm',
   purge: {
     enabled: true,
     intervalSeconds: 60,
@@ -47,11 +55,7 @@ export const DEFAULT_IDEMPOTENCY_OPTIONS: Readonly<ResolvedIdempotencyOptions> =
     abandonedRetentionSeconds: 2_592_000,
   },
   replayCache: { enabled: true, maxEntries: 10_000, maxBytes: 16 * 1024 * 1024 },
-  maxWaiters: 1_000,
-  store: 'typeorm',
-  problemTypeBaseUri: 'urn:nest-idempotency:problem:',
-  errorBody: null,
+  encryption: null,
   metrics: true,
   openApi: true,
-  encryption: null,
 });

@@ -36,6 +36,19 @@ export class IdempotencyConfigurationError extends IdempotencyError {
   }
 
   /**
+   * An option is written where 0.1 had it, outside the group it now belongs to. Refused rather
+   * than ignored, so that no setting silently falls back to its default.
+   * @param option - the option's name, as given
+   * @param group - the group it belongs to now
+   */
+  static movedOption(option: string, group: string): IdempotencyConfigurationError {
+    return new IdempotencyConfigurationError(
+      `nest-idempotency: option "${option}" moved to "${group}.${option}". Write ` +
+        `{ ${group}: { ${option}: ... } } instead (see docs/options.md).`,
+    );
+  }
+
+  /**
    * The `scope` resolver returned something that does not identify a caller (an object, an
    * array, a boolean, NaN...). Thrown on every request that gets such a value.
    * @param returned - what was returned, described without its value (e.g. "an object")

@@ -1,8 +1,10 @@
 import { DEFAULT_IDEMPOTENCY_OPTIONS } from './default-options';
 import { resolveEncryptionOptions } from './encryption-options';
 import { check, checkBoolean, checkRange } from './option-checks';
+import { flattenOptionGroups } from './option-groups';
 import { checkWait, validateRouteOptions } from './route-options-validation';
 import type {
+  FlatIdempotencyRouteOptions,
   IdempotencyWaitOptions,
   IdempotencyModuleOptions,
   ResolvedIdempotencyRouteOptions,
@@ -18,6 +20,20 @@ export { check, checkBoolean, checkNumber, checkRange } from './option-checks';
 export { limit, OPTION_LIMITS } from './option-limits';
 export type { IdempotencyLimitedOption, IdempotencyOptionLimit } from './option-limits';
 export { validateRouteOptions } from './route-options-validation';
+export { flattenOptionGroups, optionPlace } from './option-groups';
+
+/** The defaults as the library reads them: each group's fields side by side. Internal. */
+export const RESOLVED_DEFAULTS = Object.freeze(
+  flattenOptionGroups(DEFAULT_IDEMPOTENCY_OPTIONS, 'module'),
+) as Readonly<ResolvedIdempotencyOptions>;
+
+/**
+ * Checks the options a route decorator received and returns them as the library reads them.
+ * @throws IdempotencyConfigurationError naming the first wrong option and how to fix it
+ */
+export function validateRouteGroups(options: IdempotencyRouteOptions): FlatIdempotencyRouteOptions {
+  return validateRouteOptions(flattenOptionGroups(options, 'route') as FlatIdempotencyRouteOptions);
+}
 
 /** `given`'s `wait` fields over `base`'s, field by field; `undefined` keeps `base`. */
 function mergeWait(base: IdempotencyWaitOptions, given: unknown): IdempotencyWaitOptions {
@@ -61,7 +77,10 @@ export function switchableSection<T extends { enabled: boolean }>(
 export function resolveIdempotencyOptions(
   options: IdempotencyModuleOptions = {},
 ): ResolvedIdempotencyOptions {
-  const defined = withoutUndefined(options) as IdempotencyModuleOptions;
+  const defined = withoutUndefined(flattenOptionGroups(options, 'module')) as Partial<
+    Omit<ResolvedIdempotencyOptions, 'purge' | 'replayCache' | 'encryption'>
+  > &
+    Pick<IdempotencyModuleOptions, 'purge' | 'replayCache' | 'encryption'>;
   const { purge, replayCache, encryption, ...rest } = defined;
   const purgeOptions = switchableSection('purge', purge, DEFAULT_IDEMPOTENCY_OPTIONS.purge);
   purgeOptions.intervalSeconds = checkRange('purge.intervalSeconds', purgeOptions.intervalSeconds);
@@ -78,9 +97,9 @@ export function resolveIdempotencyOptions(
   cacheOptions.maxEntries = checkRange('replayCache.maxEntries', cacheOptions.maxEntries);
   cacheOptions.maxBytes = checkRange('replayCache.maxBytes', cacheOptions.maxBytes);
   const merged = validateRouteOptions({
-    ...DEFAULT_IDEMPOTENCY_OPTIONS,
+    ...RESOLVED_DEFAULTS,
     ...rest,
-    wait: mergeWait(DEFAULT_IDEMPOTENCY_OPTIONS.wait, rest.wait),
+    wait: mergeWait(RESOLVED_DEFAULTS.wait, rest.wait),
   } as ResolvedIdempotencyOptions);
   merged.maxWaiters = checkRange('maxWaiters', merged.maxWaiters);
   check(
@@ -120,12 +139,12 @@ export function resolveIdempotencyOptions(
  * Merges route options over module options, field by field.
  *
  * @param base - the module's resolved options
- * @param layers - class options, then handler options (later wins)
+ * @param layers - class options, then handler options (later wins), as the decorators stored them
  * @returns the options in force for one route
  */
 export function mergeRouteOptions(
   base: ResolvedIdempotencyRouteOptions,
-  ...layers: (IdempotencyRouteOptions | undefined)[]
+  ...layers: (FlatIdempotencyRouteOptions | undefined)[]
 ): ResolvedIdempotencyRouteOptions {
   const merged: any = { ...base };
   for (const layer of layers) {

@@ -35,7 +35,7 @@ export const OPTION_LIMITS = Object.freeze({
     max: 315_360_000,
     integer: false,
     unit: 'seconds',
-    example: DEFAULT_IDEMPOTENCY_OPTIONS.ttlSeconds,
+    example: DEFAULT_IDEMPOTENCY_OPTIONS.responses.ttlSeconds,
     note: 'At most 10 years, so PostgreSQL timestamps and JavaScript timers stay in range.',
   }),
   lockTimeoutSeconds: limit({
@@ -43,7 +43,7 @@ export const OPTION_LIMITS = Object.freeze({
     max: 86_400,
     integer: false,
     unit: 'seconds',
-    example: DEFAULT_IDEMPOTENCY_OPTIONS.lockTimeoutSeconds,
+    example: DEFAULT_IDEMPOTENCY_OPTIONS.execution.lockTimeoutSeconds,
     note:
       'The lease is renewed every third of it (never more often than every 20 ms), so a shorter ' +
       'one lapses before it can be renewed; values under 1 s are for tests.',
@@ -53,7 +53,7 @@ export const OPTION_LIMITS = Object.freeze({
     max: 31_536_000,
     integer: false,
     unit: 'seconds',
-    example: DEFAULT_IDEMPOTENCY_OPTIONS.maxLockHoldSeconds,
+    example: DEFAULT_IDEMPOTENCY_OPTIONS.execution.maxLockHoldSeconds,
     note: 'At most 1 year.',
   }),
   retryAfterSeconds: limit({
@@ -61,14 +61,14 @@ export const OPTION_LIMITS = Object.freeze({
     max: 86_400,
     integer: true,
     unit: 'seconds',
-    example: DEFAULT_IDEMPOTENCY_OPTIONS.retryAfterSeconds,
+    example: DEFAULT_IDEMPOTENCY_OPTIONS.errors.retryAfterSeconds,
   }),
   maxRequestBytes: limit({
     min: 1,
     max: 1_073_741_824,
     integer: true,
     unit: 'bytes',
-    example: DEFAULT_IDEMPOTENCY_OPTIONS.maxRequestBytes,
+    example: DEFAULT_IDEMPOTENCY_OPTIONS.request.maxRequestBytes,
     note: 'At most 1 GiB.',
   }),
   maxResponseBytes: limit({
@@ -76,7 +76,7 @@ export const OPTION_LIMITS = Object.freeze({
     max: 1_073_741_824,
     integer: true,
     unit: 'bytes',
-    example: DEFAULT_IDEMPOTENCY_OPTIONS.maxResponseBytes,
+    example: DEFAULT_IDEMPOTENCY_OPTIONS.responses.maxResponseBytes,
     note: 'At most 1 GiB, the most a PostgreSQL bytea value holds.',
   }),
   'purge.intervalSeconds': limit({
@@ -139,7 +139,7 @@ export const OPTION_LIMITS = Object.freeze({
     max: 1_000_000,
     integer: true,
     unit: 'requests',
-    example: DEFAULT_IDEMPOTENCY_OPTIONS.maxWaiters,
+    example: DEFAULT_IDEMPOTENCY_OPTIONS.wait.maxWaiters,
   }),
   'replayCache.maxBytes': limit({
     min: 1,

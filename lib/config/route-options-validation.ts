@@ -1,7 +1,7 @@
 import { FORBIDDEN_REPLAY_HEADERS, RESERVED_HEADER_PREFIX } from './idempotency.constants';
 import { check, checkBoolean, checkRange } from './option-checks';
 import type {
-  IdempotencyRouteOptions,
+  FlatIdempotencyRouteOptions,
   IdempotencyWaitOptions,
 } from '../interfaces/idempotency-module-options.interface';
 
@@ -12,13 +12,14 @@ function headerList(value: unknown): boolean {
 }
 
 /**
- * Checks the route-level options that are present and normalises header names to lower case.
+ * Checks the route-level options that are present (flattened from their groups) and normalises
+ * header names to lower case.
  *
  * @param options - a full or partial set of route options
  * @returns a copy with header lists lower-cased
  * @throws IdempotencyConfigurationError naming the first wrong option and how to fix it
  */
-export function validateRouteOptions<T extends IdempotencyRouteOptions>(options: T): T {
+export function validateRouteOptions<T extends FlatIdempotencyRouteOptions>(options: T): T {
   const o: any = { ...options };
   if ('header' in o) {
     check(

@@ -37,15 +37,16 @@ export class IdempotencyContext {
    * injected with `@InjectRepository()` are not part of that transaction: reach them through
    * this manager (`entityManager.getRepository(Payment)`).
    * @throws IdempotencyProblemException (`idempotency_transaction_unavailable`, 500) outside a
-   *   `@Idempotent({ transactional: true })` handler on the TypeORM store. On a decorated route
-   *   the client gets it as problem+json and the key is released; what to fix is logged.
+   *   `@Idempotent({ execution: { transactional: true } })` handler on the TypeORM store. On a
+   *   decorated route the client gets it as problem+json and the key is released; what to fix
+   *   is logged.
    */
   get entityManager(): EntityManager {
     const manager = idempotencyRunScopes.current()?.manager;
     if (!manager) {
       const message =
         'nest-idempotency: no transaction here. IdempotencyContext.entityManager is only ' +
-        'available inside a handler decorated with @Idempotent({ transactional: true }) on the ' +
+        'available inside a handler decorated with @Idempotent({ execution: { transactional: true } }) on the ' +
         'TypeORM store.';
       // The client sees a generic problem; the developer needs the fix, once per occurrence.
       this.logger.error(message);

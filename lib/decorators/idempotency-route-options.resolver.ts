@@ -10,7 +10,7 @@ import { mergeRouteOptions } from '../config/idempotency.defaults';
 import { isIdempotencySkipped } from './skip-idempotency.decorator';
 import type {
   ResolvedIdempotencyRouteOptions,
-  IdempotencyRouteOptions,
+  FlatIdempotencyRouteOptions,
   ResolvedIdempotencyOptions,
 } from '../interfaces/idempotency-module-options.interface';
 
@@ -37,11 +37,11 @@ export class IdempotencyRouteOptionsResolver {
     const handler = context.getHandler();
     let resolved = this.cache.get(handler);
     if (resolved === undefined) {
-      const onHandler: IdempotencyRouteOptions | undefined = Reflect.getMetadata(
+      const onHandler: FlatIdempotencyRouteOptions | undefined = Reflect.getMetadata(
         IDEMPOTENT_METADATA,
         handler,
       );
-      const onClass: IdempotencyRouteOptions | undefined = Reflect.getMetadata(
+      const onClass: FlatIdempotencyRouteOptions | undefined = Reflect.getMetadata(
         IDEMPOTENT_CLASS_METADATA,
         context.getClass(),
       );

@@ -19,7 +19,7 @@ import type { IdempotentMutationOptions } from './idempotent-mutation.options';
  * that throws gives the key back, so the retry runs it. With `transactional: true` the
  * resolver's writes (through `IdempotencyContext.entityManager`) commit with its record.
  *
- * Other options are those of `@Idempotent()` (`ttlSeconds`, `scope`, `required`, ...). The
+ * Other options are those of `@Idempotent()` (`request`, `execution`, `responses`, ...). The
  * scope function gets the HTTP request, as on an HTTP route; the records are kept under
  * `mutation:<scope>`, apart from the HTTP routes' (no caller's scope can name them).
  *
@@ -27,7 +27,7 @@ import type { IdempotentMutationOptions } from './idempotent-mutation.options';
  * @throws IdempotencyConfigurationError when an option is invalid (at class definition)
  * @example
  * \@Mutation(() => Payment)
- * \@IdempotentMutation({ transactional: true })
+ * \@IdempotentMutation({ execution: { transactional: true } })
  * createPayment(@Args('input') input: CreatePaymentInput) { ... }
  */
 export function IdempotentMutation(options: IdempotentMutationOptions = {}): MethodDecorator {

@@ -1,5 +1,10 @@
 import { IdempotencyConfigurationError } from '../config/idempotency-configuration.error';
-import type { IdempotencyRouteOptions } from '../interfaces/idempotency-module-options.interface';
+import { firstOptionSet } from '../config/option-groups';
+import type {
+  IdempotencyRequestOptions,
+  IdempotencyResponseOptions,
+  IdempotencyRouteOptions,
+} from '../interfaces/idempotency-module-options.interface';
 
 /**
  * The options of `@Idempotent()` that apply to a GraphQL mutation: those about the HTTP
@@ -8,15 +13,20 @@ import type { IdempotencyRouteOptions } from '../interfaces/idempotency-module-o
  */
 export type IdempotentMutationRouteOptions = Omit<
   IdempotencyRouteOptions,
-  'wait' | 'fingerprintHeaders' | 'storeStatuses' | 'replayHeaders'
->;
+  'wait' | 'request' | 'responses'
+> & {
+  /** The key's header (without `keyArg`), the caller, and the largest request compared. */
+  request?: Partial<Omit<IdempotencyRequestOptions, 'fingerprintHeaders'>>;
+  /** How long a result is kept, whether its body is, and the largest one stored. */
+  responses?: Partial<Omit<IdempotencyResponseOptions, 'storeStatuses' | 'replayHeaders'>>;
+};
 
 /** What `@IdempotentMutation()` accepts. */
 export interface IdempotentMutationOptions extends IdempotentMutationRouteOptions {
   /**
    * The name of the mutation's argument that carries the key (declare it with
    * `@Args('idempotencyKey')`): 1 to 255 printable ASCII characters, left out of what a retry
-   * must match. Without it, the key is the `header` HTTP header of the GraphQL request.
+   * must match. Without it, the key is the `request.header` HTTP header of the GraphQL request.
    */
   keyArg?: string;
 }
@@ -25,7 +35,12 @@ export interface IdempotentMutationOptions extends IdempotentMutationRouteOption
 const GRAPHQL_NAME = /^[_A-Za-z][_0-9A-Za-z]*$/;
 
 /** Options that `@IdempotentMutation()` refuses: they shape an HTTP answer a mutation does not have. */
-const HTTP_ONLY = ['wait', 'fingerprintHeaders', 'storeStatuses', 'replayHeaders'];
+const HTTP_ONLY = [
+  'wait',
+  'request.fingerprintHeaders',
+  'responses.storeStatuses',
+  'responses.replayHeaders',
+];
 
 /**
  * Checks the options of `@IdempotentMutation()` and splits them into the key's argument and
@@ -47,15 +62,14 @@ export function splitMutationOptions(options: IdempotentMutationOptions): {
       'Name an argument of the mutation, such as "idempotencyKey".',
     );
   }
-  for (const option of HTTP_ONLY) {
-    if (option in route) {
-      throw IdempotencyConfigurationError.invalidOption(
-        option,
-        (route as Record<string, unknown>)[option],
-        '@IdempotentMutation() does not take it: it shapes HTTP answers, and a mutation ' +
-          'answers inside a GraphQL response. Remove it.',
-      );
-    }
+  const refused = firstOptionSet(route, HTTP_ONLY);
+  if (refused) {
+    throw IdempotencyConfigurationError.invalidOption(
+      refused.place,
+      refused.value,
+      '@IdempotentMutation() does not take it: it shapes HTTP answers, and a mutation ' +
+        'answers inside a GraphQL response. Remove it.',
+    );
   }
   return { keyArg, route };
 }

@@ -112,17 +112,17 @@ export interface IdempotencyWaitOptions {
 export interface ResolvedIdempotencyRouteOptions {
   /**
    * Request header that carries the key.
-   * @defaultValue `DEFAULT_IDEMPOTENCY_OPTIONS.header` (`Idempotency-Key`)
+   * @defaultValue `DEFAULT_IDEMPOTENCY_OPTIONS.request.header` (`Idempotency-Key`)
    */
   header: string;
   /**
    * Whether a decorated route without a key is rejected with 400.
-   * @defaultValue `DEFAULT_IDEMPOTENCY_OPTIONS.required` (true)
+   * @defaultValue `DEFAULT_IDEMPOTENCY_OPTIONS.request.required` (true)
    */
   required: boolean;
   /**
    * How long a completed response is replayed, in seconds. Accepted: 0.1 to 315360000 (10 years).
-   * @defaultValue `DEFAULT_IDEMPOTENCY_OPTIONS.ttlSeconds` (86400)
+   * @defaultValue `DEFAULT_IDEMPOTENCY_OPTIONS.responses.ttlSeconds` (86400)
    */
   ttlSeconds: number;
   /**
@@ -130,44 +130,45 @@ export interface ResolvedIdempotencyRouteOptions {
    * written on the record (database clock), so every instance agrees when it lapsed.
    * Accepted: 0.1 to 86400. The lease is renewed every third of it, so values under 1 s are for
    * tests.
-   * @defaultValue `DEFAULT_IDEMPOTENCY_OPTIONS.lockTimeoutSeconds` (60)
+   * @defaultValue `DEFAULT_IDEMPOTENCY_OPTIONS.execution.lockTimeoutSeconds` (60)
    */
   lockTimeoutSeconds: number;
   /**
    * Stop renewing the lease of a hung handler after this many seconds. Accepted: 0.1 to
    * 31536000 (1 year).
-   * @defaultValue `DEFAULT_IDEMPOTENCY_OPTIONS.maxLockHoldSeconds` (3600)
+   * @defaultValue `DEFAULT_IDEMPOTENCY_OPTIONS.execution.maxLockHoldSeconds` (3600)
    */
   maxLockHoldSeconds: number;
   /**
    * Caller identity; keys are unique per scope. Numbers are accepted as their string form and
    * scopes longer than 256 bytes are hashed (see {@link IdempotencyScopeResolver}).
-   * @defaultValue `DEFAULT_IDEMPOTENCY_OPTIONS.scope` (`req.user?.id` when present, else `''`)
+   * @defaultValue `DEFAULT_IDEMPOTENCY_OPTIONS.request.scope` (`req.user?.id`, else `''`)
    */
   scope: IdempotencyScopeResolver;
   /**
    * Request headers (case-insensitive) that also go into the fingerprint.
-   * @defaultValue `DEFAULT_IDEMPOTENCY_OPTIONS.fingerprintHeaders` (`[]`)
+   * @defaultValue `DEFAULT_IDEMPOTENCY_OPTIONS.request.fingerprintHeaders` (`[]`)
    */
   fingerprintHeaders: string[];
   /**
    * Handler outcomes that are final: stored and replayed. Others release the key.
-   * @defaultValue `DEFAULT_IDEMPOTENCY_OPTIONS.storeStatuses` (2xx, 3xx, 4xx except 408, 409, 425, 429)
+   * @defaultValue `DEFAULT_IDEMPOTENCY_OPTIONS.responses.storeStatuses` (2xx, 3xx, 4xx but 408,
+   * 409, 425, 429)
    */
   storeStatuses: number[];
   /**
    * Response headers stored and replayed (case-insensitive).
-   * @defaultValue `DEFAULT_IDEMPOTENCY_OPTIONS.replayHeaders`
+   * @defaultValue `DEFAULT_IDEMPOTENCY_OPTIONS.responses.replayHeaders`
    */
   replayHeaders: string[];
   /**
    * `Retry-After` seconds sent with 409 and 503. Accepted: whole numbers from 0 to 86400.
-   * @defaultValue `DEFAULT_IDEMPOTENCY_OPTIONS.retryAfterSeconds` (1)
+   * @defaultValue `DEFAULT_IDEMPOTENCY_OPTIONS.errors.retryAfterSeconds` (1)
    */
   retryAfterSeconds: number;
   /**
    * Run the handler inside one PostgreSQL transaction that also completes the record.
-   * @defaultValue `DEFAULT_IDEMPOTENCY_OPTIONS.transactional` (false)
+   * @defaultValue `DEFAULT_IDEMPOTENCY_OPTIONS.execution.transactional` (false)
    */
   transactional: boolean;
   /**
@@ -179,21 +180,21 @@ export interface ResolvedIdempotencyRouteOptions {
   /**
    * The largest request body, in bytes, the route fingerprints. A larger one is refused with
    * 413 `idempotency_request_too_large` before the key is claimed.
-   * @defaultValue `DEFAULT_IDEMPOTENCY_OPTIONS.maxRequestBytes` (1 MiB)
+   * @defaultValue `DEFAULT_IDEMPOTENCY_OPTIONS.request.maxRequestBytes` (1 MiB)
    */
   maxRequestBytes: number;
   /**
    * The largest response body, in bytes, that is stored. A final response over it completes the
    * record without its body: the handler never runs again for the key, and a retry gets 409
    * `idempotency_response_not_stored`.
-   * @defaultValue `DEFAULT_IDEMPOTENCY_OPTIONS.maxResponseBytes` (1 MiB)
+   * @defaultValue `DEFAULT_IDEMPOTENCY_OPTIONS.responses.maxResponseBytes` (1 MiB)
    */
   maxResponseBytes: number;
   /**
    * Whether the response body is stored. `false` for routes that mint secrets (API keys,
    * tokens, one-time links): the record keeps the status and the `replayHeaders` only, and a
    * retry gets 409 `idempotency_response_not_stored` with them.
-   * @defaultValue `DEFAULT_IDEMPOTENCY_OPTIONS.storeBody` (`true`)
+   * @defaultValue `DEFAULT_IDEMPOTENCY_OPTIONS.responses.storeBody` (`true`)
    */
   storeBody: boolean;
 }
@@ -218,7 +219,7 @@ export interface ResolvedIdempotencyOptions extends ResolvedIdempotencyRouteOpti
    * Requests that may wait for a key in flight (`wait`) at once on this instance; past it, a
    * duplicate gets 409 at once, so guessed keys cannot pin the server. Accepted: whole numbers
    * from 1 to 1000000. Module-level only.
-   * @defaultValue `DEFAULT_IDEMPOTENCY_OPTIONS.maxWaiters` (1000)
+   * @defaultValue `DEFAULT_IDEMPOTENCY_OPTIONS.wait.maxWaiters` (1000)
    */
   maxWaiters: number;
   /**
@@ -231,14 +232,14 @@ export interface ResolvedIdempotencyOptions extends ResolvedIdempotencyRouteOpti
   store: 'typeorm' | 'memory' | Type<IdempotencyStore> | IdempotencyStoreFactory;
   /**
    * Base URI of the `type` member of problem+json errors; the error code is appended.
-   * @defaultValue `DEFAULT_IDEMPOTENCY_OPTIONS.problemTypeBaseUri`
+   * @defaultValue `DEFAULT_IDEMPOTENCY_OPTIONS.errors.problemTypeBaseUri`
    */
   problemTypeBaseUri: string;
   /**
    * Shapes the body (and content type) of the library's errors for an API with its own error
    * format; `null` sends RFC 9457 problem+json. Status, `Retry-After` and
    * `Cache-Control: no-store` are kept; keep `problem.code` in the body. Module-level only.
-   * @defaultValue `DEFAULT_IDEMPOTENCY_OPTIONS.errorBody` (`null`: problem+json)
+   * @defaultValue `DEFAULT_IDEMPOTENCY_OPTIONS.errors.errorBody` (`null`: problem+json)
    * @example
    * errorBody: (problem) => ({ body: { error: { type: 'idempotency_error', code: problem.code, message: problem.detail } } })
    */
@@ -270,12 +271,71 @@ export interface ResolvedIdempotencyOptions extends ResolvedIdempotencyRouteOpti
   encryption: ResolvedIdempotencyEncryption | null;
 }
 
-/** What `IdempotencyModule.forRoot()` accepts: any subset of the options. */
-export interface IdempotencyModuleOptions extends Partial<
-  Omit<ResolvedIdempotencyOptions, 'purge' | 'replayCache' | 'wait' | 'encryption'>
+/** Which requests are the same: the key's header, the caller, and what a retry must match. */
+export type IdempotencyRequestOptions = Pick<
+  ResolvedIdempotencyRouteOptions,
+  'header' | 'required' | 'scope' | 'fingerprintHeaders' | 'maxRequestBytes'
+>;
+
+/** How the handler runs: its lease, and whether it shares the record's transaction. */
+export type IdempotencyExecutionOptions = Pick<
+  ResolvedIdempotencyRouteOptions,
+  'lockTimeoutSeconds' | 'maxLockHoldSeconds' | 'transactional'
+>;
+
+/** Which answers are kept, what of them, and for how long they are replayed. */
+export type IdempotencyResponseOptions = Pick<
+  ResolvedIdempotencyRouteOptions,
+  'ttlSeconds' | 'storeStatuses' | 'storeBody' | 'replayHeaders' | 'maxResponseBytes'
+>;
+
+/** How the library's own refusals look. */
+export type IdempotencyErrorOptions = Pick<
+  ResolvedIdempotencyOptions,
+  'retryAfterSeconds' | 'problemTypeBaseUri' | 'errorBody'
+>;
+
+/** Waiting for the first request, with how many may wait at once on this instance. */
+export type IdempotencyModuleWaitOptions = IdempotencyWaitOptions &
+  Pick<ResolvedIdempotencyOptions, 'maxWaiters'>;
+
+/**
+ * Every option of the module, grouped by concern, with its default: the shape of
+ * `DEFAULT_IDEMPOTENCY_OPTIONS`.
+ */
+export interface IdempotencyOptionDefaults extends Pick<
+  ResolvedIdempotencyOptions,
+  'store' | 'purge' | 'replayCache' | 'encryption' | 'metrics' | 'openApi'
 > {
+  /** Which requests are the same: the key's header, the caller, what a retry must match. */
+  request: IdempotencyRequestOptions;
+  /** How the handler runs: its lease, and whether it shares the record's transaction. */
+  execution: IdempotencyExecutionOptions;
+  /** A duplicate that finds its key in flight, and how many may wait at once. */
+  wait: IdempotencyModuleWaitOptions;
+  /** What is kept and replayed, and for how long. */
+  responses: IdempotencyResponseOptions;
+  /** How the library's refusals look. */
+  errors: IdempotencyErrorOptions;
+}
+
+/**
+ * What `IdempotencyModule.forRoot()` accepts: any subset of the options, each group merged over
+ * its defaults field by field.
+ */
+export interface IdempotencyModuleOptions extends Partial<
+  Pick<ResolvedIdempotencyOptions, 'store' | 'metrics' | 'openApi'>
+> {
+  /** Which requests are the same: the key's header, the caller, what a retry must match. */
+  request?: Partial<IdempotencyRequestOptions>;
+  /** How the handler runs: its lease, and whether it shares the record's transaction. */
+  execution?: Partial<IdempotencyExecutionOptions>;
   /** Waiting for the first request, merged over the defaults. */
-  wait?: Partial<IdempotencyWaitOptions>;
+  wait?: Partial<IdempotencyModuleWaitOptions>;
+  /** Which answers are kept, what of them, and for how long. */
+  responses?: Partial<IdempotencyResponseOptions>;
+  /** How the library's refusals look. */
+  errors?: Partial<IdempotencyErrorOptions>;
   /** TTL purge schedule, merged over the defaults; `false` disables the schedule. */
   purge?: Partial<IdempotencyPurgeOptions> | false;
   /** Replay cache, merged over the defaults; `false` turns it off. */
@@ -298,7 +358,8 @@ export interface IdempotencyModuleOptions extends Partial<
  *   constructor(private readonly config: ConfigService) {}
  *
  *   createIdempotencyOptions(): IdempotencyModuleOptions {
- *     return { ttlSeconds: Number(this.config.getOrThrow('IDEMPOTENCY_TTL_SECONDS')) };
+ *     const ttlSeconds = Number(this.config.getOrThrow('IDEMPOTENCY_TTL_SECONDS'));
+ *     return { responses: { ttlSeconds } };
  *   }
  * }
  *
@@ -313,10 +374,27 @@ export interface IdempotencyOptionsFactory {
 }
 
 /**
- * What `@Idempotent()` accepts: any subset of the per-route options, merged over the module's.
- * @interface
+ * What `@Idempotent()` accepts: the groups of the module's options that make sense per route,
+ * each merged field by field over the class's and the module's.
  */
-export type IdempotencyRouteOptions = Partial<Omit<ResolvedIdempotencyRouteOptions, 'wait'>> & {
-  /** Waiting for the first request, merged field by field over the class's and the module's. */
+export interface IdempotencyRouteOptions {
+  /** Which requests are the same: the key's header, the caller, what a retry must match. */
+  request?: Partial<IdempotencyRequestOptions>;
+  /** How the handler runs: its lease, and whether it shares the record's transaction. */
+  execution?: Partial<IdempotencyExecutionOptions>;
+  /** Waiting for the first request (`maxWaiters` is module-level only). */
+  wait?: Partial<IdempotencyWaitOptions>;
+  /** Which answers are kept, what of them, and for how long. */
+  responses?: Partial<IdempotencyResponseOptions>;
+  /** The `Retry-After` of this route's refusals (the error format is module-level only). */
+  errors?: Partial<Pick<IdempotencyErrorOptions, 'retryAfterSeconds'>>;
+}
+
+/**
+ * Route options as the decorators store them: the groups flattened into the fields the library
+ * reads.
+ * @internal
+ */
+export type FlatIdempotencyRouteOptions = Partial<Omit<ResolvedIdempotencyRouteOptions, 'wait'>> & {
   wait?: Partial<IdempotencyWaitOptions>;
 };

@@ -1,6 +1,7 @@
 import { idempotentCall } from '../calls/idempotency-call-transport';
 import { Idempotent } from '../module/idempotent.decorator';
 import { IdempotencyConfigurationError } from '../config/idempotency-configuration.error';
+import { firstOptionSet } from '../config/option-groups';
 import { DEFAULT_IDEMPOTENCY_MESSAGE_OPTIONS } from './idempotent-message.options';
 import type { IdempotencyMessage, IdempotentMessageOptions } from './idempotent-message.options';
 import { messageCallTransport } from './message-call-transport';
@@ -10,12 +11,12 @@ import { messageKeyReader } from './message-key';
 const OWN_OPTIONS = ['key', 'ack', 'scope'];
 /** Route options of HTTP requests, or of features calls do not have. */
 const NOT_FOR_MESSAGES = [
-  'header',
-  'fingerprintHeaders',
-  'replayHeaders',
-  'storeStatuses',
+  'request.header',
+  'request.fingerprintHeaders',
+  'responses.replayHeaders',
+  'responses.storeStatuses',
   'wait',
-  'storeBody',
+  'responses.storeBody',
 ];
 
 /**
@@ -32,13 +33,17 @@ const NOT_FOR_MESSAGES = [
  * `{ status, code, title, detail }`. A handler that throws gives the key back, so the next
  * delivery runs it.
  *
- * Other options are those of `@Idempotent()` (`transactional`, `ttlSeconds`, ...).
+ * Other options are those of `@Idempotent()` (`execution`, `responses`, ...).
  *
  * @param options - where the key comes from, how deliveries are acknowledged, and route options
  * @throws IdempotencyConfigurationError when an option is invalid (at class definition)
  * @example
  * \@EventPattern<string>('payments.settled')
- * \@IdempotentMessage({ key: { field: 'eventId' }, ack: 'manual', transactional: true })
+ * \@IdempotentMessage({
+ *   key: { field: 'eventId' },
+ *   ack: 'manual',
+ *   execution: { transactional: true },
+ * })
  * async settled(\@Payload() event: PaymentSettled, \@Ctx() context: RmqContext) {
  *   await this.ledger.record(event);
  *   context.getChannelRef().ack(context.getMessage());
@@ -46,14 +51,13 @@ const NOT_FOR_MESSAGES = [
  */
 export function IdempotentMessage(options: IdempotentMessageOptions = {}): MethodDecorator {
   const given: Record<string, unknown> = { ...options };
-  for (const option of NOT_FOR_MESSAGES) {
-    if (option in given) {
-      throw IdempotencyConfigurationError.invalidOption(
-        option,
-        given[option],
-        `@IdempotentMessage() does not take "${option}": it is an option of HTTP routes.`,
-      );
-    }
+  const refused = firstOptionSet(given, NOT_FOR_MESSAGES);
+  if (refused) {
+    throw IdempotencyConfigurationError.invalidOption(
+      refused.place,
+      refused.value,
+      `@IdempotentMessage() does not take "${refused.place}": it is an option of HTTP routes.`,
+    );
   }
   const ack = options.ack ?? DEFAULT_IDEMPOTENCY_MESSAGE_OPTIONS.ack;
   if (ack !== 'auto' && ack !== 'manual') {
@@ -79,7 +83,10 @@ export function IdempotentMessage(options: IdempotentMessageOptions = {}): Metho
   for (const own of OWN_OPTIONS) delete given[own];
   const idempotent = Idempotent({
     ...given,
-    scope: (message: IdempotencyMessage) => scope(message),
+    request: {
+      ...(given.request as object),
+      scope: (message: IdempotencyMessage) => scope(message),
+    },
   });
   return idempotentCall(idempotent, transport);
 }

@@ -1,4 +1,8 @@
-import type { IdempotencyRouteOptions } from '../interfaces/idempotency-module-options.interface';
+import type {
+  IdempotencyRequestOptions,
+  IdempotencyResponseOptions,
+  IdempotencyRouteOptions,
+} from '../interfaces/idempotency-module-options.interface';
 
 /**
  * One delivery of a message or an event, as a key function and the `scope` function get it.
@@ -43,20 +47,20 @@ export type IdempotencyMessageScope = (
 
 /**
  * The route options `@IdempotentMessage()` passes on, as `@Idempotent()` takes them: not those
- * of an HTTP request (`header`, `fingerprintHeaders`, `replayHeaders`, `storeStatuses`), nor
- * `wait` and `storeBody`, which calls do not support; `scope` is its own (it gets the message).
+ * of an HTTP request (`request.header`, `request.fingerprintHeaders`, `responses.replayHeaders`,
+ * `responses.storeStatuses`), nor `wait` and `responses.storeBody`, which calls do not support;
+ * `scope` is its own (it gets the message).
  * @interface
  */
 export type IdempotentMessageRouteOptions = Omit<
   IdempotencyRouteOptions,
-  | 'header'
-  | 'fingerprintHeaders'
-  | 'replayHeaders'
-  | 'storeStatuses'
-  | 'wait'
-  | 'storeBody'
-  | 'scope'
->;
+  'request' | 'responses' | 'wait'
+> & {
+  /** Whether a message without a key is refused, and the largest payload compared. */
+  request?: Partial<Pick<IdempotencyRequestOptions, 'required' | 'maxRequestBytes'>>;
+  /** How long a result is kept, and the largest one stored. */
+  responses?: Partial<Pick<IdempotencyResponseOptions, 'ttlSeconds' | 'maxResponseBytes'>>;
+};
 
 /** Options of `@IdempotentMessage()`: where the key comes from, acks, scope and route options. */
 export interface IdempotentMessageOptions extends IdempotentMessageRouteOptions {

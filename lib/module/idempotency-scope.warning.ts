@@ -4,7 +4,7 @@ import { isIdempotencySkipped } from '../decorators/skip-idempotency.decorator';
 import { IDEMPOTENT_CLASS_METADATA, IDEMPOTENT_METADATA } from '../config/idempotency.constants';
 import { DEFAULT_IDEMPOTENCY_OPTIONS } from '../config/idempotency.defaults';
 import type {
-  IdempotencyRouteOptions,
+  FlatIdempotencyRouteOptions,
   ResolvedIdempotencyOptions,
 } from '../interfaces/idempotency-module-options.interface';
 import { controllersOf } from '../openapi/idempotency-openapi';
@@ -33,22 +33,23 @@ export function warnAboutSharedScope(
   options: ResolvedIdempotencyOptions,
   modules: ModulesContainer,
 ): string[] {
-  if (options.scope !== DEFAULT_IDEMPOTENCY_OPTIONS.scope) return [];
+  if (options.scope !== DEFAULT_IDEMPOTENCY_OPTIONS.request.scope) return [];
   const routes = controllersOf(options, modules).flatMap(routesWithDefaultScope);
   if (routes.length === 0) return [];
   new Logger('Idempotency').warn(
     `No scope is configured, so callers without req.user.id share one key space on ` +
       `${routes.join(', ')}. One caller's key can replay another caller's stored response. Set ` +
-      'scope in IdempotencyModule.forRoot() (or in @Idempotent() on the route) to what ' +
-      "identifies a caller, e.g. scope: (req) => req.headers['x-api-key']. If every request " +
-      'there is authenticated with req.user.id, say so with scope: (req) => req.user.id.',
+      'request.scope in IdempotencyModule.forRoot() (or in @Idempotent() on the route) to what ' +
+      "identifies a caller, e.g. request: { scope: (req) => req.headers['x-api-key'] }. If every " +
+      'request there is authenticated with req.user.id, say so with ' +
+      'request: { scope: (req) => req.user.id }.',
   );
   return routes;
 }
 
 /** The idempotent routes of a controller (own and inherited) that set no scope of their own. */
 function routesWithDefaultScope(controller: abstract new (...args: any[]) => unknown): string[] {
-  const onClass: IdempotencyRouteOptions | undefined = Reflect.getMetadata(
+  const onClass: FlatIdempotencyRouteOptions | undefined = Reflect.getMetadata(
     IDEMPOTENT_CLASS_METADATA,
     controller,
   );
@@ -62,7 +63,7 @@ function routesWithDefaultScope(controller: abstract new (...args: any[]) => unk
       if (typeof handler !== 'function') continue;
       const method: number | undefined = Reflect.getMetadata(METHOD_METADATA, handler);
       if (method === undefined || SAFE.has(method) || isIdempotencySkipped(handler)) continue;
-      const onHandler: IdempotencyRouteOptions | undefined = Reflect.getMetadata(
+      const onHandler: FlatIdempotencyRouteOptions | undefined = Reflect.getMetadata(
         IDEMPOTENT_METADATA,
         handler,
       );

@@ -132,7 +132,7 @@ const providers: Provider[] = [
  * \@Module({
  *   imports: [
  *     TypeOrmModule.forRoot({ type: 'postgres', url, migrations: [CreateIdempotencyRecords1732233600000], migrationsRun: true }),
- *     IdempotencyModule.forRoot({ ttlSeconds: 86400 }),
+ *     IdempotencyModule.forRoot({ responses: { ttlSeconds: 86400 } }),
  *   ],
  * })
  * export class AppModule {}

@@ -2,7 +2,7 @@ import { UseFilters, UseGuards, UseInterceptors, applyDecorators } from '@nestjs
 import { isHandlerStartMarked, markingStart } from '../decorators/handler-start';
 import { IdempotencyExceptionFilter } from '../errors/idempotency-exception.filter';
 import { IDEMPOTENT_CLASS_METADATA, IDEMPOTENT_METADATA } from '../config/idempotency.constants';
-import { validateRouteOptions } from '../config/idempotency.defaults';
+import { validateRouteGroups } from '../config/idempotency.defaults';
 import { IdempotencyGuard } from './idempotency.guard';
 import { IdempotencyInterceptor } from './idempotency.interceptor';
 import type { IdempotencyRouteOptions } from '../interfaces/idempotency-module-options.interface';
@@ -22,17 +22,17 @@ const bindLibrary = () =>
  * handlers inherited from base classes and mixins, and those of subclasses. Handler options are
  * merged over class options over module options, field by field.
  *
- * @param options - per-route overrides of the module options, plus `transactional`
+ * @param options - per-route overrides of the module's option groups
  * @throws IdempotencyConfigurationError when an option is invalid (at class definition)
  * @example
  * \@Post()
- * \@Idempotent({ transactional: true })
+ * \@Idempotent({ execution: { transactional: true } })
  * create(@Body() dto: CreatePaymentDto) { ... }
  */
 export function Idempotent(
   options: IdempotencyRouteOptions = {},
 ): ClassDecorator & MethodDecorator {
-  const validated = validateRouteOptions(options);
+  const validated = validateRouteGroups(options);
   return (target: any, propertyKey?: string | symbol, descriptor?: PropertyDescriptor) => {
     if (descriptor) {
       if (typeof descriptor.value === 'function' && !isHandlerStartMarked(descriptor.value)) {

@@ -14,7 +14,7 @@ import { keySourceOf } from '../decorators/idempotency-key-source';
 import { IDEMPOTENCY_OPTIONS } from '../config/idempotency.tokens';
 import type {
   ResolvedIdempotencyRouteOptions,
-  IdempotencyRouteOptions,
+  FlatIdempotencyRouteOptions,
   ResolvedIdempotencyOptions,
 } from '../interfaces/idempotency-module-options.interface';
 import {
@@ -123,7 +123,7 @@ interface Route {
   name: string | symbol;
   handler: Handler;
   /** Class then handler options, when `@Idempotent()` covers the route. */
-  options?: [IdempotencyRouteOptions | undefined, IdempotencyRouteOptions | undefined];
+  options?: [FlatIdempotencyRouteOptions | undefined, FlatIdempotencyRouteOptions | undefined];
 }
 
 /** The route handlers a controller serves, its own and inherited ones, as Swagger sees them. */
@@ -131,7 +131,7 @@ function routesOf(controller: abstract new (...args: any[]) => unknown): Route[]
   const routes: Route[] = [];
   const prototype = controller.prototype;
   const seen = new Set<string | symbol>(['constructor']);
-  const onClass: IdempotencyRouteOptions | undefined = Reflect.getMetadata(
+  const onClass: FlatIdempotencyRouteOptions | undefined = Reflect.getMetadata(
     IDEMPOTENT_CLASS_METADATA,
     controller,
   );
@@ -143,7 +143,7 @@ function routesOf(controller: abstract new (...args: any[]) => unknown): Route[]
       if (typeof handler !== 'function') continue;
       if (Reflect.getMetadata(PATH_METADATA, handler) === undefined) continue;
       const method: number | undefined = Reflect.getMetadata(METHOD_METADATA, handler);
-      const onHandler: IdempotencyRouteOptions | undefined = Reflect.getMetadata(
+      const onHandler: FlatIdempotencyRouteOptions | undefined = Reflect.getMetadata(
         IDEMPOTENT_METADATA,
         handler,
       );

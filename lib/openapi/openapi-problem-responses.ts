@@ -158,7 +158,7 @@ export function problemResponses(
         },
       };
     } else {
-      response.description += ' The body is shaped by the errorBody option.';
+      response.description += ' The body is shaped by the errors.errorBody option.';
     }
     responses[status] = response;
   }

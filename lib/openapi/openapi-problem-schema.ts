@@ -48,7 +48,7 @@ export function problemModelOf(swagger: SwaggerApi): abstract new () => unknown 
   property('type', {
     type: String,
     format: 'uri',
-    description: "The problem type: the module's problemTypeBaseUri followed by the code.",
+    description: "The problem type: the module's errors.problemTypeBaseUri followed by the code.",
   });
   property('title', { type: String, description: 'A short summary of the problem type.' });
   property('status', { type: 'integer', description: 'The HTTP status code.' });

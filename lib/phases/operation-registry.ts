@@ -58,7 +58,7 @@ export class IdempotencyOperationRegistry {
           operation.name,
           `foreign step "${step.name}" needs ${needs} s of lease (timeoutSeconds ` +
             `${step.options.timeoutSeconds} + foreignStepMarginSeconds ${marginSeconds}), ` +
-            `more than lockTimeoutSeconds (${lockTimeoutSeconds}): raise lockTimeoutSeconds or ` +
+            `more than execution.lockTimeoutSeconds (${lockTimeoutSeconds}): raise it or ` +
             'lower the step timeout',
         );
       }

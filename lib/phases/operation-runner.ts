@@ -195,7 +195,7 @@ export class OperationRunner {
       if (run.lease.signal.aborted) return { kind: 'lost' };
       throw IdempotencyProblemException.operationUnavailable(
         `Foreign step "${step.name}" of "${operation.name}" needs ${needMs / 1000} s of lease ` +
-          '(its timeoutSeconds plus foreignStepMarginSeconds), more than lockTimeoutSeconds.',
+          '(its timeoutSeconds plus foreignStepMarginSeconds), more than execution.lockTimeoutSeconds.',
       );
     }
     const timeout = AbortSignal.timeout(timeoutSeconds * 1000);

@@ -21,7 +21,7 @@ import { resolveWebhookRoute, setWebhookRoute } from './webhook-route';
  * gets 409 (the provider retries); a failed run (5xx, a throw) gives the key back, so the
  * provider's own retry runs it again. Needs the raw body: create the app with `rawBody: true`.
  *
- * Other options are those of `@Idempotent()` (`transactional`, `ttlSeconds`, ...). Put it on a
+ * Other options are those of `@Idempotent()` (`execution`, `responses`, ...). Put it on a
  * handler of a controller without a class-level `@Idempotent()`.
  *
  * @param options - the provider's name, its signature scheme, its secrets, and route options
@@ -33,7 +33,7 @@ import { resolveWebhookRoute, setWebhookRoute } from './webhook-route';
  *   provider: 'stripe',
  *   signature: { scheme: 'stripe' },
  *   secrets: { inject: [ConfigService], useFactory: (config: ConfigService) => config.getOrThrow('STRIPE_WEBHOOK_SECRET') },
- *   transactional: true,
+ *   execution: { transactional: true },
  * })
  * receive(@Body() event: Stripe.Event) { ... }
  */
@@ -47,8 +47,7 @@ export function IdempotentWebhook(options: IdempotentWebhookOptions): MethodDeco
   const idempotent = Idempotent({
     ...rest,
     // The provider, in the `webhook` namespace its key source names: `webhook:<provider>`.
-    scope: () => route.provider,
-    required: true,
+    request: { scope: () => route.provider, required: true },
   });
   return (target, propertyKey, descriptor) => {
     // Its guard first: the signature is checked before the idempotency guard asks for the key.

@@ -136,15 +136,11 @@ export interface IdempotencyWebhookEvent {
 
 /**
  * The route options `@IdempotentWebhook()` passes on to the route, as `@Idempotent()` takes
- * them. Not the key's (`header`, `required`), the scope (the provider), nor what
- * compares bodies (`fingerprintHeaders`, `maxRequestBytes`): the event id alone names a
- * delivery.
+ * them, without the `request` group: not the key's header, the scope (the provider), nor what
+ * compares bodies: the event id alone names a delivery.
  * @interface
  */
-export type IdempotentWebhookRouteOptions = Omit<
-  IdempotencyRouteOptions,
-  'header' | 'required' | 'scope' | 'fingerprintHeaders' | 'maxRequestBytes'
->;
+export type IdempotentWebhookRouteOptions = Omit<IdempotencyRouteOptions, 'request'>;
 
 /** What `@IdempotentWebhook()` accepts. */
 export interface IdempotentWebhookOptions extends IdempotentWebhookRouteOptions {

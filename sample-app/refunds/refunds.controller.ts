@@ -18,7 +18,7 @@ export class RefundsController {
    * it is more than what is left; 404 for another account's payment.
    */
   @Post()
-  @Idempotent({ transactional: true })
+  @Idempotent({ execution: { transactional: true } })
   async create(
     @AccountId() accountId: string,
     @Param('paymentId') paymentId: string,

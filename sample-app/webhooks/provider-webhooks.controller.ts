@@ -42,7 +42,7 @@ export class ProviderWebhooksController {
       inject: [PROVIDER_WEBHOOK_SECRETS],
       useFactory: (secrets: string[]) => secrets,
     },
-    transactional: true,
+    execution: { transactional: true },
   })
   async receive(@Body() event: ProviderEvent): Promise<ProviderEventAnswer> {
     if (event.type !== 'charge.refunded') return { received: event.id, ignored: 'event_type' };

@@ -33,7 +33,7 @@ describe.each(ADAPTERS)('storeBody: false on every route style (%s)', (adapter) 
   beforeAll(async () => {
     db = await createTestDatabase();
     t = await createTestApp(adapter, db, {
-      module: { storeBody: false },
+      module: { responses: { storeBody: false } },
       controllers: [ResponseStylesController, SlowController, ...INHERITANCE_CONTROLLERS],
       providers: [{ provide: APP_INTERCEPTOR, useClass: TimeoutInterceptor }],
     });

@@ -45,7 +45,9 @@ describe.each(ADAPTERS)('a crashed instance on %s', (adapter) => {
 
   beforeAll(async () => {
     db = await createTestDatabase();
-    survivor = await createTestApp(adapter, db, { module: { lockTimeoutSeconds: LEASE_SECONDS } });
+    survivor = await createTestApp(adapter, db, {
+      module: { execution: { lockTimeoutSeconds: LEASE_SECONDS } },
+    });
   });
   afterAll(async () => {
     child?.kill('SIGKILL');

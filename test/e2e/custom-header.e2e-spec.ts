@@ -17,7 +17,7 @@ class TransfersController {
   constructor(private readonly probe: Probe) {}
 
   @Post()
-  @Idempotent({ header: 'X-Transfer-Key' })
+  @Idempotent({ request: { header: 'X-Transfer-Key' } })
   create(@Body() body: unknown) {
     this.probe.count('transfer');
     return body;
@@ -31,7 +31,7 @@ describe.each(ADAPTERS)('a configured key header in the 400s (%s)', (adapter) =>
   beforeAll(async () => {
     db = await createTestDatabase();
     t = await createTestApp(adapter, db, {
-      module: { header: 'X-Request-Key' },
+      module: { request: { header: 'X-Request-Key' } },
       controllers: [OrdersController, TransfersController],
     });
   });

@@ -35,7 +35,7 @@ class ApiKeysController {
   constructor(private readonly probe: Probe) {}
 
   @Post()
-  @Idempotent({ storeBody: false })
+  @Idempotent({ responses: { storeBody: false } })
   mint(@Res({ passthrough: true }) res: any) {
     this.probe.count('mint');
     const id = `key_${randomBytes(4).toString('hex')}`;

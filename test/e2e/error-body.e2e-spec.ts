@@ -9,7 +9,7 @@ import { Body, Controller, Post } from '@nestjs/common';
 import request from 'supertest';
 import Stripe from 'stripe';
 import { Idempotent } from '../../lib';
-import type { IdempotencyModuleOptions, IdempotencyProblem } from '../../lib';
+import type { IdempotencyErrorBodyRenderer, IdempotencyProblem } from '../../lib';
 import { createTestDatabase } from '../fixtures/database';
 import type { TestDatabase } from '../fixtures/database';
 import { ADAPTERS, createTestApp } from '../fixtures/test-app';
@@ -29,7 +29,7 @@ class ChargesController {
 }
 
 /** Stripe's error shape, as an application would write it (README "Errors"). */
-const stripeErrors: IdempotencyModuleOptions['errorBody'] = (problem: IdempotencyProblem) => ({
+const stripeErrors: IdempotencyErrorBodyRenderer = (problem: IdempotencyProblem) => ({
   body: {
     error: {
       type:
@@ -55,7 +55,7 @@ describe.each(ADAPTERS)('errorBody with the Stripe SDK on %s', (adapter) => {
     db = await createTestDatabase();
     t = await createTestApp(adapter, db, {
       controllers: [ChargesController],
-      module: { errorBody: stripeErrors },
+      module: { errors: { errorBody: stripeErrors } },
     });
     await t.app.listen(0, '127.0.0.1');
     const { port } = t.app.getHttpServer().address();
@@ -152,8 +152,10 @@ describe.each(ADAPTERS)('an errorBody that fails on %s', (adapter) => {
     t = await createTestApp(adapter, db, {
       controllers: [ChargesController],
       module: {
-        errorBody: () => {
-          throw new Error('renderer bug');
+        errors: {
+          errorBody: () => {
+            throw new Error('renderer bug');
+          },
         },
       },
     });

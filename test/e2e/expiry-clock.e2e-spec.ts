@@ -17,7 +17,9 @@ describe.each(ADAPTERS)('expiry of a slow transactional request (%s)', (adapter)
   beforeAll(async () => {
     db = await createTestDatabase();
     // No replay cache: the replay below must come from the record itself.
-    t = await createTestApp(adapter, db, { module: { ttlSeconds: 1, replayCache: false } });
+    t = await createTestApp(adapter, db, {
+      module: { responses: { ttlSeconds: 1 }, replayCache: false },
+    });
   });
 
   afterAll(async () => {

@@ -27,7 +27,7 @@ describe.each(ADAPTERS)('idempotent routes on %s', (adapter) => {
 
   beforeAll(async () => {
     db = await createTestDatabase();
-    t = await createTestApp(adapter, db, { module: { lockTimeoutSeconds: 5 } });
+    t = await createTestApp(adapter, db, { module: { execution: { lockTimeoutSeconds: 5 } } });
   });
   afterAll(async () => {
     await t?.close();

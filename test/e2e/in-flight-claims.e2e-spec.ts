@@ -78,8 +78,12 @@ describe.each(ADAPTERS)('duplicates of a key running here (%s)', (adapter) => {
   });
 
   it('renews the lease while the handler runs, and asks the store once it could not', async () => {
-    const short = await createTestApp(adapter, db, { module: { lockTimeoutSeconds: 0.3 } });
-    const other = await createTestApp(adapter, db, { module: { lockTimeoutSeconds: 0.3 } });
+    const short = await createTestApp(adapter, db, {
+      module: { execution: { lockTimeoutSeconds: 0.3 } },
+    });
+    const other = await createTestApp(adapter, db, {
+      module: { execution: { lockTimeoutSeconds: 0.3 } },
+    });
     const key = newKey();
     try {
       const body = { amount: 4, note: key, gate: key };

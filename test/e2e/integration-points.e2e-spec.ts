@@ -121,7 +121,7 @@ describe.each(ADAPTERS)('integration points on %s', (adapter) => {
   });
 
   it('puts configured headers into the fingerprint', async () => {
-    const app = await start(adapter, db, { fingerprintHeaders: ['X-Region'] });
+    const app = await start(adapter, db, { request: { fingerprintHeaders: ['X-Region'] } });
     try {
       const key = newKey();
       const post = (region: string) =>

@@ -38,7 +38,7 @@ describe.each(ADAPTERS)('leases, purge and outages on %s', (adapter) => {
     beforeAll(async () => {
       // The heartbeat stops after 0.3 s, so a stuck handler's lease lapses within ~0.6 s.
       t = await createTestApp(adapter, db, {
-        module: { lockTimeoutSeconds: 0.3, maxLockHoldSeconds: 0.3 },
+        module: { execution: { lockTimeoutSeconds: 0.3, maxLockHoldSeconds: 0.3 } },
       });
     });
     afterAll(() => t?.close());
@@ -162,8 +162,8 @@ describe.each(ADAPTERS)('leases, purge and outages on %s', (adapter) => {
     beforeAll(async () => {
       t = await createTestApp(adapter, db, {
         module: {
-          ttlSeconds: 0.3,
-          lockTimeoutSeconds: 30,
+          responses: { ttlSeconds: 0.3 },
+          execution: { lockTimeoutSeconds: 30 },
           purge: { intervalSeconds: 0.2, batchSize: 2 },
         },
       });
@@ -230,7 +230,7 @@ describe.each(ADAPTERS)('leases, purge and outages on %s', (adapter) => {
 
   describe('when PostgreSQL is unreachable', () => {
     it('fails closed: 503 problem+json with Retry-After, and the handler never runs', async () => {
-      const t = await createTestApp(adapter, db, { module: { retryAfterSeconds: 2 } });
+      const t = await createTestApp(adapter, db, { module: { errors: { retryAfterSeconds: 2 } } });
       try {
         await t.app.get(DataSource).destroy();
         const res = await request(t.server)
@@ -252,7 +252,7 @@ describe.each(ADAPTERS)('leases, purge and outages on %s', (adapter) => {
     @Injectable()
     class IdempotencyConfig {
       createIdempotencyOptions(): IdempotencyModuleOptions {
-        return { ttlSeconds: 42, purge: false };
+        return { responses: { ttlSeconds: 42 }, purge: false };
       }
     }
 
@@ -266,7 +266,7 @@ describe.each(ADAPTERS)('leases, purge and outages on %s', (adapter) => {
             ? IdempotencyModule.forRootAsync({
                 imports: [ConfigModule],
                 inject: ['TTL'],
-                useFactory: (ttl: number) => ({ ttlSeconds: ttl, purge: false }),
+                useFactory: (ttl: number) => ({ responses: { ttlSeconds: ttl }, purge: false }),
               })
             : IdempotencyModule.forRootAsync({ useClass: IdempotencyConfig, extraProviders: [] });
         const moduleRef = await Test.createTestingModule({
@@ -292,11 +292,13 @@ describe.each(ADAPTERS)('leases, purge and outages on %s', (adapter) => {
       const compile = Test.createTestingModule({
         imports: [
           IdempotencyModule.forRootAsync({
-            useFactory: () => ({ ttlSeconds: -5, store: 'memory' }),
+            useFactory: () => ({ responses: { ttlSeconds: -5 }, store: 'memory' }),
           }),
         ],
       }).compile();
-      await expect(compile).rejects.toThrow(/option "ttlSeconds".*from 0\.1 to 315360000/);
+      await expect(compile).rejects.toThrow(
+        /option "responses.ttlSeconds".*from 0\.1 to 315360000/,
+      );
     });
   });
 });

@@ -91,13 +91,13 @@ class LeasesController {
   ) {}
 
   @Post('lapsing')
-  @Idempotent({ lockTimeoutSeconds: 0.3, maxLockHoldSeconds: 0.3 })
+  @Idempotent({ execution: { lockTimeoutSeconds: 0.3, maxLockHoldSeconds: 0.3 } })
   lapsing(@Body() body: { gate: string }) {
     return this.wait('lapsing', body.gate);
   }
 
   @Post('held')
-  @Idempotent({ lockTimeoutSeconds: 0.3 })
+  @Idempotent({ execution: { lockTimeoutSeconds: 0.3 } })
   held(@Body() body: { gate: string }) {
     return this.wait('held', body.gate);
   }
@@ -406,7 +406,7 @@ describe.each(ADAPTERS)('a wait: its event and histogram on %s', (adapter) => {
     db = await createTestDatabase();
     t = await createTestApp(adapter, db, {
       controllers: [WaitingController],
-      module: { scope: () => WAIT_SCOPE, maxWaiters: 1 },
+      module: { request: { scope: () => WAIT_SCOPE }, wait: { maxWaiters: 1 } },
     });
     await t.app.listen(0, '127.0.0.1');
   });

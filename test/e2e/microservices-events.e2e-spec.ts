@@ -50,8 +50,8 @@ class SettlementsHandlers {
   @IdempotentMessage({
     key: { field: 'eventId' },
     ack: 'manual',
-    transactional: true,
-    retryAfterSeconds: 1,
+    execution: { transactional: true },
+    errors: { retryAfterSeconds: 1 },
   })
   async settled(@Payload() event: Settlement, @Ctx() context: RmqContext) {
     const name = event.eventId!;

@@ -49,7 +49,9 @@ describe.each(ADAPTERS)('a hybrid app (HTTP and RabbitMQ) on %s', (adapter) => {
     app = await createTestApp(adapter, db, {
       controllers: [TransfersController],
       // An HTTP scope: it would throw on anything without headers.
-      module: { scope: (req: { headers: Record<string, string> }) => req.headers['x-tenant'] },
+      module: {
+        request: { scope: (req: { headers: Record<string, string> }) => req.headers['x-tenant'] },
+      },
       configure: (nest) => {
         nest.connectMicroservice({
           transport: Transport.RMQ,

@@ -73,7 +73,7 @@ class ChargesHandlers {
   }
 
   @MessagePattern('charges.refund')
-  @IdempotentMessage({ transactional: true })
+  @IdempotentMessage({ execution: { transactional: true } })
   async refund(@Payload() charge: Charge) {
     const name = `refund:${charge.idempotencyKey}`;
     this.probe.count(name);
@@ -100,7 +100,7 @@ class ChargesHandlers {
   }
 
   @MessagePattern('charges.statement')
-  @IdempotentMessage({ maxResponseBytes: 64 })
+  @IdempotentMessage({ responses: { maxResponseBytes: 64 } })
   statement(@Payload() charge: Charge) {
     this.probe.count('statement');
     return { lines: 'x'.repeat(charge.amount), run: this.probe.ran('statement') };

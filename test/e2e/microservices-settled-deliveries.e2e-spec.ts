@@ -52,15 +52,15 @@ class CaptureHandlers {
   @IdempotentMessage({
     key: { field: 'id' },
     ack: 'manual',
-    transactional: true,
-    retryAfterSeconds: RETRY_AFTER_SECONDS,
+    execution: { transactional: true },
+    errors: { retryAfterSeconds: RETRY_AFTER_SECONDS },
   })
   async settled(@Payload() capture: Capture, @Ctx() context: RmqContext) {
     await this.capture(capture, context);
   }
 
   @MessagePattern('captures.create')
-  @IdempotentMessage({ key: { field: 'id' }, ack: 'manual', transactional: true })
+  @IdempotentMessage({ key: { field: 'id' }, ack: 'manual', execution: { transactional: true } })
   async create(@Payload() capture: Capture, @Ctx() context: RmqContext) {
     await this.capture(capture, context);
     return { ref: capture.ref };

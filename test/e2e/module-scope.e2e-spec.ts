@@ -52,7 +52,7 @@ function featureModule(path: string, imports: Array<Type | DynamicModule>): Type
     constructor(private readonly payments: PaymentsService) {}
 
     @Post()
-    @Idempotent({ transactional: true })
+    @Idempotent({ execution: { transactional: true } })
     create(@Body() body: { amount: number }) {
       return this.payments.create(body);
     }
@@ -67,7 +67,7 @@ function featureModule(path: string, imports: Array<Type | DynamicModule>): Type
 @Injectable()
 class IdempotencyConfig implements IdempotencyOptionsFactory {
   createIdempotencyOptions(): Promise<IdempotencyModuleOptions> {
-    return Promise.resolve({ purge: false, ttlSeconds: 600 });
+    return Promise.resolve({ purge: false, responses: { ttlSeconds: 600 } });
   }
 }
 

@@ -335,7 +335,7 @@ class ItemsController {
   }
 
   @Patch(':id')
-  @Idempotent({ required: true, retryAfterSeconds: 7 })
+  @Idempotent({ request: { required: true }, errors: { retryAfterSeconds: 7 } })
   update() {
     return { id: '1' };
   }
@@ -387,7 +387,7 @@ class SubclassedController extends IdempotentBase {
 @Controller('single')
 class SingleController {
   @Post()
-  @Idempotent({ header: 'X-Request-Key' })
+  @Idempotent({ request: { header: 'X-Request-Key' } })
   create() {
     return {};
   }
@@ -532,10 +532,8 @@ describe('documenting @Idempotent() routes', () => {
 
   it('follows the module options, and a later app with other options in the same process', async () => {
     const custom = await documentOf({
-      header: 'X-Idempotency-Key',
-      required: false,
-      retryAfterSeconds: 3,
-      problemTypeBaseUri: 'https://errors.example.com/',
+      request: { header: 'X-Idempotency-Key', required: false },
+      errors: { retryAfterSeconds: 3, problemTypeBaseUri: 'https://errors.example.com/' },
     });
     expectValid(custom);
     const create = custom.paths['/items'].post;
@@ -574,7 +572,12 @@ describe('documenting @Idempotent() routes', () => {
       }
     }
     const instance = (header: string) =>
-      IdempotencyModule.forRoot({ store: 'memory', purge: false, isGlobal: false, header });
+      IdempotencyModule.forRoot({
+        store: 'memory',
+        purge: false,
+        isGlobal: false,
+        request: { header },
+      });
     @Module({ imports: [instance('X-A-Key')], controllers: [AController] })
     class AModule {}
     @Module({ imports: [instance('X-B-Key')], controllers: [BController] })
@@ -593,7 +596,7 @@ describe('documenting @Idempotent() routes', () => {
 
   it('with errorBody documents the statuses and headers, not a problem+json body', async () => {
     const shaped = await documentOf({
-      errorBody: (problem) => ({ body: { error: { code: problem.code } } }),
+      errors: { errorBody: (problem) => ({ body: { error: { code: problem.code } } }) },
     });
     expectValid(shaped);
     const operation = shaped.paths['/items/{id}'].put;

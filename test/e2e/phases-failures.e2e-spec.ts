@@ -31,7 +31,7 @@ class TransactionalTransfersController {
   constructor(private readonly operations: IdempotencyOperations) {}
 
   @Post()
-  @Idempotent({ transactional: true })
+  @Idempotent({ execution: { transactional: true } })
   create(@Body() body: TransferInput): Promise<unknown> {
     return this.operations.run(CreateTransfer, body);
   }
@@ -370,8 +370,7 @@ describe.each(ADAPTERS)('operations in phases that fail on %s', (adapter) => {
     // A claim that waits on a row lock gives up after 2 s, not 5 (see the second test).
     const app = useApp(
       {
-        lockTimeoutSeconds: 1,
-        maxLockHoldSeconds: 0.2,
+        execution: { lockTimeoutSeconds: 1, maxLockHoldSeconds: 0.2 },
         store: typeOrmStore({ timeoutSeconds: 2 }),
       },
       { foreignStepMarginSeconds: 0.1 },
@@ -457,7 +456,7 @@ describe.each(ADAPTERS)('operations in phases that fail on %s', (adapter) => {
 
   describe('with a 1 s lease that stops being renewed after 0.2 s, and a step in a long statement', () => {
     const app = useApp(
-      { lockTimeoutSeconds: 1, maxLockHoldSeconds: 0.2 },
+      { execution: { lockTimeoutSeconds: 1, maxLockHoldSeconds: 0.2 } },
       { foreignStepMarginSeconds: 0.1 },
     );
     const sleeping = () =>
@@ -498,7 +497,10 @@ describe.each(ADAPTERS)('operations in phases that fail on %s', (adapter) => {
   });
 
   describe('with a 0.6 s lease renewed every 0.2 s', () => {
-    const app = useApp({ lockTimeoutSeconds: 0.6 }, { foreignStepMarginSeconds: 0.1 });
+    const app = useApp(
+      { execution: { lockTimeoutSeconds: 0.6 } },
+      { foreignStepMarginSeconds: 0.1 },
+    );
 
     it('aborts the signal of a foreign call whose key was taken over; its client gets 409', async () => {
       const k = newKey();

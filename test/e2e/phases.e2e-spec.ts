@@ -129,11 +129,11 @@ describe.each(ADAPTERS)('operations in phases on %s', (adapter) => {
     await expect(
       createTestApp(adapter, db, {
         ...TRANSFERS,
-        module: { lockTimeoutSeconds: 1 },
+        module: { execution: { lockTimeoutSeconds: 1 } },
         phases: { completer: false, jobs: false },
       }),
     ).rejects.toThrow(
-      'foreign step "sent" needs 2.3 s of lease (timeoutSeconds 0.3 + foreignStepMarginSeconds 2), more than lockTimeoutSeconds (1)',
+      'foreign step "sent" needs 2.3 s of lease (timeoutSeconds 0.3 + foreignStepMarginSeconds 2), more than execution.lockTimeoutSeconds (1)',
     );
   });
 
@@ -141,7 +141,7 @@ describe.each(ADAPTERS)('operations in phases on %s', (adapter) => {
     // A renewal leaves a few ms less than a whole lease; that must not refuse the step.
     const exact = await createTestApp(adapter, db, {
       ...TRANSFERS,
-      module: { lockTimeoutSeconds: 2.3 },
+      module: { execution: { lockTimeoutSeconds: 2.3 } },
       phases: { completer: false, jobs: false },
     });
     try {

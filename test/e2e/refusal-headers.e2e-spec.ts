@@ -35,7 +35,7 @@ class AccountsController {
   ) {}
 
   @Post()
-  @Idempotent({ transactional: true })
+  @Idempotent({ execution: { transactional: true } })
   async open(@Body() body: { gate: string }, @Res({ passthrough: true }) res: any) {
     this.probe.count('open');
     await this.idempotency.entityManager!.query('SELECT 1');
@@ -55,9 +55,12 @@ describe.each(ADAPTERS)('a refusal replacing the answer on %s', (adapter) => {
     const controllers = [AccountsController];
     a = await createTestApp(adapter, db, {
       controllers,
-      module: { lockTimeoutSeconds: 0.3, maxLockHoldSeconds: 30 },
+      module: { execution: { lockTimeoutSeconds: 0.3, maxLockHoldSeconds: 30 } },
     });
-    b = await createTestApp(adapter, db, { controllers, module: { lockTimeoutSeconds: 30 } });
+    b = await createTestApp(adapter, db, {
+      controllers,
+      module: { execution: { lockTimeoutSeconds: 30 } },
+    });
   });
   afterAll(async () => {
     await a?.close();

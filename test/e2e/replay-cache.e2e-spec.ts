@@ -92,7 +92,7 @@ describe.each(ADAPTERS)('replay cache (%s)', (adapter) => {
   });
 
   it('stops serving a record when it expires: the key then runs anew', async () => {
-    const short = await createTestApp(adapter, db, { module: { ttlSeconds: 0.3 } });
+    const short = await createTestApp(adapter, db, { module: { responses: { ttlSeconds: 0.3 } } });
     try {
       const key = newKey();
       const before = short.probe.ran('create');

@@ -50,7 +50,7 @@ describe.each(ADAPTERS)('request identity on %s', (adapter) => {
   describe('scope', () => {
     it('stores a 3000-character scope as sha256:<hex>: 201, replay, another long scope with the same key runs on its own, no store_error', async () => {
       t = await createTestApp(adapter, db, {
-        module: { scope: (req) => req.headers['x-account-id'] },
+        module: { request: { scope: (req) => req.headers['x-account-id'] } },
       });
       const key = newKey();
       const [alice, bob] = [longAccountId(), longAccountId()];
@@ -88,7 +88,7 @@ describe.each(ADAPTERS)('request identity on %s', (adapter) => {
     it('uses a numeric scope as its string form: 201, replay, user 7 and user 8 with one key are independent, stored as "7"', async () => {
       t = await createTestApp(adapter, db, {
         // A numeric user id, as many applications have; cast for the resolver type before numbers.
-        module: { scope: ((req: any) => Number(req.headers['x-user-num'])) as any },
+        module: { request: { scope: ((req: any) => Number(req.headers['x-user-num'])) as any } },
       });
       const key = newKey();
       const post = (user: string) =>
@@ -118,7 +118,7 @@ describe.each(ADAPTERS)('request identity on %s', (adapter) => {
 
     it('refuses a scope resolver that returns an object: 500 problem+json idempotency_scope_invalid, handler not run, nothing stored, an error log names the fix', async () => {
       t = await createTestApp(adapter, db, {
-        module: { scope: ((req: any) => ({ id: req.headers['x-user'] })) as any },
+        module: { request: { scope: ((req: any) => ({ id: req.headers['x-user'] })) as any } },
       });
       const key = newKey();
       for (let attempt = 0; attempt < 2; attempt++) {

@@ -38,7 +38,7 @@ class PaymentsController {
 @Controller('/refunds/')
 class RefundsController {
   @Post()
-  @Idempotent({ scope: (req) => req.headers['x-account-id'] })
+  @Idempotent({ request: { scope: (req) => req.headers['x-account-id'] } })
   create() {
     return {};
   }
@@ -98,7 +98,7 @@ describe.each(ADAPTERS)('the shared-scope warning at bootstrap (%s)', (adapter) 
 
   it('with a scope in forRoot(): no warning', async () => {
     t = await createTestApp(adapter, db, {
-      module: { scope: (req) => req.headers['x-account-id'] },
+      module: { request: { scope: (req) => req.headers['x-account-id'] } },
       controllers: [PaymentsController, RefundsController],
     });
     expect(scopeWarnings()).toEqual([]);

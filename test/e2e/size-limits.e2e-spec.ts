@@ -29,21 +29,21 @@ class LimitsController {
   ) {}
 
   @Post('small-requests')
-  @Idempotent({ maxRequestBytes: 100 })
+  @Idempotent({ request: { maxRequestBytes: 100 } })
   small(@Body() body: unknown) {
     this.probe.count('small');
     return body;
   }
 
   @Post('reports')
-  @Idempotent({ maxResponseBytes: 64 })
+  @Idempotent({ responses: { maxResponseBytes: 64 } })
   report(@Body() body: { rows: number }) {
     this.probe.count('report');
     return { rows: Array.from({ length: body.rows }, (_, i) => `row-${i}`) };
   }
 
   @Post('api-keys')
-  @Idempotent({ storeBody: false })
+  @Idempotent({ responses: { storeBody: false } })
   mint(@Body() body: { name: string }, @Res({ passthrough: true }) res: any) {
     this.probe.count('mint');
     const id = `key_${this.probe.ran('mint')}`;
@@ -52,7 +52,7 @@ class LimitsController {
   }
 
   @Post('api-keys-res')
-  @Idempotent({ storeBody: false })
+  @Idempotent({ responses: { storeBody: false } })
   mintWithRes(@Body() body: { name: string }, @Res() res: any) {
     this.probe.count('mint-res');
     setLocation(res, '/api-keys/key_res');
@@ -62,7 +62,7 @@ class LimitsController {
   }
 
   @Post('api-keys-tx')
-  @Idempotent({ storeBody: false, transactional: true })
+  @Idempotent({ responses: { storeBody: false }, execution: { transactional: true } })
   mintInTransaction(@Body() body: { name: string }, @Res({ passthrough: true }) res: any) {
     this.probe.count('mint-tx');
     setLocation(res, '/api-keys/key_tx');
@@ -70,7 +70,7 @@ class LimitsController {
   }
 
   @Post('transfers')
-  @Idempotent({ storeBody: false })
+  @Idempotent({ responses: { storeBody: false } })
   transfer(@Body() body: TransferInput) {
     this.probe.count('transfer');
     return this.operations.run(CreateTransfer, body);

@@ -66,9 +66,9 @@ describe.each(ADAPTERS)('a stale owner on %s', (adapter) => {
   beforeAll(async () => {
     db = await createTestDatabase();
     a = await createTestApp(adapter, db, {
-      module: { lockTimeoutSeconds: 0.3, maxLockHoldSeconds: 30 },
+      module: { execution: { lockTimeoutSeconds: 0.3, maxLockHoldSeconds: 30 } },
     });
-    b = await createTestApp(adapter, db, { module: { lockTimeoutSeconds: 30 } });
+    b = await createTestApp(adapter, db, { module: { execution: { lockTimeoutSeconds: 30 } } });
   });
   afterAll(async () => {
     await a?.close();

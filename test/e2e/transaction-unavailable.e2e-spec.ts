@@ -15,7 +15,7 @@ let runs = 0;
 
 const FIX =
   'nest-idempotency: no transaction here. IdempotencyContext.entityManager is only available ' +
-  'inside a handler decorated with @Idempotent({ transactional: true }) on the TypeORM store.';
+  'inside a handler decorated with @Idempotent({ execution: { transactional: true } }) on the TypeORM store.';
 
 @Controller('orders')
 class NonTransactionalController {

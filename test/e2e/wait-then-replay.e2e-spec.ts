@@ -1,5 +1,5 @@
 /**
- * Wait, then replay (docs/routes-and-options.md#waiting-for-the-first-request): a duplicate that
+ * Wait, then replay (docs/waiting.md): a duplicate that
  * finds its key in flight on a route with `wait` waits for the first request (`Prefer: wait=N`,
  * capped by `maxSeconds`) and gets its answer instead of 409; after a release it runs the
  * handler itself, once; past the wait it gets 409 + Retry-After; past `maxWaiters` 409 at once;
@@ -41,7 +41,7 @@ describe.each(ADAPTERS)('wait, then replay (%s)', (adapter) => {
     db = await createTestDatabase();
     t = await createTestApp(adapter, db, {
       controllers: [WaitingController],
-      module: { scope: () => 'waiting', maxWaiters: 3 },
+      module: { request: { scope: () => 'waiting' }, wait: { maxWaiters: 3 } },
     });
     await t.app.listen(0, '127.0.0.1');
   });
@@ -247,7 +247,7 @@ describe.each(ADAPTERS)('two instances on one database (%s)', (adapter) => {
     db = await createTestDatabase();
     const options = {
       controllers: [WaitingController],
-      module: { scope: () => 'waiting' },
+      module: { request: { scope: () => 'waiting' } },
     };
     a = await createTestApp(adapter, db, options);
     b = await createTestApp(adapter, db, options);
@@ -351,11 +351,14 @@ describe.each(ADAPTERS)('a completion that announces nothing (%s)', (adapter) =>
     db = await createTestDatabase();
     a = await createTestApp(adapter, db, {
       controllers: [WaitingController],
-      module: { scope: () => 'waiting' },
+      module: { request: { scope: () => 'waiting' } },
     });
     b = await createTestApp(adapter, db, {
       controllers: [WaitingController],
-      module: { scope: () => 'waiting', wait: { maxSeconds: 10, pollIntervalSeconds: 0.2 } },
+      module: {
+        request: { scope: () => 'waiting' },
+        wait: { maxSeconds: 10, pollIntervalSeconds: 0.2 },
+      },
     });
   });
 
@@ -402,7 +405,7 @@ describe.each(ADAPTERS)("two instances with typeOrmStore({ wakeUps: 'poll' }) (%
     db = await createTestDatabase();
     const options = {
       controllers: [WaitingController],
-      module: { scope: () => 'waiting', store: typeOrmStore({ wakeUps: 'poll' }) },
+      module: { request: { scope: () => 'waiting' }, store: typeOrmStore({ wakeUps: 'poll' }) },
     };
     a = await createTestApp(adapter, db, options);
     b = await createTestApp(adapter, db, options);
@@ -483,7 +486,10 @@ describe.each(ADAPTERS)('the listening connection (%s)', (adapter) => {
 
   beforeAll(async () => {
     db = await createTestDatabase();
-    const options = { controllers: [WaitingController], module: { scope: () => 'waiting' } };
+    const options = {
+      controllers: [WaitingController],
+      module: { request: { scope: () => 'waiting' } },
+    };
     // Only B listens: A announces, and polls itself.
     a = await createTestApp(adapter, db, {
       ...options,

@@ -31,7 +31,7 @@ interface StyleEvent {
   amount: number;
 }
 
-const webhook = (options: { transactional?: boolean } = {}) =>
+const webhook = (options: { execution?: { transactional?: boolean } } = {}) =>
   IdempotentWebhook({
     provider: PROVIDER,
     signature: { scheme: 'stripe' },
@@ -51,7 +51,7 @@ abstract class WebhookBase {
 
   @Post()
   @HttpCode(200)
-  @webhook({ transactional: true })
+  @webhook({ execution: { transactional: true } })
   receive(@Body() event: StyleEvent) {
     return processed(this.probe, 'inherited', event);
   }

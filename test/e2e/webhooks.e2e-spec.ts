@@ -112,7 +112,7 @@ class TenantOrdersController {
   constructor(private readonly probe: Probe) {}
 
   @Post()
-  @Idempotent({ scope: (request: any) => request.headers['x-tenant'] })
+  @Idempotent({ request: { scope: (request: any) => request.headers['x-tenant'] } })
   create(@Body() body: { note: string }) {
     this.probe.count(`order:${body.note}`);
     return { created: body.note };

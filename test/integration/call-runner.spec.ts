@@ -97,7 +97,7 @@ class PaymentsHandler {
   }
 
   @MessagePattern('pay-tx')
-  @IdempotentTestMessage({ transactional: true })
+  @IdempotentTestMessage({ execution: { transactional: true } })
   async payInTransaction(@Payload() data: { id: string; amount: number }) {
     this.ledger.count(data.id);
     await this.idempotency.entityManager.query(

@@ -32,7 +32,7 @@ describe('the errors table of docs/errors.md', () => {
 
   it.each(CODES)('gives the status and title %s is sent with', (code) => {
     // The key's titles name the route's header: the table shows them with the default one.
-    const { header } = DEFAULT_IDEMPOTENCY_OPTIONS;
+    const { header } = DEFAULT_IDEMPOTENCY_OPTIONS.request;
     const exception =
       code === 'idempotency_key_missing'
         ? IdempotencyProblemException.keyMissing(header)

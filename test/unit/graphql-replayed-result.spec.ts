@@ -90,16 +90,23 @@ describe('@IdempotentMutation() options', () => {
   };
 
   it('takes an argument name for the key and the route options', () => {
-    expect(define({ keyArg: 'idempotencyKey', ttlSeconds: 60, transactional: true })).not.toThrow();
+    expect(
+      define({
+        keyArg: 'idempotencyKey',
+        responses: { ttlSeconds: 60 },
+        execution: { transactional: true },
+      }),
+    ).not.toThrow();
   });
 
   it.each([
     [{ keyArg: 'idempotency-key' }, /"keyArg".*Name an argument/],
     [{ keyArg: '' }, /"keyArg"/],
     [{ wait: { maxSeconds: 5 } }, /"wait".*does not take it/],
-    [{ storeStatuses: [200] }, /"storeStatuses"/],
-    [{ replayHeaders: ['location'] }, /"replayHeaders"/],
-    [{ ttlSeconds: -1 }, /"ttlSeconds"/],
+    [{ responses: { storeStatuses: [200] } }, /"responses.storeStatuses"/],
+    [{ responses: { replayHeaders: ['location'] } }, /"responses.replayHeaders"/],
+    [{ responses: { ttlSeconds: -1 } }, /"responses.ttlSeconds"/],
+    [{ ttlSeconds: 60 }, /"ttlSeconds" moved to "responses.ttlSeconds"/],
   ])('refuses %j when the class is defined', (options, message) => {
     expect(define(options as IdempotentMutationOptions)).toThrow(IdempotencyConfigurationError);
     expect(define(options as IdempotentMutationOptions)).toThrow(message);

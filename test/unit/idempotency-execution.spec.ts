@@ -14,8 +14,9 @@ import type { IdempotencyEvent } from '../../lib/events/idempotency.events';
 import { IdempotencyExecution } from '../../lib/execution/idempotency-execution';
 import { IdempotencyRun } from '../../lib/execution/idempotency-run';
 import {
-  DEFAULT_IDEMPOTENCY_OPTIONS,
+  RESOLVED_DEFAULTS,
   mergeRouteOptions,
+  validateRouteGroups,
 } from '../../lib/config/idempotency.defaults';
 import type { IdempotencyRouteOptions } from '../../lib/interfaces/idempotency-module-options.interface';
 import type { StoredResponse } from '../../lib/interfaces/idempotency-record.interface';
@@ -66,7 +67,7 @@ function claim(fingerprint: string, ownerToken: string, lockTimeoutSeconds = 60)
 
 /** Claims the key and builds its execution, not begun yet. */
 async function create(route: IdempotencyRouteOptions = {}, startMarked = true) {
-  const options = mergeRouteOptions(DEFAULT_IDEMPOTENCY_OPTIONS, route);
+  const options = mergeRouteOptions(RESOLVED_DEFAULTS, validateRouteGroups(route));
   const ownerToken = randomUUID();
   const won = await claim(FP, ownerToken, options.lockTimeoutSeconds);
   if (won.outcome !== 'claimed') throw new Error(`the key was not claimed: ${won.outcome}`);
@@ -226,7 +227,7 @@ describe('IdempotencyExecution', () => {
     });
 
     it('releases the key when the status is not in storeStatuses', async () => {
-      const execution = await returned({ id: 1 }, { storeStatuses: [200] });
+      const execution = await returned({ id: 1 }, { responses: { storeStatuses: [200] } });
 
       await expect(execution.onResponse(json(201, { id: 1 }))).resolves.toBeUndefined();
       expect(await retry()).toBe('claimed, attempt 2');
@@ -328,7 +329,7 @@ describe('IdempotencyExecution', () => {
     });
 
     it('answers with the failure instead when the handler throws after writing it', async () => {
-      const execution = await start({ transactional: true });
+      const execution = await start({ execution: { transactional: true } });
       const handler = manualHandler();
       const outer = subscribe(execution, handler);
       const decision = fromHandler(execution, () => execution.onResponse(json(201, { id: 1 })));
@@ -442,7 +443,7 @@ describe('IdempotencyExecution', () => {
   describe('the lease', () => {
     it('is renewed while the handler runs, and no longer once the response is stored', async () => {
       jest.useFakeTimers({ doNotFake: ['setImmediate', 'nextTick', 'queueMicrotask'] });
-      const execution = await start({ lockTimeoutSeconds: 3 });
+      const execution = await start({ execution: { lockTimeoutSeconds: 3 } });
       const handler = manualHandler();
       const outer = subscribe(execution, handler);
 
@@ -507,7 +508,7 @@ describe('IdempotencyExecution', () => {
 
     async function completed(log: string[], options?: { completeFails?: boolean }) {
       recordTransactions(log, options);
-      const execution = await returned({ id: 1 }, { transactional: true });
+      const execution = await returned({ id: 1 }, { execution: { transactional: true } });
       expect(log).toEqual(['begin']);
       return execution;
     }
@@ -526,7 +527,7 @@ describe('IdempotencyExecution', () => {
     it('rolls a failed handler back before its error reaches the subscriber', async () => {
       const log: string[] = [];
       recordTransactions(log);
-      const execution = await start({ transactional: true });
+      const execution = await start({ execution: { transactional: true } });
       const handler = manualHandler();
       const outer = subscribe(execution, handler);
       handler.reject(new Error('provider down'));
@@ -609,7 +610,7 @@ describe('IdempotencyExecution', () => {
 
     it('forgets the record when abort() follows a failed begin()', async () => {
       jest.spyOn(store, 'beginTransaction').mockRejectedValue(new Error('connection refused'));
-      const execution = await create({ transactional: true });
+      const execution = await create({ execution: { transactional: true } });
 
       await expect(execution.begin()).rejects.toThrow('connection refused');
       await execution.abort();

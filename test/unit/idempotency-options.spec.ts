@@ -16,12 +16,16 @@ import {
 } from '../../lib';
 import { IDEMPOTENCY_OPTIONS } from '../../lib/config/idempotency.tokens';
 import { resolveIdempotencyOptions } from '../../lib/config/idempotency.defaults';
-import { namedRows } from '../shared/markdown';
-import type { IdempotencyModuleOptions } from '../../lib';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { ROOT } from '../shared/markdown';
+import type { IdempotencyModuleOptions, IdempotencyRouteOptions } from '../../lib';
 import type { ResolvedIdempotencyOptions } from '../../lib/interfaces/idempotency-module-options.interface';
 import {
   OPTION_LIMITS,
   mergeRouteOptions,
+  optionPlace,
+  validateRouteGroups,
   validateRouteOptions,
 } from '../../lib/config/idempotency.defaults';
 import type { IdempotencyLimitedOption } from '../../lib/config/idempotency.defaults';
@@ -87,20 +91,23 @@ describe('defaults (docs/design/contract.md#options-and-defaults)', () => {
   });
 
   it('are the exported DEFAULT_IDEMPOTENCY_OPTIONS', () => {
-    expect(DEFAULT_IDEMPOTENCY_OPTIONS.ttlSeconds).toBe(86400);
+    expect(DEFAULT_IDEMPOTENCY_OPTIONS.responses.ttlSeconds).toBe(86400);
     expect(Object.isFrozen(DEFAULT_IDEMPOTENCY_OPTIONS)).toBe(true);
   });
 
   it('take given values over defaults and ignore undefined ones', () => {
-    const o = resolveIdempotencyOptions({ ttlSeconds: 30, lockTimeoutSeconds: undefined });
+    const o = resolveIdempotencyOptions({
+      responses: { ttlSeconds: 30 },
+      execution: { lockTimeoutSeconds: undefined },
+    });
     expect(o.ttlSeconds).toBe(30);
     expect(o.lockTimeoutSeconds).toBe(60);
   });
 
   it('lower-case header lists', () => {
     const o = resolveIdempotencyOptions({
-      fingerprintHeaders: ['X-Account-Id'],
-      replayHeaders: ['Content-Type', 'X-Request-Id'],
+      request: { fingerprintHeaders: ['X-Account-Id'] },
+      responses: { replayHeaders: ['Content-Type', 'X-Request-Id'] },
     });
     expect(o.fingerprintHeaders).toEqual(['x-account-id']);
     expect(o.replayHeaders).toEqual(['content-type', 'x-request-id']);
@@ -132,34 +139,74 @@ describe('defaults (docs/design/contract.md#options-and-defaults)', () => {
 
 describe('bad options fail with a message that names the option and the fix', () => {
   it.each<[string, IdempotencyModuleOptions, string, RegExp]>([
-    ['negative ttl', { ttlSeconds: -1 }, 'ttlSeconds', /from 0\.1 to 315360000/],
-    ['zero ttl', { ttlSeconds: 0 }, 'ttlSeconds', /from 0\.1 to 315360000/],
-    ['NaN ttl', { ttlSeconds: NaN }, 'ttlSeconds', /from 0\.1 to 315360000/],
+    [
+      'negative ttl',
+      { responses: { ttlSeconds: -1 } },
+      'responses.ttlSeconds',
+      /from 0\.1 to 315360000/,
+    ],
+    [
+      'zero ttl',
+      { responses: { ttlSeconds: 0 } },
+      'responses.ttlSeconds',
+      /from 0\.1 to 315360000/,
+    ],
+    [
+      'NaN ttl',
+      { responses: { ttlSeconds: NaN } },
+      'responses.ttlSeconds',
+      /from 0\.1 to 315360000/,
+    ],
     [
       'non-numeric ttl',
-      { ttlSeconds: 'abc' as unknown as number },
-      'ttlSeconds',
+      { responses: { ttlSeconds: 'abc' as unknown as number } },
+      'responses.ttlSeconds',
       /number of seconds/,
     ],
-    ['zero lock timeout', { lockTimeoutSeconds: 0 }, 'lockTimeoutSeconds', /from 0\.1 to 86400/],
-    ['zero max lock hold', { maxLockHoldSeconds: 0 }, 'maxLockHoldSeconds', /from 0\.1/],
-    ['fractional retryAfter', { retryAfterSeconds: 1.5 }, 'retryAfterSeconds', /whole number/],
-    ['bad header name', { header: 'Idempotency Key' }, 'header', /HTTP header name/],
-    ['empty header name', { header: '' }, 'header', /HTTP header name/],
+    [
+      'zero lock timeout',
+      { execution: { lockTimeoutSeconds: 0 } },
+      'execution.lockTimeoutSeconds',
+      /from 0\.1 to 86400/,
+    ],
+    [
+      'zero max lock hold',
+      { execution: { maxLockHoldSeconds: 0 } },
+      'execution.maxLockHoldSeconds',
+      /from 0\.1/,
+    ],
+    [
+      'fractional retryAfter',
+      { errors: { retryAfterSeconds: 1.5 } },
+      'errors.retryAfterSeconds',
+      /whole number/,
+    ],
+    [
+      'bad header name',
+      { request: { header: 'Idempotency Key' } },
+      'request.header',
+      /HTTP header name/,
+    ],
+    ['empty header name', { request: { header: '' } }, 'request.header', /HTTP header name/],
     [
       'bad fingerprint header',
-      { fingerprintHeaders: ['x account'] },
-      'fingerprintHeaders',
+      { request: { fingerprintHeaders: ['x account'] } },
+      'request.fingerprintHeaders',
       /array of header names/,
     ],
-    ['storeStatuses out of range', { storeStatuses: [200, 600] }, 'storeStatuses', /100 to 599/],
+    [
+      'storeStatuses out of range',
+      { responses: { storeStatuses: [200, 600] } },
+      'responses.storeStatuses',
+      /100 to 599/,
+    ],
     [
       'required not boolean',
-      { required: 'yes' as unknown as boolean },
-      'required',
+      { request: { required: 'yes' as unknown as boolean } },
+      'request.required',
       /true or false/,
     ],
-    ['scope not a function', { scope: 'user' as never }, 'scope', /function/],
+    ['scope not a function', { request: { scope: 'user' as never } }, 'request.scope', /function/],
     ['unknown store', { store: 'redis' as never }, 'store', /typeOrmStore\(\{ \.\.\. \}\)/],
     ['purge.batchSize 0', { purge: { batchSize: 0 } }, 'purge.batchSize', /from 1 to 100000/],
     [
@@ -188,8 +235,8 @@ describe('bad options fail with a message that names the option and the fix', ()
     ],
     [
       'relative problemTypeBaseUri',
-      { problemTypeBaseUri: '/problems/' },
-      'problemTypeBaseUri',
+      { errors: { problemTypeBaseUri: '/problems/' } },
+      'errors.problemTypeBaseUri',
       /absolute URI/,
     ],
   ])('%s', (_label, options, option, fix) => {
@@ -202,9 +249,9 @@ describe('bad options fail with a message that names the option and the fix', ()
     'refuses replayHeaders containing %s',
     (header) => {
       const error = configurationError(() =>
-        resolveIdempotencyOptions({ replayHeaders: ['content-type', header] }),
+        resolveIdempotencyOptions({ responses: { replayHeaders: ['content-type', header] } }),
       );
-      expect(error.message).toContain('option "replayHeaders"');
+      expect(error.message).toContain('option "responses.replayHeaders"');
       expect(error.message).toContain(`"${header.toLowerCase()}" cannot be replayed`);
       expect(error.message).toMatch(/Remove it/);
     },
@@ -224,7 +271,7 @@ describe('numeric options have a range the library can honour (OPTION_LIMITS)', 
 
   /** Module options that set one (possibly nested) numeric option. */
   function withOption(option: IdempotencyLimitedOption, value: number): IdempotencyModuleOptions {
-    const [group, field] = option.split('.');
+    const [group, field] = optionPlace(option).split('.');
     return (
       field ? { [group]: { [field]: value } } : { [group]: value }
     ) as IdempotencyModuleOptions;
@@ -249,7 +296,7 @@ describe('numeric options have a range the library can honour (OPTION_LIMITS)', 
   function expectRefusal(option: string, value: number, fn: () => unknown): string {
     const { message } = configurationError(fn);
     const { min, max, example } = OPTION_LIMITS[option as IdempotencyLimitedOption];
-    expect(message).toContain(`option "${option}" is invalid`);
+    expect(message).toContain(`option "${optionPlace(option)}" is invalid`);
     if (Number.isFinite(value)) expect(message).toContain(`(got ${value})`);
     expect(message).toContain(` from ${min} to ${max}, e.g. ${example}.`);
     return message;
@@ -331,7 +378,7 @@ describe('numeric options have a range the library can honour (OPTION_LIMITS)', 
   describe('the values from the issue are refused at bootstrap', () => {
     it('lockTimeoutSeconds: 0.001 (a lease shorter than the heartbeat can renew)', () => {
       const message = expectRefusal('lockTimeoutSeconds', 0.001, () =>
-        resolveIdempotencyOptions({ lockTimeoutSeconds: 0.001 }),
+        resolveIdempotencyOptions({ execution: { lockTimeoutSeconds: 0.001 } }),
       );
       expect(message).toMatch(/renewed every third of it/);
       expect(message).toMatch(/values under 1 s are for tests/);
@@ -346,22 +393,29 @@ describe('numeric options have a range the library can honour (OPTION_LIMITS)', 
 
     it('ttlSeconds: 1e13 (an interval PostgreSQL cannot add to now())', () => {
       const message = expectRefusal('ttlSeconds', 1e13, () =>
-        resolveIdempotencyOptions({ ttlSeconds: 1e13 }),
+        resolveIdempotencyOptions({ responses: { ttlSeconds: 1e13 } }),
       );
       expect(message).toMatch(/10 years/);
     });
 
     it('and by the module at compile()', async () => {
       const compiling = Test.createTestingModule({
-        imports: [IdempotencyModule.forRoot({ lockTimeoutSeconds: 0.001, store: 'memory' })],
+        imports: [
+          IdempotencyModule.forRoot({ execution: { lockTimeoutSeconds: 0.001 }, store: 'memory' }),
+        ],
       }).compile();
-      await expect(compiling).rejects.toThrow(/option "lockTimeoutSeconds".*from 0\.1 to 86400/);
+      await expect(compiling).rejects.toThrow(
+        /option "execution.lockTimeoutSeconds".*from 0\.1 to 86400/,
+      );
     });
   });
 
   it('accepts the short leases the test suite runs with', () => {
     for (const seconds of [0.1, 0.2, 0.3, 0.6]) {
-      const o = resolveIdempotencyOptions({ lockTimeoutSeconds: seconds, ttlSeconds: seconds });
+      const o = resolveIdempotencyOptions({
+        execution: { lockTimeoutSeconds: seconds },
+        responses: { ttlSeconds: seconds },
+      });
       expect(o.lockTimeoutSeconds).toBe(seconds);
     }
   });
@@ -384,7 +438,7 @@ describe('numeric options have a range the library can honour (OPTION_LIMITS)', 
       expectRefusal(option, value, () => validateRouteOptions({ [option]: value }));
       expectRefusal(option, value, () => {
         class Payments {
-          @Idempotent({ [option]: value })
+          @Idempotent(withOption(option, value) as IdempotencyRouteOptions)
           create() {
             return 1;
           }
@@ -401,7 +455,7 @@ describe('options read from the environment arrive as strings (ConfigService)', 
   const flag = (value: string) => value as unknown as boolean;
 
   function withText(option: IdempotencyLimitedOption, value: string): IdempotencyModuleOptions {
-    const [group, field] = option.split('.');
+    const [group, field] = optionPlace(option).split('.');
     return (
       field ? { [group]: { [field]: value } } : { [group]: value }
     ) as IdempotencyModuleOptions;
@@ -424,9 +478,9 @@ describe('options read from the environment arrive as strings (ConfigService)', 
 
   it('takes decimals, a sign and an exponent as written', () => {
     const resolved = resolveIdempotencyOptions({
-      lockTimeoutSeconds: text('0.5'),
-      ttlSeconds: text('+1e3'),
-      retryAfterSeconds: text('.0e1'),
+      execution: { lockTimeoutSeconds: text('0.5') },
+      responses: { ttlSeconds: text('+1e3') },
+      errors: { retryAfterSeconds: text('.0e1') },
     });
     expect(resolved).toMatchObject({
       lockTimeoutSeconds: 0.5,
@@ -439,9 +493,11 @@ describe('options read from the environment arrive as strings (ConfigService)', 
     'refuses %j and says environment values are strings',
     (value) => {
       const { message } = configurationError(() =>
-        resolveIdempotencyOptions({ ttlSeconds: text(value) }),
+        resolveIdempotencyOptions({ responses: { ttlSeconds: text(value) } }),
       );
-      expect(message).toContain(`option "ttlSeconds" is invalid (got ${JSON.stringify(value)})`);
+      expect(message).toContain(
+        `option "responses.ttlSeconds" is invalid (got ${JSON.stringify(value)})`,
+      );
       expect(message).toContain('from 0.1 to 315360000, e.g. 86400.');
       expect(message).toContain(
         `(environment values are strings: ${JSON.stringify(value)} is not a number)`,
@@ -459,17 +515,24 @@ describe('options read from the environment arrive as strings (ConfigService)', 
   });
 
   it('per route too: validateRouteOptions (run by @Idempotent()) converts them', () => {
-    expect(validateRouteOptions({ ttlSeconds: text('60'), retryAfterSeconds: text('2') })).toEqual({
+    expect(
+      validateRouteGroups({
+        responses: { ttlSeconds: text('60') },
+        errors: { retryAfterSeconds: text('2') },
+      }),
+    ).toEqual({
       ttlSeconds: 60,
       retryAfterSeconds: 2,
     });
-    const error = configurationError(() => validateRouteOptions({ lockTimeoutSeconds: text('x') }));
+    const error = configurationError(() =>
+      validateRouteGroups({ execution: { lockTimeoutSeconds: text('x') } }),
+    );
     expect(error.message).toContain('"x" is not a number');
   });
 
   it('takes "true" and "false" (any case) for boolean options, "false" for a section', () => {
     const resolved = resolveIdempotencyOptions({
-      required: flag('false'),
+      request: { required: flag('false') },
       metrics: flag('FALSE'),
       openApi: flag(' true '),
       purge: flag('false') as never,
@@ -482,11 +545,13 @@ describe('options read from the environment arrive as strings (ConfigService)', 
       purge: { enabled: false, intervalSeconds: 60, batchSize: 1000 },
       replayCache: { enabled: true, maxEntries: 10_000 },
     });
-    expect(validateRouteOptions({ transactional: flag('true') })).toEqual({ transactional: true });
+    expect(validateRouteGroups({ execution: { transactional: flag('true') } })).toEqual({
+      transactional: true,
+    });
   });
 
   it.each<[string, IdempotencyModuleOptions]>([
-    ['required', { required: flag('yes') }],
+    ['request.required', { request: { required: flag('yes') } }],
     ['metrics', { metrics: flag('1') }],
     ['purge.enabled', { purge: { enabled: flag('on') } }],
     ['purge', { purge: flag('off') as never }],
@@ -503,8 +568,8 @@ describe('options read from the environment arrive as strings (ConfigService)', 
         IdempotencyModule.forRootAsync({
           useFactory: () => ({
             store: 'memory' as const,
-            ttlSeconds: text(env.TTL),
-            lockTimeoutSeconds: text(env.LOCK),
+            responses: { ttlSeconds: text(env.TTL) },
+            execution: { lockTimeoutSeconds: text(env.LOCK) },
             purge: { enabled: false, intervalSeconds: text(env.PURGE_EVERY) },
           }),
         }),
@@ -523,17 +588,23 @@ describe('options read from the environment arrive as strings (ConfigService)', 
   });
 });
 
-describe('the options table (docs/routes-and-options.md) gives each numeric range', () => {
-  let table: Map<string, string[]>;
-  beforeAll(() => {
-    table = namedRows('docs/routes-and-options.md', '## Options');
-  });
+describe('docs/options.md gives each numeric range', () => {
+  /** The list item that explains `name` (`- \`ttlSeconds\`: ...`), its lines joined. */
+  function explanation(name: string): string | undefined {
+    const lines = readFileSync(join(ROOT, 'docs/options.md'), 'utf8').split('\n');
+    const start = lines.findIndex((line) => line.startsWith(`- \`${name}\`:`));
+    if (start < 0) return undefined;
+    const item = [lines[start]];
+    for (let i = start + 1; i < lines.length && lines[i].startsWith('  '); i++) item.push(lines[i]);
+    return item.map((line) => line.trim()).join(' ');
+  }
 
   it.each(Object.keys(OPTION_LIMITS) as IdempotencyLimitedOption[])('%s', (option) => {
     const { min, max } = OPTION_LIMITS[option];
-    const row = table.get(option)?.join(' | ');
-    expect(row).toBeDefined();
-    expect(row).toContain(`${min} to ${max}`);
+    const place = optionPlace(option);
+    const item = explanation(place) ?? explanation(place.split('.').pop()!);
+    expect(item).toBeDefined();
+    expect(item).toContain(`${min} to ${max}`);
   });
 });
 
@@ -541,19 +612,19 @@ describe('@Idempotent()', () => {
   it('throws at decoration for a bad option', () => {
     const error = configurationError(() => {
       class Orders {
-        @Idempotent({ ttlSeconds: -1 })
+        @Idempotent({ responses: { ttlSeconds: -1 } })
         create() {
           return 1;
         }
       }
       return Orders;
     });
-    expect(error.message).toContain('option "ttlSeconds"');
+    expect(error.message).toContain('option "responses.ttlSeconds"');
   });
 
   it('throws at decoration on a class too', () => {
     configurationError(() => {
-      @Idempotent({ replayHeaders: ['set-cookie'] })
+      @Idempotent({ responses: { replayHeaders: ['set-cookie'] } })
       class Orders {}
       return Orders;
     });
@@ -561,12 +632,20 @@ describe('@Idempotent()', () => {
 });
 
 describe('route options merge handler over class over module, field by field', () => {
-  const moduleOptions = resolveIdempotencyOptions({ ttlSeconds: 100, retryAfterSeconds: 3 });
+  const moduleOptions = resolveIdempotencyOptions({
+    responses: { ttlSeconds: 100 },
+    errors: { retryAfterSeconds: 3 },
+  });
 
   it('mergeRouteOptions', () => {
     const merged = mergeRouteOptions(
       moduleOptions,
-      { ttlSeconds: 50, required: false, lockTimeoutSeconds: 5 },
+      validateRouteGroups({
+        responses: { ttlSeconds: 50 },
+        request: { required: false },
+        execution: { lockTimeoutSeconds: 5 },
+      }),
+      // As a decorator stores them: flat, an undefined field left in.
       { ttlSeconds: 10, header: 'X-Key', required: undefined },
     );
     expect(merged.ttlSeconds).toBe(10); // handler
@@ -580,10 +659,10 @@ describe('route options merge handler over class over module, field by field', (
 
   it('the resolver merges decorated class and handler, and leaves safe methods alone', () => {
     @Controller('orders')
-    @Idempotent({ ttlSeconds: 50, required: false })
+    @Idempotent({ responses: { ttlSeconds: 50 }, request: { required: false } })
     class OrdersController {
       @Post()
-      @Idempotent({ ttlSeconds: 10 })
+      @Idempotent({ responses: { ttlSeconds: 10 } })
       create() {
         return 'created';
       }
@@ -625,10 +704,12 @@ describe('route options merge handler over class over module, field by field', (
 describe('IdempotencyModule bootstrap', () => {
   it('fails at compile() for a bad option in forRoot', async () => {
     const compiling = Test.createTestingModule({
-      imports: [IdempotencyModule.forRoot({ ttlSeconds: 0, store: 'memory' })],
+      imports: [IdempotencyModule.forRoot({ responses: { ttlSeconds: 0 }, store: 'memory' })],
     }).compile();
     await expect(compiling).rejects.toThrow(IdempotencyConfigurationError);
-    await expect(compiling).rejects.toThrow(/option "ttlSeconds".*from 0\.1 to 315360000/);
+    await expect(compiling).rejects.toThrow(
+      /option "responses.ttlSeconds".*from 0\.1 to 315360000/,
+    );
   });
 
   it('fails at compile() for a bad option from a forRootAsync factory', async () => {
@@ -644,7 +725,9 @@ describe('IdempotencyModule bootstrap', () => {
 
   it('resolves good options at compile()', async () => {
     const moduleRef = await Test.createTestingModule({
-      imports: [IdempotencyModule.forRoot({ ttlSeconds: 5, store: 'memory', purge: false })],
+      imports: [
+        IdempotencyModule.forRoot({ responses: { ttlSeconds: 5 }, store: 'memory', purge: false }),
+      ],
     }).compile();
     try {
       const options = moduleRef.get<ResolvedIdempotencyOptions>(IDEMPOTENCY_OPTIONS);
@@ -653,5 +736,36 @@ describe('IdempotencyModule bootstrap', () => {
     } finally {
       await moduleRef.close();
     }
+  });
+});
+
+describe('options grouped by concern: a flat option of 0.1 is refused with its new place', () => {
+  it.each([
+    ['ttlSeconds', 'responses.ttlSeconds', 60],
+    ['lockTimeoutSeconds', 'execution.lockTimeoutSeconds', 30],
+    ['scope', 'request.scope', () => 'acct_1'],
+    ['retryAfterSeconds', 'errors.retryAfterSeconds', 2],
+    ['maxWaiters', 'wait.maxWaiters', 10],
+  ])('forRoot({ %s }) fails at compile(), naming %s', async (option, place, value) => {
+    const compiling = Test.createTestingModule({
+      imports: [IdempotencyModule.forRoot({ store: 'memory', [option]: value } as never)],
+    }).compile();
+    await expect(compiling).rejects.toThrow(IdempotencyConfigurationError);
+    await expect(compiling).rejects.toThrow(`option "${option}" moved to "${place}"`);
+  });
+
+  it('@Idempotent({ transactional }) fails at decoration, naming execution.transactional', () => {
+    const error = configurationError(() => Idempotent({ transactional: true } as never));
+    expect(error.message).toContain('option "transactional" moved to "execution.transactional"');
+  });
+
+  it('refuses a field a group does not have, and a module-only field on a route', () => {
+    expect(
+      configurationError(() => resolveIdempotencyOptions({ responses: { ttl: 5 } as never }))
+        .message,
+    ).toContain('option "responses.ttl" is invalid');
+    expect(
+      configurationError(() => Idempotent({ errors: { errorBody: null } as never })).message,
+    ).toContain('option "errors.errorBody" is invalid (got null). It is not taken per route');
   });
 });

@@ -17,7 +17,9 @@ describe('@IdempotentMessage() options', () => {
     expect(define({})).not.toThrow();
     expect(define({ key: { field: 'eventId' }, ack: 'manual' })).not.toThrow();
     expect(define({ key: { header: 'x-idempotency-key' }, ack: 'auto' })).not.toThrow();
-    expect(define({ key: (data: { id: string }) => data.id, transactional: true })).not.toThrow();
+    expect(
+      define({ key: (data: { id: string }) => data.id, execution: { transactional: true } }),
+    ).not.toThrow();
   });
 
   it.each([
@@ -32,10 +34,14 @@ describe('@IdempotentMessage() options', () => {
       { scope: 'tenant' },
       'option "scope" is invalid (got "tenant"). Use a function (message) => string.',
     ],
-    [{ header: 'Idempotency-Key' }, 'does not take "header": it is an option of HTTP routes.'],
+    [
+      { request: { header: 'Idempotency-Key' } },
+      'does not take "request.header": it is an option of HTTP routes.',
+    ],
     [{ wait: { maxSeconds: 5 } }, 'does not take "wait"'],
-    [{ storeBody: false }, 'does not take "storeBody"'],
-    [{ ttlSeconds: -1 }, 'option "ttlSeconds" is invalid'],
+    [{ responses: { storeBody: false } }, 'does not take "responses.storeBody"'],
+    [{ responses: { ttlSeconds: -1 } }, 'option "responses.ttlSeconds" is invalid'],
+    [{ transactional: true }, 'option "transactional" moved to "execution.transactional"'],
   ])('refuses %j', (options, message) => {
     expect(define(options)).toThrow(IdempotencyConfigurationError);
     expect(define(options)).toThrow(message);

@@ -47,8 +47,7 @@ describe('the wait option', () => {
 
   it('accepts numbers from the environment', () => {
     const o = resolveIdempotencyOptions({
-      wait: { maxSeconds: '10' as unknown as number },
-      maxWaiters: ' 50 ' as unknown as number,
+      wait: { maxSeconds: '10' as unknown as number, maxWaiters: ' 50 ' as unknown as number },
     });
     expect(o.wait.maxSeconds).toBe(10);
     expect(o.maxWaiters).toBe(50);
@@ -82,8 +81,8 @@ describe('the wait option', () => {
     ],
     [
       'no room for any waiter',
-      () => resolveIdempotencyOptions({ maxWaiters: 0 }),
-      /option "maxWaiters" is invalid.*whole number of requests from 1 to 1000000/,
+      () => resolveIdempotencyOptions({ wait: { maxWaiters: 0 } }),
+      /option "wait\.maxWaiters" is invalid.*whole number of requests from 1 to 1000000/,
     ],
   ])('refuses %s, saying how to fix it', (_, fn, message) => {
     expect(refusal(fn)).toMatch(message);
