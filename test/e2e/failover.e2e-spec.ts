@@ -38,7 +38,7 @@ class PaymentsController {
   ) {}
 
   @Post()
-  @Idempotent({ transactional: true })
+  @Idempotent({ execution: { transactional: true } })
   async pay(@Body() body: { amount: number }) {
     const key = this.idempotency.identity!.key;
     const ended = this.ledger.history.handlerStart(key, 'app', body);
