@@ -556,41 +556,6 @@ describe('documenting @Idempotent() routes', () => {
     expect(await documentOf({})).toEqual(on);
   });
 
-  it('with several module instances, documents each module’s routes with its own options', async () => {
-    @Controller('a')
-    class AController {
-      @Post()
-      @Idempotent()
-      create() {
-        return {};
-      }
-    }
-    @Controller('b')
-    class BController {
-      @Post()
-      @Idempotent()
-      create() {
-        return {};
-      }
-    }
-    const instance = (header: string) =>
-      IdempotencyModule.forRoot({ store: 'memory', purge: false, isGlobal: false, header });
-    @Module({ imports: [instance('X-A-Key')], controllers: [AController] })
-    class AModule {}
-    @Module({ imports: [instance('X-B-Key')], controllers: [BController] })
-    class BModule {}
-    @Module({ imports: [AModule, BModule] })
-    class AppModule {}
-    const app = await NestFactory.create(AppModule, { logger: false });
-    try {
-      const document: any = SwaggerModule.createDocument(app, new DocumentBuilder().build());
-      expectIdempotent(document.paths['/a'].post, { header: 'X-A-Key' });
-      expectIdempotent(document.paths['/b'].post, { header: 'X-B-Key' });
-    } finally {
-      await app.close();
-    }
-  });
-
   it('with errorBody documents the statuses and headers, not a problem+json body', async () => {
     const shaped = await documentOf({
       errorBody: (problem) => ({ body: { error: { code: problem.code } } }),
