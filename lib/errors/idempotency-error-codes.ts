@@ -9,6 +9,7 @@ export type IdempotencyErrorCode =
   | 'idempotency_store_unavailable'
   | 'idempotency_body_unreadable'
   | 'idempotency_scope_invalid'
+  | 'idempotency_scope_missing'
   | 'idempotency_transaction_unavailable'
   | 'idempotency_retry_later'
   | 'idempotency_operation_abandoned'
@@ -48,6 +49,10 @@ export const PROBLEMS: Record<IdempotencyErrorCode, { status: number; title: str
   idempotency_scope_invalid: {
     status: HttpStatus.INTERNAL_SERVER_ERROR,
     title: 'Idempotency scope is misconfigured',
+  },
+  idempotency_scope_missing: {
+    status: HttpStatus.BAD_REQUEST,
+    title: 'The caller of this request is not identified',
   },
   idempotency_transaction_unavailable: {
     status: HttpStatus.INTERNAL_SERVER_ERROR,
