@@ -48,6 +48,7 @@ const CODES = [
   'idempotency_store_unavailable',
   'idempotency_body_unreadable',
   'idempotency_scope_invalid',
+  'idempotency_scope_missing',
   'idempotency_transaction_unavailable',
   'idempotency_retry_later',
   'idempotency_operation_abandoned',
@@ -237,9 +238,10 @@ describe.each(['express', 'fastify'] as const)('the sample app’s document (%s)
     for (const path of ['/payments', '/payments/{paymentId}/refunds']) {
       const operation = document.paths[path].post;
       expectIdempotent(operation);
+      // The sample app sets a scope: a request without a caller is a 400 too.
       expect(problemContent(operation, '400')).toEqual({
         ref: PROBLEM_REF,
-        codes: ['idempotency_key_missing', 'idempotency_key_invalid'],
+        codes: ['idempotency_key_missing', 'idempotency_key_invalid', 'idempotency_scope_missing'],
       });
       expect(problemContent(operation, '409')).toEqual({
         ref: PROBLEM_REF,
