@@ -18,7 +18,11 @@ export { IdempotencyEvents } from './events/idempotency.events';
 export type { IdempotencyEvent, IdempotencyEventListener } from './events/idempotency.events';
 export { IdempotencyPurgeService } from './purge/idempotency-purge.service';
 export { DEFAULT_IDEMPOTENCY_OPTIONS } from './config/idempotency.defaults';
-export { IDEMPOTENT_REPLAYED_HEADER, PROBLEM_CONTENT_TYPE } from './config/idempotency.constants';
+export {
+  IDEMPOTENT_REPLAYED_HEADER,
+  PROBLEM_CONTENT_TYPE,
+  SHARED_SCOPE,
+} from './config/idempotency.constants';
 export type {
   IdempotencyModuleOptions,
   IdempotencyOptionsFactory,

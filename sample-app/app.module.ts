@@ -84,7 +84,8 @@ export function createAppModule(config: SampleAppModuleConfig): DynamicModule {
         extra: { max: config.embedded ? 1 : APP_POOL_SIZE },
       }),
       IdempotencyModule.forRoot({
-        request: { scope: (request) => readAccountId(request) ?? '' },
+        // The account the guard required: a request without one never reaches the library.
+        request: { scope: (request) => readAccountId(request) },
         responses: { ttlSeconds: config.ttlSeconds },
         execution: { lockTimeoutSeconds: config.lockTimeoutSeconds },
         purge: { intervalSeconds: config.purgeIntervalSeconds },

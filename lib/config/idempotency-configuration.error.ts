@@ -79,6 +79,23 @@ export class IdempotencyConfigurationError extends IdempotencyError {
     );
   }
 
+  /**
+   * `forRoot()`/`forRootAsync()` was imported more than once in one application (a feature module
+   * importing it again): each import would be an instance with its own options, and a route
+   * served by the second would silently lose the first's `scope`.
+   * @param count - how many instances the application holds
+   */
+  static moduleConfiguredTwice(count: number): IdempotencyConfigurationError {
+    return new IdempotencyConfigurationError(
+      `nest-idempotency: IdempotencyModule.forRoot() or forRootAsync() is imported ${count} times ` +
+        'in this application; an application has one idempotency configuration. Import it once, ' +
+        'in the root module (it is global by default): feature modules import nothing and just ' +
+        'use @Idempotent(), with per-route options in @Idempotent({ ... }). With isGlobal: false, ' +
+        'import it once in a shared module that re-exports IdempotencyModule ' +
+        '(exports: [IdempotencyModule]) and import that module where it is needed.',
+    );
+  }
+
   /** No TypeORM DataSource could be found for the TypeORM store. */
   static dataSourceMissing(name: string | undefined): IdempotencyConfigurationError {
     const which = name ? `named "${name}"` : '(the default one)';

@@ -4,6 +4,13 @@ export const IDEMPOTENT_METADATA = 'nest-idempotency:route-options';
 /** Metadata key marking options that came from a controller-level `@Idempotent()`. */
 export const IDEMPOTENT_CLASS_METADATA = 'nest-idempotency:class-options';
 
+/**
+ * The scope of an application that means one key space for every caller, said explicitly:
+ * `scope: () => SHARED_SCOPE`. A `scope` resolver that returns no scope (`undefined`, `null` or
+ * `''`) for a request has the request refused (400 `idempotency_scope_missing`).
+ */
+export const SHARED_SCOPE = 'shared';
+
 /** Response header added to every replayed response (value `true`). */
 export const IDEMPOTENT_REPLAYED_HEADER = 'Idempotent-Replayed';
 

@@ -7,6 +7,7 @@ export type IdempotencyErrorCode =
   | 'idempotency_store_unavailable'
   | 'idempotency_body_unreadable'
   | 'idempotency_scope_invalid'
+  | 'idempotency_scope_missing'
   | 'idempotency_transaction_unavailable'
   | 'idempotency_retry_later'
   | 'idempotency_operation_abandoned'
@@ -29,6 +30,7 @@ export const PROBLEMS: Record<IdempotencyErrorCode, { status: number; title: str
   idempotency_store_unavailable: { status: 503, title: 'Idempotency store is unavailable' },
   idempotency_body_unreadable: { status: 415, title: 'Request body cannot be compared' },
   idempotency_scope_invalid: { status: 500, title: 'Idempotency scope is misconfigured' },
+  idempotency_scope_missing: { status: 400, title: 'The caller of this request is not identified' },
   idempotency_transaction_unavailable: {
     status: 500,
     title: 'Idempotency transaction is unavailable',

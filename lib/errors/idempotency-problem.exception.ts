@@ -262,6 +262,19 @@ export class IdempotencyProblemException extends HttpException {
   }
 
   /**
+   * The route's `scope` resolver found no caller for the request (it returned `undefined`,
+   * `null` or `''`): its key cannot be kept apart from another caller's, so nothing runs.
+   */
+  static scopeMissing(): IdempotencyProblemException {
+    return new IdempotencyProblemException(
+      'idempotency_scope_missing',
+      'This request does not identify its caller, so its idempotency key cannot be kept apart ' +
+        "from other callers' keys. Nothing was processed. Send it with the credentials this API " +
+        'expects.',
+    );
+  }
+
+  /**
    * The handler asked for the request's transaction (`IdempotencyContext.entityManager`) where
    * there is none: a route without `transactional: true`, or a store without transactions.
    * @param developerMessage - what to fix; becomes the exception's `message` (for logs and stack

@@ -4,6 +4,7 @@ import type { CallHandler, ExecutionContext } from '@nestjs/common';
 import { Observable } from 'rxjs';
 import { IdempotencyConfigurationError } from '../config/idempotency-configuration.error';
 import { IDEMPOTENCY_STORE_CAPABILITIES } from '../config/idempotency.tokens';
+import { DEFAULT_IDEMPOTENCY_OPTIONS } from '../config/idempotency.defaults';
 import { IdempotencyProblemException } from '../errors/idempotency-problem.exception';
 import type { IdempotencyKeyPlace } from '../errors/idempotency-problem.types';
 import { IdempotencyEvents } from '../events/idempotency.events';
@@ -357,8 +358,17 @@ export class IdempotencyRunner {
   }
 
   private scopeOf(route: ResolvedIdempotencyRouteOptions, call: IdempotencyCallInput): string {
+    const value = route.scope(call.scopeSource);
+    // A resolver the application set that finds no caller: refused rather than shared. Only
+    // the default (`req.user?.id`) shares '' among callers, and says so at bootstrap.
+    if (
+      (value === undefined || value === null || value === '') &&
+      route.scope !== DEFAULT_IDEMPOTENCY_OPTIONS.request.scope
+    ) {
+      throw this.reject(IdempotencyProblemException.scopeMissing(), call.label);
+    }
     try {
-      return normaliseScope(route.scope(call.scopeSource), call.namespace);
+      return normaliseScope(value, call.namespace);
     } catch (error) {
       if (!(error instanceof IdempotencyConfigurationError)) throw error;
       this.logger.error(error.message);

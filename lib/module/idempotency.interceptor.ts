@@ -29,8 +29,6 @@ import type { WaitingRequest } from '../execution/wait-for-claim';
 @Injectable()
 export class IdempotencyInterceptor implements NestInterceptor {
   private readonly logger = new Logger('Idempotency');
-  /** Calls already handled: a route decorated on its class and its handler binds it twice. */
-  private readonly handled = new WeakSet<object>();
   /** Warns about unparsed bodies once per media type, for a bounded number of types. */
   private readonly unparsedTypes = new UnparsedContentTypeWarnings(this.logger);
   /** How an HTTP request is read and answered. */
@@ -56,9 +54,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
     const http = context.getType() === 'http';
     const method = http ? context.switchToHttp().getRequest().method : context.getType();
     const route = this.routes.resolve(context, method);
-    const args = context.getArgs();
-    if (!route || this.handled.has(args)) return next.handle();
-    this.handled.add(args);
+    if (!route) return next.handle();
     return this.runner.run(context, next, route, http ? this.http : this.callTransport(context));
   }
 

@@ -19,7 +19,12 @@ import {
   IdempotencyConfigurableModule,
 } from '../config/idempotency.module-definition';
 import { IdempotencyRouteOptionsResolver } from '../decorators/idempotency-route-options.resolver';
-import { IDEMPOTENCY_SCOPE_WARNING, warnAboutSharedScope } from './idempotency-scope.warning';
+import {
+  IDEMPOTENCY_SAFE_METHOD_WARNING,
+  IDEMPOTENCY_SCOPE_WARNING,
+  warnAboutSafeMethods,
+  warnAboutSharedScope,
+} from './idempotency-bootstrap.warnings';
 import { IDEMPOTENCY_OPTIONS, IDEMPOTENCY_STORE_CAPABILITIES } from '../config/idempotency.tokens';
 import type {
   IdempotencyModuleOptions,
@@ -85,12 +90,17 @@ const SERVICES = [
 const providers: Provider[] = [
   {
     provide: IDEMPOTENCY_OPTIONS,
-    useFactory: (options: IdempotencyModuleOptions | undefined) => {
+    useFactory: (options: IdempotencyModuleOptions | undefined, modules: ModulesContainer) => {
       // Only forRoot()/forRootAsync() provide the options: the bare class was imported.
       if (options === undefined) throw IdempotencyConfigurationError.moduleNotConfigured();
+      // First of all, before a store connects: one configuration per application.
+      const instances = [...modules.values()].filter((m) => m.metatype === IdempotencyModule);
+      if (instances.length > 1) {
+        throw IdempotencyConfigurationError.moduleConfiguredTwice(instances.length);
+      }
       return resolveIdempotencyOptions(options);
     },
-    inject: [{ token: IDEMPOTENCY_MODULE_OPTIONS, optional: true }],
+    inject: [{ token: IDEMPOTENCY_MODULE_OPTIONS, optional: true }, ModulesContainer],
   },
   {
     provide: IdempotencyStore,
@@ -115,6 +125,12 @@ const providers: Provider[] = [
     useFactory: warnAboutSharedScope,
     inject: [IDEMPOTENCY_OPTIONS, ModulesContainer],
   },
+  {
+    // Warns at bootstrap about @Idempotent() on GET, HEAD or OPTIONS handlers, which it never covers.
+    provide: IDEMPOTENCY_SAFE_METHOD_WARNING,
+    useFactory: warnAboutSafeMethods,
+    inject: [IDEMPOTENCY_OPTIONS, ModulesContainer],
+  },
   ...SERVICES,
 ];
 
@@ -122,11 +138,13 @@ const providers: Provider[] = [
  * Makes `@Idempotent()` routes safe to retry. Uses the application's TypeORM DataSource (it
  * never calls `TypeOrmModule.forRoot` itself); global by default.
  *
+ * An application imports it once: a second `forRoot()`/`forRootAsync()` fails at bootstrap.
  * With `isGlobal: false`, import `forRoot()` in the module that declares the `@Idempotent()`
  * controllers: the guard, interceptor and filter the decorator binds are built in that module,
- * from its imports. Several feature modules share one instance through a module that imports
- * `forRoot()` once and re-exports `IdempotencyModule`; each `forRoot()` is an instance of its own
- * (store, replay cache, purge).
+ * from its imports. Several feature modules share it through a module that imports `forRoot()`
+ * once and re-exports `IdempotencyModule`.
+ *
+ * @throws IdempotencyConfigurationError at bootstrap when the application imports it twice
  *
  * @example
  * \@Module({

@@ -5,14 +5,22 @@ import { IDEMPOTENT_CLASS_METADATA, IDEMPOTENT_METADATA } from '../config/idempo
 import { validateRouteGroups } from '../config/idempotency.defaults';
 import { IdempotencyGuard } from './idempotency.guard';
 import { IdempotencyInterceptor } from './idempotency.interceptor';
+import { IdempotencyClassGuard, IdempotencyClassInterceptor } from './idempotency-class-binding';
 import type { IdempotencyRouteOptions } from '../interfaces/idempotency-module-options.interface';
 
-const bindLibrary = () =>
-  applyDecorators(
-    UseGuards(IdempotencyGuard),
-    UseInterceptors(IdempotencyInterceptor),
-    UseFilters(IdempotencyExceptionFilter),
-  );
+/** Binds the library to one handler, in the handler's own order of guards and interceptors. */
+const bindToHandler = applyDecorators(
+  UseGuards(IdempotencyGuard),
+  UseInterceptors(IdempotencyInterceptor),
+  UseFilters(IdempotencyExceptionFilter),
+);
+
+/** Binds the library to a class's routes, except those whose handler binds it itself. */
+const bindToClass = applyDecorators(
+  UseGuards(IdempotencyClassGuard),
+  UseInterceptors(IdempotencyClassInterceptor),
+  UseFilters(IdempotencyExceptionFilter),
+);
 
 /**
  * Makes a route safe to retry: requires the `Idempotency-Key` header, runs the handler once per
@@ -39,12 +47,15 @@ export function Idempotent(
         descriptor.value = markingStart(descriptor.value);
       }
       Reflect.defineMetadata(IDEMPOTENT_METADATA, validated, descriptor.value);
-      bindLibrary()(target, propertyKey!, descriptor);
+      bindToHandler(target, propertyKey!, descriptor);
       return descriptor;
     }
+    // Once per class chain: Nest reads a class's guards and interceptors with its base classes',
+    // so a subclass of a decorated base already has them; only its options are its own.
+    const boundOnBase = Reflect.getMetadata(IDEMPOTENT_CLASS_METADATA, target) !== undefined;
     // Its routes' starts are marked at bootstrap, with those of subclasses it covers.
     Reflect.defineMetadata(IDEMPOTENT_CLASS_METADATA, validated, target);
-    bindLibrary()(target);
+    if (!boundOnBase) bindToClass(target);
     return target;
   };
 }

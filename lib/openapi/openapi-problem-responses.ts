@@ -1,4 +1,5 @@
 import { PROBLEM_CONTENT_TYPE } from '../config/idempotency.constants';
+import { DEFAULT_IDEMPOTENCY_OPTIONS } from '../config/idempotency.defaults';
 import type { IdempotencyKeySource } from '../decorators/idempotency-key-source';
 import { IdempotencyProblemException } from '../errors/idempotency-problem.exception';
 import type {
@@ -49,13 +50,17 @@ function problemAnswers(
 ): Record<string, [string, IdempotencyProblemException[], boolean]> {
   const retry = route.retryAfterSeconds;
   const h = route.header;
+  // A scope the application set refuses a request it finds no caller for.
+  const scoped = route.scope !== DEFAULT_IDEMPOTENCY_OPTIONS.request.scope;
   const answers: Record<string, [string, IdempotencyProblemException[], boolean]> = {
     400: [
-      `The ${h} header is ${route.required ? 'missing or ' : ''}malformed. Nothing was processed: ` +
-        'fix the request.',
+      `The ${h} header is ${route.required ? 'missing or ' : ''}malformed` +
+        (scoped ? ', or the request does not identify its caller' : '') +
+        '. Nothing was processed: fix the request.',
       [
         ...(route.required ? [IdempotencyProblemException.keyMissing(h)] : []),
         IdempotencyProblemException.keyInvalid(h, 'the key is longer than 255 characters'),
+        ...(scoped ? [IdempotencyProblemException.scopeMissing()] : []),
       ],
       false,
     ],

@@ -20,6 +20,7 @@ const CODES: Record<IdempotencyErrorCode, true> = {
   idempotency_store_unavailable: true,
   idempotency_body_unreadable: true,
   idempotency_scope_invalid: true,
+  idempotency_scope_missing: true,
   idempotency_transaction_unavailable: true,
   idempotency_retry_later: true,
   idempotency_operation_abandoned: true,

@@ -98,28 +98,6 @@ describe.each(ADAPTERS)('integration points on %s', (adapter) => {
     expect(registry.getIntervals()).not.toContain(IDEMPOTENCY_PURGE_INTERVAL);
   });
 
-  it('registers one purge interval per module instance when two feature modules import it', async () => {
-    const purge = { intervalSeconds: 30 };
-    @Module({ imports: [IdempotencyModule.forRoot({ isGlobal: false, purge })] })
-    class BillingModule {}
-    @Module({ imports: [IdempotencyModule.forRoot({ isGlobal: false, purge })] })
-    class PayoutsModule {}
-    @Module({
-      imports: [testTypeOrmModule(db.url), ScheduleModule.forRoot(), BillingModule, PayoutsModule],
-    })
-    class TwoInstancesModule {}
-    const app = await startApp(adapter, TwoInstancesModule);
-    const registry = app.get(SchedulerRegistry);
-    expect(registry.getIntervals().filter((name) => name.startsWith('nest-idempotency:'))).toEqual([
-      IDEMPOTENCY_PURGE_INTERVAL,
-      `${IDEMPOTENCY_PURGE_INTERVAL}:2`,
-    ]);
-    await app.close();
-    expect(registry.getIntervals().filter((name) => name.startsWith('nest-idempotency:'))).toEqual(
-      [],
-    );
-  });
-
   it('puts configured headers into the fingerprint', async () => {
     const app = await start(adapter, db, { request: { fingerprintHeaders: ['X-Region'] } });
     try {

@@ -2,7 +2,8 @@
  * The module without `isGlobal`: imported by the feature module that declares the decorated
  * controllers (forRoot, and forRootAsync with a `useClass` options factory), or shared by several
  * feature modules through a module that re-exports it — TypeORM in the root module, on Express and
- * Fastify. The bare class imported without forRoot() fails at bootstrap with the fix.
+ * Fastify. The bare class imported without forRoot(), or forRoot() imported twice, fails at
+ * bootstrap with the fix.
  */
 import { Body, Controller, Injectable, Module, Post } from '@nestjs/common';
 import type { DynamicModule, INestApplication, Type } from '@nestjs/common';
@@ -185,6 +186,44 @@ describe.each(ADAPTERS)('IdempotencyModule with isGlobal: false on %s', (adapter
       'executed',
       'replayed',
     ]);
+  });
+
+  it.each([
+    [
+      'a global forRoot() and a feature module importing it again',
+      () => [
+        IdempotencyModule.forRoot({
+          purge: false,
+          request: { scope: (req) => req.user?.accountId },
+        }),
+        featureModule('payments', [IdempotencyModule.forRoot({ purge: false })]),
+      ],
+    ],
+    [
+      'two feature modules with their own isGlobal: false forRoot()',
+      () => [
+        featureModule('payments', [IdempotencyModule.forRoot({ isGlobal: false, purge: false })]),
+        featureModule('refunds', [
+          IdempotencyModule.forRootAsync({ isGlobal: false, useClass: IdempotencyConfig }),
+        ]),
+      ],
+    ],
+  ])('refuses to start with %s, saying to import it once', async (_case, imports) => {
+    // No TypeORM here: a DataSource still connecting when compile() fails would outlive the test.
+    const error = await Test.createTestingModule({ imports: imports() })
+      .compile()
+      .then(
+        async (ref) => ref.close(),
+        (e: unknown) => e,
+      );
+    expect(error).toBeInstanceOf(IdempotencyConfigurationError);
+    expect((error as Error).message).toContain(
+      'IdempotencyModule.forRoot() or forRootAsync() is imported 2 times in this application',
+    );
+    expect((error as Error).message).toContain(
+      'Import it once, in the root module (it is global by default): feature modules import ' +
+        'nothing and just use @Idempotent()',
+    );
   });
 
   it('fails at bootstrap with the fix when the bare class is imported without forRoot()', async () => {

@@ -93,7 +93,9 @@ describe.each(ADAPTERS)('the shared-scope warning at bootstrap (%s)', (adapter) 
     expect(named?.sort()).toEqual(['POST /payments', 'POST /refunds/bulk', 'PUT /payments/:id']);
     expect(warning).toContain('without req.user.id');
     expect(warning).toContain('share one key space');
-    expect(warning).toContain("scope: (req) => req.headers['x-api-key']");
+    expect(warning).toContain('scope: (req) => req.user.accountId');
+    expect(warning).toContain('refused (400 idempotency_scope_missing)');
+    expect(warning).toContain('scope: () => SHARED_SCOPE');
   });
 
   it('with a scope in forRoot(): no warning', async () => {

@@ -40,7 +40,7 @@ if (!('bin' in found)) {
           databaseUrl: bouncer.through(db.url),
           controllers: [WaitingController],
           module: {
-            scope: () => 'waiting',
+            request: { scope: () => 'waiting' },
             store: typeOrmStore({ preparedStatements: false, timeoutSeconds: 2 }),
           },
         };

@@ -157,13 +157,13 @@ describe.each(APP_KINDS)('a new %s application', (kind) => {
   // `--type cjs` template's own Jest tests fail before that, with or without this library.
   const skipStep = (name: string) => it.skip(`${name} (needs Node >= 24.9)`, () => undefined);
 
-  // As the README's curl: the caller's account in X-Api-Key (the README's scope), a JSON body.
+  // As the README's curl: the API key its guard knows (account acct_1, the scope), a JSON body.
   const post = (key: string, body: object) =>
     fetch(`${running!.url}/payments`, {
       method: 'POST',
       headers: {
         'Content-Type': 'application/json',
-        'X-Api-Key': 'acct_1',
+        'X-Api-Key': 'key_1',
         'Idempotency-Key': key,
       },
       body: JSON.stringify(body),

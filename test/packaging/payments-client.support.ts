@@ -5,14 +5,14 @@ import type { IdempotentResponse } from 'nest-idempotency/client';
 
 /**
  * Creates one payment (the README's body: amount and currency) twice with one key through
- * `nest-idempotency/client`, as the README's account `acct_1`, and prints what came back as
+ * `nest-idempotency/client`, with the README's API key `key_1`, and prints what came back as
  * JSON: `[{ status, replayed, attempts, sameKey, body }, …]`.
  */
 export async function main(url: string): Promise<void> {
   const client = createIdempotentClient({
     baseUrl: url,
     retries: 2,
-    headers: { 'X-Api-Key': 'acct_1' },
+    headers: { 'X-Api-Key': 'key_1' },
   });
   const payment = { amount: 1500, currency: 'eur' };
   const answers: IdempotentResponse<unknown>[] = [];

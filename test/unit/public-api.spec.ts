@@ -47,6 +47,7 @@ const ROOT_VALUES = [
   'Idempotent',
   'MemoryIdempotencyStore',
   'PROBLEM_CONTENT_TYPE',
+  'SHARED_SCOPE',
   'SkipIdempotency',
 ];
 

@@ -1,0 +1,64 @@
+import { RequestMethod } from '@nestjs/common';
+import { isIdempotencySkipped } from '../decorators/skip-idempotency.decorator';
+import { IDEMPOTENT_CLASS_METADATA, IDEMPOTENT_METADATA } from '../config/idempotency.constants';
+import type { FlatIdempotencyRouteOptions } from '../interfaces/idempotency-module-options.interface';
+
+/** Nest's metadata keys for a route (`@nestjs/common/constants`, stable across 11/12). */
+const PATH_METADATA = 'path';
+const METHOD_METADATA = 'method';
+
+/** A route a controller serves that `@Idempotent()` names, on its class or its handler. */
+export interface IdempotentRouteDeclaration {
+  /** The route's method, as Nest's `RequestMethod`. */
+  method: RequestMethod;
+  /** Where it is served, as `METHOD /path`, one entry per path. */
+  labels: string[];
+  /** The options of a class-level `@Idempotent()` (own or a base class's). */
+  onClass?: FlatIdempotencyRouteOptions;
+  /** The options of the handler's own `@Idempotent()`. */
+  onHandler?: FlatIdempotencyRouteOptions;
+}
+
+/**
+ * The routes of a controller (own and inherited) that carry `@Idempotent()` on the class or the
+ * handler, for the warnings given at bootstrap. A handler under `@SkipIdempotency()` is left out.
+ * @param controller - a controller class
+ */
+export function idempotentRoutesOf(
+  controller: abstract new (...args: any[]) => unknown,
+): IdempotentRouteDeclaration[] {
+  const onClass: FlatIdempotencyRouteOptions | undefined = Reflect.getMetadata(
+    IDEMPOTENT_CLASS_METADATA,
+    controller,
+  );
+  const routes: IdempotentRouteDeclaration[] = [];
+  const seen = new Set<string | symbol>(['constructor']);
+  for (let p = controller.prototype; p && p !== Object.prototype; p = Object.getPrototypeOf(p)) {
+    for (const name of Reflect.ownKeys(p)) {
+      if (seen.has(name)) continue;
+      seen.add(name);
+      const handler = Object.getOwnPropertyDescriptor(p, name)?.value;
+      if (typeof handler !== 'function' || isIdempotencySkipped(handler)) continue;
+      const method: RequestMethod | undefined = Reflect.getMetadata(METHOD_METADATA, handler);
+      const onHandler: FlatIdempotencyRouteOptions | undefined = Reflect.getMetadata(
+        IDEMPOTENT_METADATA,
+        handler,
+      );
+      if (method === undefined || (!onClass && !onHandler)) continue;
+      const labels = pathsOf(controller, handler).map((path) => `${RequestMethod[method]} ${path}`);
+      routes.push({ method, labels, onClass, onHandler });
+    }
+  }
+  return routes;
+}
+
+/** The paths a handler is served at: each controller path joined with each of its own. */
+function pathsOf(controller: object, handler: object): string[] {
+  const list = (value: unknown): string[] =>
+    Array.isArray(value) ? value.map(String) : [value === undefined ? '' : String(value)];
+  const prefixes = list(Reflect.getMetadata(PATH_METADATA, controller));
+  const own = list(Reflect.getMetadata(PATH_METADATA, handler));
+  return prefixes.flatMap((prefix) =>
+    own.map((path) => `/${prefix}/${path}`.replace(/\/+/g, '/').replace(/(.)\/$/, '$1')),
+  );
+}
