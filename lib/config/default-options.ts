@@ -18,7 +18,7 @@ function defaultScope(request: any): string | number | bigint | undefined {
  * The one place every default lives, grouped as `forRoot()` takes the options. The docs' options
  * table is tested against it, and it says which group each option belongs to.
  */
-export const DEFAULT_IDEMPOTENCY_OPTIONS: Readonly<IdempotencyOptionDefaults> = Object.freeze({
+export const DEFAULT_IDEMPOTENCY_OPTIONS: IdempotencyOptionDefaults = Object.freeze({
   request: {
     header: 'Idempotency-Key',
     required: true,
