@@ -5,7 +5,7 @@
  * charges land in the run's single history beside the clients' answers.
  */
 import { Body, Controller, Inject, Post } from '@nestjs/common';
-import { Idempotent, IdempotencyContext } from '../../../lib';
+import { Idempotent, IdempotencyContext, IdempotencyEvents } from '../../../lib';
 import type { TestDatabase } from '../../fixtures/database';
 import { createTestApp } from '../../fixtures/test-app';
 import type { AdapterName, TestApp } from '../../fixtures/test-app';
@@ -97,6 +97,10 @@ export async function startInstance(
       { provide: INSTANCE, useValue: name },
     ],
     module: { replayCache: false, lockTimeoutSeconds: LEASE_SECONDS, wait: { maxSeconds: 5 } },
+  });
+  app.app.get(IdempotencyEvents).subscribe((event) => {
+    const final = event.type === 'executed' && !event.stored && event.status < 500;
+    if (final) ledger.history.notStored(event.key, name, event.status);
   });
   await app.app.listen(0, '127.0.0.1');
   const { port } = app.app.getHttpServer().address() as { port: number };

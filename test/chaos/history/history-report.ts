@@ -10,6 +10,8 @@ export interface HistorySummary {
   faults: Record<string, number>;
   statuses: Record<string, number>;
   violations: Violation[];
+  /** Keys whose response the library reported sent but not stored (its `executed` event). */
+  notStored: Set<string>;
   durationMs: number;
 }
 
@@ -18,8 +20,12 @@ export function countStatuses(history: HistoryEvent[]): Record<string, number> {
   const statuses: Record<string, number> = {};
   for (const event of history) {
     if (event.type !== 'answer') continue;
+    // A 5xx names its code: 503 is the store refusing, anything else is worth a look.
+    const code = event.status !== undefined && event.status >= 500 && event.code;
     const label =
-      event.status === undefined ? 'err' : `${event.replayed ? 'r' : ''}${event.status}`;
+      event.status === undefined
+        ? 'err'
+        : `${event.replayed ? 'r' : ''}${event.status}${code ? `(${code})` : ''}`;
     statuses[label] = (statuses[label] ?? 0) + 1;
   }
   return statuses;
@@ -30,8 +36,11 @@ const describeEvent = (event: HistoryEvent) => {
   return `    ${String(at).padStart(7)} ms ${type} ${JSON.stringify(rest)}`;
 };
 
-/** The summary printed at the end of a run: counts, violations by rule, each one's evidence. */
-export function formatSummary(summary: HistorySummary): string {
+/**
+ * The summary printed at the end of a run: counts, violations by rule, and each one's evidence,
+ * or the first `evidencePerRule` of each rule (an asynchronous run loses many keys alike).
+ */
+export function formatSummary(summary: HistorySummary, evidencePerRule = Infinity): string {
   const byRule: Record<string, number> = {};
   for (const violation of summary.violations)
     byRule[violation.rule] = (byRule[violation.rule] ?? 0) + 1;
@@ -54,11 +63,20 @@ export function formatSummary(summary: HistorySummary): string {
             .join(', ')})`
         : ''
     }`,
+    `not stored:   ${summary.notStored.size} keys whose final answer the library could not store (logged, sent all the same)`,
     `duration:     ${(summary.durationMs / 1000).toFixed(1)} s`,
   ];
+  const shown: Record<string, number> = {};
   for (const violation of summary.violations) {
+    shown[violation.rule] = (shown[violation.rule] ?? 0) + 1;
+    if (shown[violation.rule] > evidencePerRule) continue;
     lines.push(`\n[${violation.rule}] ${violation.subject}: ${violation.message}`);
+    if (summary.notStored.has(violation.subject))
+      lines.push("    (the library reported this key's answer sent but not stored)");
     lines.push(...violation.events.map(describeEvent));
+  }
+  for (const [rule, n] of Object.entries(byRule)) {
+    if (n > evidencePerRule) lines.push(`\n[${rule}] ${n - evidencePerRule} more like these`);
   }
   return lines.join('\n');
 }

@@ -70,9 +70,13 @@ async function main(): Promise<number> {
     faults,
     statuses: countStatuses(ledger.history.events),
     violations,
+    notStored: new Set(
+      ledger.history.events.flatMap((event) => (event.type === 'not-stored' ? [event.key] : [])),
+    ),
     durationMs: Date.now() - startedAt,
   };
-  process.stdout.write(`\n${formatSummary(summary)}\n`);
+  // Every violation's evidence when it fails the run; a sample of each rule when it is expected.
+  process.stdout.write(`\n${formatSummary(summary, options.strict ? Infinity : 3)}\n`);
   if (violations.length && !options.strict)
     process.stdout.write('\nexpected with asynchronous replication: exit 0 (--strict fails)\n');
   return violations.length && options.strict ? 1 : 0;
