@@ -56,18 +56,25 @@ export async function runRound(
   options: RoundOptions,
 ): Promise<void> {
   const { log, round } = options;
-  let pair: PostgresPair | undefined;
+  log(`round ${round}: creating a ${options.replication} primary and replica`);
+  const creating = PostgresPair.create(options.replication);
   let endpoint: MovingEndpoint | undefined;
+  let fault: Promise<void> | undefined;
+  let interrupted = false;
   const instances: HistoryInstance[] = [];
-  const cleanup = async () => {
-    for (const instance of instances) await instance.app.close().catch(() => undefined);
+  // Interrupted: the clusters go first (they outlive this process), once a failover under way
+  // has ended, so it cannot start the standby again in a removed folder; the apps die with us.
+  const unregister = onInterrupt(async () => {
+    interrupted = true;
+    await fault?.catch(() => undefined);
     await endpoint?.close();
-    await pair?.remove();
-  };
-  const unregister = onInterrupt(cleanup);
+    await (await creating).remove();
+  });
+  const pair = await creating.catch((error) => {
+    unregister();
+    throw error;
+  });
   try {
-    log(`round ${round}: creating a ${options.replication} primary and replica`);
-    pair = await PostgresPair.create(options.replication);
     endpoint = await MovingEndpoint.start(pair.primaryPort);
     const url = `postgres://postgres@127.0.0.1:${endpoint.port}/postgres`;
     // One after the other: both run the migrations.
@@ -84,7 +91,9 @@ export async function runRound(
       retryWindowMs: RETRY_WINDOW_MS,
     });
     await sleep(options.workloadMs / 2 - STALL_MS);
-    await failOver(pair, endpoint, options);
+    if (interrupted) return;
+    fault = failOver(pair, endpoint, options);
+    await fault;
     faults.failover++;
     faults['standby stall']++;
     const keys = await workload;
@@ -95,7 +104,9 @@ export async function runRound(
     await recordEffects(ledger, pair);
     log(`round ${round}: probed every key`);
   } finally {
-    await cleanup();
+    for (const instance of instances) await instance.app.close().catch(() => undefined);
+    await endpoint?.close();
+    await pair.remove();
     unregister();
     log(`round ${round}: clusters removed`);
   }
