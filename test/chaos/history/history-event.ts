@@ -10,6 +10,7 @@ export type HistoryEvent =
   | InstanceKillEvent
   | ProviderChargeEvent
   | EffectEvent
+  | NotStoredEvent
   | JobEvent;
 
 /** A client's attempt and what came back; `status` is undefined when the transport failed. */
@@ -69,6 +70,18 @@ export interface ProviderChargeEvent {
 export interface EffectEvent {
   type: 'effect';
   key: string;
+  at: number;
+}
+
+/**
+ * The library said a response went out without being stored (its `executed` event with
+ * `stored: false`): a retry after the lease runs the handler again. Evidence, not a verdict.
+ */
+export interface NotStoredEvent {
+  type: 'not-stored';
+  key: string;
+  instance: string;
+  status: number;
   at: number;
 }
 

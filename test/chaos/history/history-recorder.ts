@@ -58,6 +58,11 @@ export class HistoryRecorder {
     return () => this.events.push({ type: 'handler-end', run, at: this.now() });
   }
 
+  /** The library reported that it could not store the response it sent for `key`. */
+  notStored(key: string, instance: string, status: number): void {
+    this.events.push({ type: 'not-stored', key, instance, status, at: this.now() });
+  }
+
   providerCharge(derivedKey: string, created: boolean, key?: string): void {
     this.events.push({ type: 'provider-charge', derivedKey, key, created, at: this.now() });
   }

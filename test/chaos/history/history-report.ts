@@ -1,0 +1,82 @@
+import type { Violation } from './check-history';
+import type { HistoryEvent } from './history-event';
+import type { WorkloadCounts } from './history-workload';
+
+/** What one history run did and found, for the summary. */
+export interface HistorySummary {
+  replication: 'sync' | 'async';
+  counts: WorkloadCounts;
+  /** Faults injected, by kind (`failover`, `standby stall`). */
+  faults: Record<string, number>;
+  statuses: Record<string, number>;
+  violations: Violation[];
+  /** Keys whose response the library reported sent but not stored (its `executed` event). */
+  notStored: Set<string>;
+  durationMs: number;
+}
+
+/** Answers by status (`r201` a replay, `err` no answer), as the chaos run counts them. */
+export function countStatuses(history: HistoryEvent[]): Record<string, number> {
+  const statuses: Record<string, number> = {};
+  for (const event of history) {
+    if (event.type !== 'answer') continue;
+    // A 5xx names its code: 503 is the store refusing, anything else is worth a look.
+    const code = event.status !== undefined && event.status >= 500 && event.code;
+    const label =
+      event.status === undefined
+        ? 'err'
+        : `${event.replayed ? 'r' : ''}${event.status}${code ? `(${code})` : ''}`;
+    statuses[label] = (statuses[label] ?? 0) + 1;
+  }
+  return statuses;
+}
+
+const describeEvent = (event: HistoryEvent) => {
+  const { type, at, ...rest } = event;
+  return `    ${String(at).padStart(7)} ms ${type} ${JSON.stringify(rest)}`;
+};
+
+/**
+ * The summary printed at the end of a run: counts, violations by rule, and each one's evidence,
+ * or the first `evidencePerRule` of each rule (an asynchronous run loses many keys alike).
+ */
+export function formatSummary(summary: HistorySummary, evidencePerRule = Infinity): string {
+  const byRule: Record<string, number> = {};
+  for (const violation of summary.violations)
+    byRule[violation.rule] = (byRule[violation.rule] ?? 0) + 1;
+  const statuses = Object.entries(summary.statuses)
+    .sort(([a], [b]) => a.localeCompare(b))
+    .map(([status, n]) => `${status}:${n}`)
+    .join(' ');
+  const lines = [
+    `replication:  ${summary.replication}`,
+    `keys:         ${summary.counts.keys}`,
+    `requests:     ${summary.counts.requests} (retries ${summary.counts.retries}, no answer ${summary.counts.transportErrors})`,
+    `statuses:     ${statuses}`,
+    `faults:       ${Object.entries(summary.faults)
+      .map(([kind, n]) => `${kind} ${n}`)
+      .join(', ')}`,
+    `violations:   ${summary.violations.length}${
+      summary.violations.length
+        ? ` (${Object.entries(byRule)
+            .map(([rule, n]) => `${rule} ${n}`)
+            .join(', ')})`
+        : ''
+    }`,
+    `not stored:   ${summary.notStored.size} keys whose final answer the library could not store (logged, sent all the same)`,
+    `duration:     ${(summary.durationMs / 1000).toFixed(1)} s`,
+  ];
+  const shown: Record<string, number> = {};
+  for (const violation of summary.violations) {
+    shown[violation.rule] = (shown[violation.rule] ?? 0) + 1;
+    if (shown[violation.rule] > evidencePerRule) continue;
+    lines.push(`\n[${violation.rule}] ${violation.subject}: ${violation.message}`);
+    if (summary.notStored.has(violation.subject))
+      lines.push("    (the library reported this key's answer sent but not stored)");
+    lines.push(...violation.events.map(describeEvent));
+  }
+  for (const [rule, n] of Object.entries(byRule)) {
+    if (n > evidencePerRule) lines.push(`\n[${rule}] ${n - evidencePerRule} more like these`);
+  }
+  return lines.join('\n');
+}

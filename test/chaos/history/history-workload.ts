@@ -1,0 +1,160 @@
+/**
+ * The history run's clients: payments with keys through every instance, retried with the same key
+ * until final, joined by a duplicate that asks to wait (`Prefer: wait`), and retried after the
+ * final answer with the same body (a replay) or another one (a 422). Every attempt goes into the
+ * history.
+ */
+import type { HistoryInstance, Ledger, PaymentBody } from './history-app';
+
+/** What the clients did, for the summary. */
+export interface WorkloadCounts {
+  keys: number;
+  requests: number;
+  /** Attempts after a key's first: retries until final, waiting duplicates, retries after final. */
+  retries: number;
+  /** Attempts that got no answer at all (the request timed out or its connection broke). */
+  transportErrors: number;
+}
+
+export const newCounts = (): WorkloadCounts => ({
+  keys: 0,
+  requests: 0,
+  retries: 0,
+  transportErrors: 0,
+});
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+const pick = <T>(items: T[], index: number) => items[index % items.length];
+
+/** Whether an answer ends a client's retries: the route's own answer, or a refused body. */
+const isFinal = (status: number | undefined) =>
+  status !== undefined && status < 500 && status !== 409 && status !== 425 && status !== 429;
+
+/** Sends one attempt, records it, and returns its status (undefined when the transport failed). */
+export async function attempt(
+  ledger: Ledger,
+  counts: WorkloadCounts,
+  target: { instance: HistoryInstance; route: string; key: string; client: string },
+  body: PaymentBody,
+  headers: Record<string, string> = {},
+): Promise<number | undefined> {
+  counts.requests++;
+  const startedAt = ledger.history.now();
+  const fields = { key: target.key, client: target.client, startedAt, request: body };
+  try {
+    const response = await fetch(`${target.instance.url}/payments/${target.route}`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'idempotency-key': target.key, ...headers },
+      body: JSON.stringify(body),
+      signal: AbortSignal.timeout(20_000),
+    });
+    const bytes = Buffer.from(await response.arrayBuffer());
+    ledger.history.answer(fields, {
+      status: response.status,
+      contentType: response.headers.get('content-type') ?? undefined,
+      replayed: response.headers.get('idempotent-replayed') === 'true',
+      body: bytes,
+    });
+    return response.status;
+  } catch {
+    counts.transportErrors++;
+    ledger.history.answer(fields, {});
+    return undefined;
+  }
+}
+
+/** One key's client: sends until final (bounded), on instance after instance. */
+async function untilFinal(
+  ledger: Ledger,
+  counts: WorkloadCounts,
+  instances: HistoryInstance[],
+  plan: { route: string; key: string; client: string; first: number; deadline: number },
+  body: PaymentBody,
+  headers: Record<string, string> = {},
+): Promise<void> {
+  for (let n = 0; Date.now() < plan.deadline; n++) {
+    if (n > 0) counts.retries++;
+    const target = { ...plan, instance: pick(instances, plan.first + n) };
+    if (isFinal(await attempt(ledger, counts, target, body, headers))) return;
+    await sleep(200 + Math.random() * 300);
+  }
+}
+
+/** Runs one key's whole story: first client, maybe a waiting duplicate, maybe later retries. */
+async function payKey(
+  ledger: Ledger,
+  counts: WorkloadCounts,
+  instances: HistoryInstance[],
+  key: string,
+  index: number,
+  retryWindowMs: number,
+): Promise<void> {
+  counts.keys++;
+  const route = index % 2 === 0 ? 'tx' : 'plain';
+  const body = { amount: 100 + index };
+  const deadline = Date.now() + retryWindowMs;
+  const plan = (client: string, first: number) => ({ route, key, client, first, deadline });
+  const clients = [untilFinal(ledger, counts, instances, plan('first', index), body)];
+  if (Math.random() < 0.4) {
+    counts.retries++;
+    const waiting = sleep(20).then(() =>
+      untilFinal(ledger, counts, instances, plan('waiter', index + 1), body, {
+        prefer: 'wait=5',
+      }),
+    );
+    clients.push(waiting);
+  }
+  await Promise.all(clients);
+  if (Math.random() < 0.3) {
+    counts.retries++;
+    await untilFinal(ledger, counts, instances, plan('again', index + 1), body);
+  }
+  if (Math.random() < 0.2) {
+    counts.retries++;
+    await untilFinal(ledger, counts, instances, plan('other-body', index), { amount: 1 + index });
+  }
+}
+
+/**
+ * `workers` concurrent clients send key after key until `untilMs` (epoch ms), each key retried
+ * for at most `retryWindowMs`. Returns the keys sent.
+ */
+export async function runWorkload(
+  ledger: Ledger,
+  counts: WorkloadCounts,
+  instances: HistoryInstance[],
+  options: { prefix: string; workers: number; untilMs: number; retryWindowMs: number },
+): Promise<string[]> {
+  const keys: string[] = [];
+  const worker = async () => {
+    while (Date.now() < options.untilMs) {
+      const index = keys.length;
+      const key = `${options.prefix}-${index}`;
+      keys.push(key);
+      await payKey(ledger, counts, instances, key, index, options.retryWindowMs);
+    }
+  };
+  await Promise.all(Array.from({ length: options.workers }, worker));
+  return keys;
+}
+
+/** After the settle period: every key once more with its first body, until final (bounded). */
+export async function probeKeys(
+  ledger: Ledger,
+  counts: WorkloadCounts,
+  instances: HistoryInstance[],
+  keys: string[],
+  retryWindowMs: number,
+): Promise<void> {
+  const deadline = Date.now() + retryWindowMs;
+  const queue = keys.map((key, index) => ({ key, index }));
+  const worker = async () => {
+    for (let next = queue.shift(); next; next = queue.shift()) {
+      const { key, index } = next;
+      const route = index % 2 === 0 ? 'tx' : 'plain';
+      const plan = { route, key, client: 'probe', first: index + 1, deadline };
+      await untilFinal(ledger, counts, instances, plan, { amount: 100 + index });
+    }
+  };
+  await Promise.all(Array.from({ length: 8 }, worker));
+}
