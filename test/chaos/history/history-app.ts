@@ -40,7 +40,7 @@ class PaymentsController {
   ) {}
 
   @Post('tx')
-  @Idempotent({ transactional: true })
+  @Idempotent({ execution: { transactional: true } })
   async transactional(@Body() body: PaymentBody) {
     return this.handle(body, async (key) => {
       const [row] = await this.idempotency.entityManager.query(
@@ -96,7 +96,11 @@ export async function startInstance(
       { provide: Ledger, useValue: ledger },
       { provide: INSTANCE, useValue: name },
     ],
-    module: { replayCache: false, lockTimeoutSeconds: LEASE_SECONDS, wait: { maxSeconds: 5 } },
+    module: {
+      replayCache: false,
+      execution: { lockTimeoutSeconds: LEASE_SECONDS },
+      wait: { maxSeconds: 5 },
+    },
   });
   app.app.get(IdempotencyEvents).subscribe((event) => {
     const final = event.type === 'executed' && !event.stored && event.status < 500;
