@@ -1,4 +1,11 @@
-import type { IdempotencyOptionDefaults } from '../interfaces/idempotency-module-options.interface';
+import type {
+  IdempotencyErrorOptions,
+  IdempotencyExecutionOptions,
+  IdempotencyModuleWaitOptions,
+  IdempotencyRequestOptions,
+  IdempotencyResponseOptions,
+  ResolvedIdempotencyOptions,
+} from '../interfaces/idempotency-module-options.interface';
 
 const DEFAULT_STORE_STATUSES: number[] = [];
 for (let status = 200; status < 500; status++) {
@@ -13,6 +20,28 @@ for (let status = 200; status < 500; status++) {
 function defaultScope(request: any): string | number | bigint | undefined {
   return request?.user?.id;
 }
+
+/**
+ * Every option of the module, grouped by concern, with its default: the shape of
+ * `DEFAULT_IDEMPOTENCY_OPTIONS`.
+ */
+export type IdempotencyOptionDefaults = Readonly<
+  Pick<
+    ResolvedIdempotencyOptions,
+    'store' | 'purge' | 'replayCache' | 'encryption' | 'metrics' | 'openApi'
+  > & {
+    /** Which requests are the same: the key's header, the caller, what a retry must match. */
+    request: IdempotencyRequestOptions;
+    /** How the handler runs: its lease, and whether it shares the record's transaction. */
+    execution: IdempotencyExecutionOptions;
+    /** A duplicate that finds its key in flight, and how many may wait at once. */
+    wait: IdempotencyModuleWaitOptions;
+    /** What is kept and replayed, and for how long. */
+    responses: IdempotencyResponseOptions;
+    /** How the library's refusals look. */
+    errors: IdempotencyErrorOptions;
+  }
+>;
 
 /**
  * The one place every default lives, grouped as `forRoot()` takes the options. The docs' options

@@ -271,66 +271,33 @@ export interface ResolvedIdempotencyOptions extends ResolvedIdempotencyRouteOpti
   encryption: ResolvedIdempotencyEncryption | null;
 }
 
-/** Which requests are the same: the key's header, the caller, and what a retry must match.
- * @inline
- */
+/** Which requests are the same: the key's header, the caller, and what a retry must match. @inline */
 export type IdempotencyRequestOptions = Pick<
   ResolvedIdempotencyRouteOptions,
   'header' | 'required' | 'scope' | 'fingerprintHeaders' | 'maxRequestBytes'
 >;
 
-/** How the handler runs: its lease, and whether it shares the record's transaction.
- * @inline
- */
+/** How the handler runs: its lease, and whether it shares the record's transaction. @inline */
 export type IdempotencyExecutionOptions = Pick<
   ResolvedIdempotencyRouteOptions,
   'lockTimeoutSeconds' | 'maxLockHoldSeconds' | 'transactional'
 >;
 
-/** Which answers are kept, what of them, and for how long they are replayed.
- * @inline
- */
+/** Which answers are kept, what of them, and for how long they are replayed. @inline */
 export type IdempotencyResponseOptions = Pick<
   ResolvedIdempotencyRouteOptions,
   'ttlSeconds' | 'storeStatuses' | 'storeBody' | 'replayHeaders' | 'maxResponseBytes'
 >;
 
-/** How the library's own refusals look.
- * @inline
- */
+/** How the library's own refusals look. @inline */
 export type IdempotencyErrorOptions = Pick<
   ResolvedIdempotencyOptions,
   'retryAfterSeconds' | 'problemTypeBaseUri' | 'errorBody'
 >;
 
-/** Waiting for the first request, with how many may wait at once on this instance.
- * @inline
- */
+/** Waiting for the first request, with how many may wait at once on this instance. @inline */
 export type IdempotencyModuleWaitOptions = IdempotencyWaitOptions &
   Pick<ResolvedIdempotencyOptions, 'maxWaiters'>;
-
-/**
- * Every option of the module, grouped by concern, with its default: the shape of
- * `DEFAULT_IDEMPOTENCY_OPTIONS`.
- * @inline
- */
-export type IdempotencyOptionDefaults = Readonly<
-  Pick<
-    ResolvedIdempotencyOptions,
-    'store' | 'purge' | 'replayCache' | 'encryption' | 'metrics' | 'openApi'
-  > & {
-    /** Which requests are the same: the key's header, the caller, what a retry must match. */
-    request: IdempotencyRequestOptions;
-    /** How the handler runs: its lease, and whether it shares the record's transaction. */
-    execution: IdempotencyExecutionOptions;
-    /** A duplicate that finds its key in flight, and how many may wait at once. */
-    wait: IdempotencyModuleWaitOptions;
-    /** What is kept and replayed, and for how long. */
-    responses: IdempotencyResponseOptions;
-    /** How the library's refusals look. */
-    errors: IdempotencyErrorOptions;
-  }
->;
 
 /**
  * What `IdempotencyModule.forRoot()` accepts: any subset of the options, each group merged over
