@@ -151,6 +151,17 @@ async function main(): Promise<void> {
         `pooled p50 ${percentile(pooled, 0.5).toFixed(2)} p95 ${percentile(pooled, 0.95).toFixed(2)} (n=${all.length})`,
     );
   }
+  // The load drifts between rounds far more than replication costs: compare within a round.
+  for (const setup of SETUPS.slice(1)) {
+    for (const route of ROUTES) {
+      const own = results.get(`${setup} | ${route}`)!.p50;
+      const base = results.get(`async | ${route}`)!.p50;
+      const deltas = own.map((p50, i) => p50 - base[i]);
+      console.log(
+        `${setup} | ${route}: median minus async's, same round: median ${median(deltas).toFixed(2)} ms (rounds ${fixed(deltas)})`,
+      );
+    }
+  }
 }
 
 main().catch((error) => {
