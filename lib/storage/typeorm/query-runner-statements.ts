@@ -75,7 +75,8 @@ export async function runOnNewQueryRunner(
   values: unknown[],
   deadline: Deadline,
 ): Promise<StatementResult> {
-  const runner = dataSource.createQueryRunner();
+  // The primary even with read replicas: as every store statement (runOnPool lends from `master`).
+  const runner = dataSource.createQueryRunner('master');
   await connectQueryRunner(runner, deadline);
   let discarded = false;
   try {

@@ -44,8 +44,9 @@ export class TypeOrmStoreTransaction {
   ): Promise<TypeOrmStoreTransaction> {
     return new Promise((resolve, reject) => {
       // Inside the executor: a DataSource that cannot make a runner rejects, as it did when
-      // this was an async function.
-      const runner = dataSource.createQueryRunner();
+      // this was an async function. The primary, said (though TypeORM's default): with read
+      // replicas, a record read on a lagging one would be missing (docs/running-in-production.md).
+      const runner = dataSource.createQueryRunner('master');
       const timer = new Deadline('beginTransaction', timeoutMs).startTimer((timeout) => {
         // Still waiting for a connection: the late one releases the runner (below). Released
         // now, TypeORM would keep that connection checked out for good.
