@@ -70,7 +70,7 @@ describeIdempotencyStoreConformance(
 );
 
 describeIdempotencyStoreConformance(
-  'TypeOrmIdempotencyStore (PostgreSQL, through query runners: no obtainMasterConnection)',
+  'TypeOrmIdempotencyStore (PostgreSQL, through query runners: no pg pool on the driver)',
   async () => {
     await db.query(`TRUNCATE ${TABLE}`);
     return {
@@ -147,12 +147,12 @@ describeIdempotencyStoreConformance(
 );
 
 /**
- * The DataSource as the store sees it on a TypeORM whose driver has no `obtainMasterConnection`.
- * The method is shadowed on a view of the driver that only the store gets: TypeORM's own query
+ * The DataSource as the store sees it on a TypeORM whose driver has no pg pool (`master`). The
+ * pool is shadowed on a view of the driver that only the store gets: TypeORM's own query
  * runners need the real one to connect at all.
  */
 function withoutPoolAccess(source: DataSource): DataSource {
-  const driver = Object.create(source.driver, { obtainMasterConnection: { value: undefined } });
+  const driver = Object.create(source.driver, { master: { value: undefined } });
   return Object.create(source, {
     driver: { value: driver },
     createQueryRunner: {
@@ -730,7 +730,7 @@ describe('TypeOrmIdempotencyStore on PostgreSQL', () => {
     });
   });
 
-  it('without obtainMasterConnection on the driver, runs claim, complete and a transaction through query runners', async () => {
+  it('without a pg pool on the driver, runs claim, complete and a transaction through query runners', async () => {
     const view = withoutPoolAccess(dataSource);
     const createQueryRunner = jest.spyOn(view, 'createQueryRunner');
     const fallback = new TypeOrmIdempotencyStore(view, TABLE);

@@ -124,7 +124,7 @@ describe('request path steps reject instead of throwing', () => {
         throw gone;
       },
     } as unknown as DataSource;
-    expect(await outcome(() => TypeOrmStoreTransaction.begin(dataSource, 1000, true))).toBe(
+    expect(await outcome(() => TypeOrmStoreTransaction.begin(dataSource, 1000, true, true))).toBe(
       'rejected: the DataSource is gone',
     );
   });
