@@ -83,8 +83,8 @@ export class TypeOrmIdempotencyStore extends IdempotencyStore implements TypeOrm
   private poolAccess?: boolean;
   /**
    * Whether transactions send their completion with their COMMIT in one round trip: no TypeORM
-   * subscriber to commits, and pg's pipeline flag usable (`pgPipelineUsable`). Decided by
-   * `verify()` at bootstrap, or by the first transaction.
+   * subscriber to commits, and pg's pipeline flag usable (`pgPipelineUsable`). Decided on the
+   * first transaction, which `verify()` opens at bootstrap.
    */
   private pipelinedCommits?: boolean;
   /** The latest expiry the current purge pass deleted; `null` between passes. */
@@ -132,7 +132,8 @@ export class TypeOrmIdempotencyStore extends IdempotencyStore implements TypeOrm
     const { rows } = await this.run('verify', this.sql.verify, [this.table, this.jobsTable]);
     const problem = recordTableProblem(this.table, this.jobsTable, rows[0]);
     if (problem) throw problem;
-    this.pipelinedCommits = await this.commitsPipelined(dataSource);
+    // A transaction at bootstrap makes the pipeline check (`pipelines`) then, not on a request.
+    await (await this.openTransaction()).rollback();
   }
 
   private get dataSource(): DataSource {
@@ -299,25 +300,18 @@ export class TypeOrmIdempotencyStore extends IdempotencyStore implements TypeOrm
   }
 
   /**
-   * Whether a transaction's completion may go with its COMMIT: not when a TypeORM subscriber
-   * listens to commits, which TypeORM would tell of a COMMIT that PostgreSQL turned into a
-   * rollback (a completion whose lease was taken over); and only on a pg client whose pipeline
-   * flag is usable, checked on one client of the pool.
+   * Whether a transaction's completion may go with its COMMIT, decided on the first
+   * transaction's pg client: not when a TypeORM subscriber listens to commits, which TypeORM
+   * would tell of a COMMIT that PostgreSQL turned into a rollback (a completion whose lease was
+   * taken over); and only when pg's pipeline flag is usable (`pgPipelineUsable`).
    */
-  private async commitsPipelined(dataSource: DataSource): Promise<boolean> {
-    const told = dataSource.subscribers.some(
-      (subscriber) =>
-        typeof subscriber.beforeTransactionCommit === 'function' ||
-        typeof subscriber.afterTransactionCommit === 'function',
-    );
-    if (told || !this.usesPoolAccess()) return false;
-    const runner = dataSource.createQueryRunner();
-    try {
-      return pgPipelineUsable(await runner.connect());
-    } finally {
-      await runner.release();
-    }
-  }
+  private readonly pipelines = (client: unknown): boolean =>
+    (this.pipelinedCommits ??=
+      !this.dataSource.subscribers.some(
+        (subscriber) =>
+          typeof subscriber.beforeTransactionCommit === 'function' ||
+          typeof subscriber.afterTransactionCommit === 'function',
+      ) && pgPipelineUsable(client));
 
   /**
    * Opens a transaction on a query runner, bounded like every store call. Internal: used by the
@@ -325,17 +319,11 @@ export class TypeOrmIdempotencyStore extends IdempotencyStore implements TypeOrm
    * @internal
    */
   openTransaction(): Promise<TypeOrmStoreTransaction> {
-    if (this.pipelinedCommits === undefined) {
-      return this.commitsPipelined(this.dataSource).then((pipelined) => {
-        this.pipelinedCommits = pipelined;
-        return this.openTransaction();
-      });
-    }
     return TypeOrmStoreTransaction.begin(
       this.dataSource,
       this.timeoutMs,
       this.usesPoolAccess() && this.preparedStatements,
-      this.pipelinedCommits && this.preparedStatements,
+      this.pipelines,
     );
   }
 

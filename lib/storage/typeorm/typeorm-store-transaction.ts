@@ -38,14 +38,14 @@ export class TypeOrmStoreTransaction {
   /**
    * Checks out a connection and starts a transaction on it, within `timeoutMs` in all.
    * @param namedStatements - send store statements as prepared statements on the pg client
-   * @param pipelined - let `commitWith()` pipeline (see `pgPipelineUsable`)
+   * @param pipelines - whether `commitWith()` may pipeline on this pg client (`pgPipelineUsable`)
    * @throws IdempotencyStoreTimeoutError when the pool or the database did not answer in time
    */
   static begin(
     dataSource: DataSource,
     timeoutMs: number,
     namedStatements: boolean,
-    pipelined: boolean,
+    pipelines: (client: PgClient) => boolean,
   ): Promise<TypeOrmStoreTransaction> {
     return new Promise((resolve, reject) => {
       // Inside the executor: a DataSource that cannot make a runner rejects, as it did when
@@ -70,6 +70,7 @@ export class TypeOrmStoreTransaction {
         runner.startTransaction().then(() => {
           if (!timer.stop()) return;
           const client = namedStatements ? (connection as PgClient) : undefined;
+          const pipelined = client !== undefined && pipelines(client);
           resolve(new TypeOrmStoreTransaction(runner, timeoutMs, client, pipelined));
         }, failed);
       }, failed);
