@@ -1,6 +1,5 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 import type { IdempotencyRun } from '../execution/idempotency-run';
-import { internalEnabled } from '../internals/internal-switch';
 
 /** What the code running under a claimed record (a handler, an operation's steps) can reach. */
 export interface IdempotencyRunScope {
@@ -12,12 +11,10 @@ export interface IdempotencyRunScope {
   handlerStarted: boolean;
 }
 
-/** BENCH ONLY (removed before the branch ends): the old disable() path, to count it. */
-const disabling = internalEnabled('run-scope-disable');
-
 /**
  * Carries each live run's scope through the async calls of its handler (or its completer). A run
- * that ended is reached no more, even by code it left running. Internal.
+ * that ended is reached no more, even by code it left running. The storage stays on for the
+ * process's life (docs/design/internals.md: turning it off between runs was measured). Internal.
  */
 export class IdempotencyRunScopes {
   private readonly storage = new AsyncLocalStorage<IdempotencyRunScope>();
@@ -31,7 +28,7 @@ export class IdempotencyRunScopes {
     return scope !== undefined && this.live.has(scope) ? scope : undefined;
   }
 
-  /** Whether a run is live. */
+  /** Whether a run is live: none once every run ended (no run leaks). */
   get active(): boolean {
     return this.liveCount > 0;
   }
@@ -55,7 +52,7 @@ export class IdempotencyRunScopes {
    * @param scope - the run's scope
    */
   end(scope: IdempotencyRunScope): void {
-    if (this.live.delete(scope) && --this.liveCount === 0 && disabling) this.storage.disable();
+    if (this.live.delete(scope)) this.liveCount--;
   }
 }
 
