@@ -560,8 +560,11 @@ describe('documenting @Idempotent() routes', () => {
     expect(example.idempotency_key_reused.value.type).toBe(
       'https://errors.example.com/idempotency_key_reused',
     );
-    // documenting again from scratch: no parameter or description is added twice
-    expect(await documentOf({})).toEqual(on);
+    // documenting again from scratch: no parameter or description is added twice. (Plain,
+    // the first document differs: swagger itself writes the plugin's response on the handler
+    // while making a document, and a later app starts from that.)
+    const again = await documentOf({});
+    expect(again).toEqual(internalEnabled(SWAGGER_PLUGIN_RESPONSE) ? on : await documentOf({}));
   });
 
   it('with several module instances, documents each module’s routes with its own options', async () => {
