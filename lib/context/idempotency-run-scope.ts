@@ -12,14 +12,13 @@ export interface IdempotencyRunScope {
 }
 
 /**
- * Carries each live run's scope through the async calls of its handler (or its completer), and
- * keeps Node's async hooks on only while a run is live. Before Node 24 an `AsyncLocalStorage`
- * makes every promise of the process pay a hook from its first `run()` on, the application's
- * other routes included; the storage is turned off again when the last live run ends. Internal.
+ * Carries each live run's scope through the async calls of its handler (or its completer). A run
+ * that ended is reached no more, even by code it left running. The storage stays on for the
+ * process's life (docs/design/internals.md: turning it off between runs was measured). Internal.
  */
 export class IdempotencyRunScopes {
   private readonly storage = new AsyncLocalStorage<IdempotencyRunScope>();
-  /** Weak: a run whose handler never settles keeps the storage on, not its objects alive. */
+  /** Weak: a run whose handler never settles does not keep its objects alive. */
   private readonly live = new WeakSet<IdempotencyRunScope>();
   private liveCount = 0;
 
@@ -29,7 +28,7 @@ export class IdempotencyRunScopes {
     return scope !== undefined && this.live.has(scope) ? scope : undefined;
   }
 
-  /** Whether a run is live, and so the storage (and Node's hooks for it) on. */
+  /** Whether a run is live: none once every run ended (no run leaks). */
   get active(): boolean {
     return this.liveCount > 0;
   }
@@ -48,12 +47,12 @@ export class IdempotencyRunScopes {
   }
 
   /**
-   * Ends a run's scope: its code reaches it no more, wherever it still runs. The last live
-   * run's end turns the storage off. Safe to call more than once, or for a scope never run.
+   * Ends a run's scope: its code reaches it no more, wherever it still runs. Safe to call more
+   * than once, or for a scope never run.
    * @param scope - the run's scope
    */
   end(scope: IdempotencyRunScope): void {
-    if (this.live.delete(scope) && --this.liveCount === 0) this.storage.disable();
+    if (this.live.delete(scope)) this.liveCount--;
   }
 }
 

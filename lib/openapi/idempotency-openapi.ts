@@ -12,6 +12,7 @@ import {
 import { mergeRouteOptions } from '../config/idempotency.defaults';
 import { keySourceOf } from '../decorators/idempotency-key-source';
 import { IDEMPOTENCY_OPTIONS } from '../config/idempotency.tokens';
+import { pluginResponseOf } from '../internals/swagger-plugin-response';
 import type {
   ResolvedIdempotencyRouteOptions,
   FlatIdempotencyRouteOptions,
@@ -53,24 +54,20 @@ const PATH_METADATA = 'path';
 
 const HTTP_CODE_METADATA = '__httpCode__';
 
-/** The static method the `@nestjs/swagger` CLI plugin adds to a controller. */
-const PLUGIN_METADATA_FACTORY = '_OPENAPI_METADATA_FACTORY';
+/** A handler's own swagger metadata before the library documented it, by metadata key. */
+type Saved = Map<Handler, Map<string, unknown>>;
+
+/** What the documenting provider gives back: it puts the application's own metadata back. */
+export interface IdempotencyOpenApiWrites {
+  onModuleDestroy(): void;
+}
 
 /**
- * Each handler's own swagger metadata (parameters, responses, extra models) as it was before the
- * library documented it, so a later bootstrap (another app in the same process, with other
- * options or `openApi: false`) starts again from what the application declared.
- */
-const originals = new WeakMap<Handler, Map<string, unknown>>();
-
-let swaggerPromise: Promise<SwaggerApi | undefined> | undefined;
-
-/**
- * `@nestjs/swagger`, when the application has it (an optional peer, see `loadOptionalPeer`).
- * Loaded once; a missing package is silent, a broken one is logged once.
+ * `@nestjs/swagger`, when the application has it (an optional peer, see `loadOptionalPeer`). A
+ * missing package is silent, a broken one is logged.
  */
 function loadSwagger(): Promise<SwaggerApi | undefined> {
-  swaggerPromise ??= loadOptionalPeer<SwaggerApi>('@nestjs/swagger').catch((error: unknown) => {
+  return loadOptionalPeer<SwaggerApi>('@nestjs/swagger').catch((error: unknown) => {
     new Logger('IdempotencyModule').warn(
       `@nestjs/swagger could not be loaded, so @Idempotent() routes are not documented: ${String(
         (error as Error)?.message ?? error,
@@ -78,7 +75,6 @@ function loadSwagger(): Promise<SwaggerApi | undefined> {
     );
     return undefined;
   });
-  return swaggerPromise;
 }
 
 /**
@@ -93,6 +89,8 @@ function loadSwagger(): Promise<SwaggerApi | undefined> {
  * module options, the routes a class-level `@Idempotent()` covers (inherited ones included) and
  * the application's own `@ApiResponse()` / `@ApiHeader()` declarations all known. Nothing is
  * written at decoration. Without `@nestjs/swagger`, or with `openApi: false`, nothing is loaded.
+ * When the application closes, each handler gets back the metadata it declared, so a later
+ * application in the same process (with other options, or `openApi: false`) starts from it.
  *
  * @param options - this module instance's resolved options
  * @param modules - the application's modules
@@ -100,22 +98,24 @@ function loadSwagger(): Promise<SwaggerApi | undefined> {
 export async function documentIdempotentRoutes(
   options: ResolvedIdempotencyOptions,
   modules: ModulesContainer,
-): Promise<true> {
+): Promise<IdempotencyOpenApiWrites> {
+  const saved: Saved = new Map();
+  const writes = { onModuleDestroy: () => restore(saved) };
   const controllers = controllersOf(options, modules);
   // The routes of covered classes get their own handlers first (as the module does anyway),
   // so documenting an inherited route never writes on the base class's function.
   markCoveredControllers(controllers);
-  const routes = controllers.flatMap(routesOf);
-  for (const route of routes) restore(route.handler);
-  const covered = routes.filter((route) => route.options !== undefined);
-  if (!options.openApi || covered.length === 0) return true;
+  const covered = controllers.flatMap(routesOf).filter((route) => route.options !== undefined);
+  if (!options.openApi || covered.length === 0) return writes;
   const swagger = await loadSwagger();
-  if (!swagger) return true;
+  if (!swagger) return writes;
   const model = problemModelOf(swagger);
   for (const route of covered) {
+    const { API_PARAMETERS, API_RESPONSE, API_EXTRA_MODELS } = swagger.DECORATORS;
+    save(saved, route.handler, [API_PARAMETERS, API_RESPONSE, API_EXTRA_MODELS]);
     document(swagger, model, route, mergeRouteOptions(options, ...route.options!), options);
   }
-  return true;
+  return writes;
 }
 
 interface Route {
@@ -192,19 +192,19 @@ export function controllersOf(
     .filter((c): c is abstract new (...args: any[]) => unknown => typeof c === 'function');
 }
 
-/** Puts back a handler's own swagger metadata as the application declared it. */
-function restore(handler: Handler): void {
-  const saved = originals.get(handler);
-  if (!saved) return;
-  for (const [key, value] of saved) {
-    if (value === undefined) Reflect.deleteMetadata(key, handler);
-    else Reflect.defineMetadata(key, value, handler);
+/** Puts back each handler's own swagger metadata as the application declared it. */
+function restore(saved: Saved): void {
+  for (const [handler, values] of saved) {
+    for (const [key, value] of values) {
+      if (value === undefined) Reflect.deleteMetadata(key, handler);
+      else Reflect.defineMetadata(key, value, handler);
+    }
   }
-  originals.delete(handler);
+  saved.clear();
 }
 
-function save(handler: Handler, keys: string[]): void {
-  originals.set(handler, new Map(keys.map((key) => [key, Reflect.getOwnMetadata(key, handler)])));
+function save(saved: Saved, handler: Handler, keys: string[]): void {
+  saved.set(handler, new Map(keys.map((key) => [key, Reflect.getOwnMetadata(key, handler)])));
 }
 
 /** Writes one idempotent route's documentation on its handler. */
@@ -217,7 +217,6 @@ function document(
 ): void {
   const { handler } = target;
   const { API_PARAMETERS, API_RESPONSE, API_EXTRA_MODELS } = swagger.DECORATORS;
-  save(handler, [API_PARAMETERS, API_RESPONSE, API_EXTRA_MODELS]);
 
   const parameters: Record<string, any>[] = Reflect.getOwnMetadata(API_PARAMETERS, handler) ?? [];
   // The key header, or the headers of the route's own key source (a webhook's signature), and
@@ -277,24 +276,5 @@ function successOf(route: Route): Record<string, Record<string, any>> {
   const status: number =
     Reflect.getMetadata(HTTP_CODE_METADATA, route.handler) ??
     (method === RequestMethod.POST ? 201 : 200);
-  return { [status]: { description: '', ...pluginResponseOf(route) } };
-}
-
-/** What the `@nestjs/swagger` CLI plugin says of a route's response, if it ran. */
-function pluginResponseOf(route: Route): Record<string, unknown> {
-  if (typeof route.name !== 'string') return {};
-  for (
-    let p = route.controller.prototype;
-    p && p !== Object.prototype;
-    p = Object.getPrototypeOf(p)
-  ) {
-    const owner = p.constructor;
-    if (!owner || !Object.prototype.hasOwnProperty.call(owner, PLUGIN_METADATA_FACTORY)) continue;
-    const found = owner[PLUGIN_METADATA_FACTORY]()?.[route.name];
-    if (!found) continue;
-    // What applies to the operation rather than to its response, as Swagger leaves it out.
-    const operationOnly = new Set(['summary', 'deprecated', 'tags', 'status']);
-    return Object.fromEntries(Object.entries(found).filter(([key]) => !operationOnly.has(key)));
-  }
-  return {};
+  return { [status]: { description: '', ...pluginResponseOf(route.controller, route.name) } };
 }

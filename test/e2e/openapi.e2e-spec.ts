@@ -7,6 +7,8 @@
  * field by field: the sample app's, served at /docs-json on both adapters, and those of small
  * apps with class-level, inherited and re-configured routes.
  */
+import { internalEnabled } from '../../lib/internals/internal-switch';
+import { SWAGGER_PLUGIN_RESPONSE } from '../../lib/internals/swagger-plugin-response';
 import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
 import {
@@ -514,10 +516,16 @@ describe('documenting @Idempotent() routes', () => {
       /^The body is invalid\.\n\nThe Idempotency-Key/,
     );
     expect(problemContent(create, '400').ref).toBe(PROBLEM_REF);
-    // the CLI plugin's response type survives (Swagger skips it once a route has responses)
-    expect(on.paths['/plugin'].post.responses['201'].content['application/json'].schema).toEqual({
-      $ref: '#/components/schemas/ItemDto',
-    });
+    // the CLI plugin's response type survives (Swagger skips it once a route has responses);
+    // run with NEST_IDEMPOTENCY_PLAIN=swagger-plugin-response, the success response has no type
+    const plugin = on.paths['/plugin'].post.responses['201'];
+    if (internalEnabled(SWAGGER_PLUGIN_RESPONSE)) {
+      expect(plugin.content['application/json'].schema).toEqual({
+        $ref: '#/components/schemas/ItemDto',
+      });
+    } else {
+      expect(plugin.content).toBeUndefined();
+    }
   });
 
   it('with openApi: false documents nothing', () => {
@@ -552,8 +560,11 @@ describe('documenting @Idempotent() routes', () => {
     expect(example.idempotency_key_reused.value.type).toBe(
       'https://errors.example.com/idempotency_key_reused',
     );
-    // documenting again from scratch: no parameter or description is added twice
-    expect(await documentOf({})).toEqual(on);
+    // documenting again from scratch: no parameter or description is added twice. (Plain,
+    // the first document differs: swagger itself writes the plugin's response on the handler
+    // while making a document, and a later app starts from that.)
+    const again = await documentOf({});
+    expect(again).toEqual(internalEnabled(SWAGGER_PLUGIN_RESPONSE) ? on : await documentOf({}));
   });
 
   it('with errorBody documents the statuses and headers, not a problem+json body', async () => {

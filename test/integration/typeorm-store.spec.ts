@@ -11,6 +11,8 @@
  * The store is imported from its own files rather than the package root, so this suite depends
  * on the storage layer only.
  */
+import { internalEnabled } from '../../lib/internals/internal-switch';
+import { PG_PIPELINE } from '../../lib/internals/pg-pipeline';
 import { randomUUID } from 'node:crypto';
 import { DataSource, EventSubscriber } from 'typeorm';
 import type { EntityManager, EntitySubscriberInterface, ReplicationMode } from 'typeorm';
@@ -70,7 +72,7 @@ describeIdempotencyStoreConformance(
 );
 
 describeIdempotencyStoreConformance(
-  'TypeOrmIdempotencyStore (PostgreSQL, through query runners: no obtainMasterConnection)',
+  'TypeOrmIdempotencyStore (PostgreSQL, through query runners: no pg pool on the driver)',
   async () => {
     await db.query(`TRUNCATE ${TABLE}`);
     return {
@@ -147,12 +149,12 @@ describeIdempotencyStoreConformance(
 );
 
 /**
- * The DataSource as the store sees it on a TypeORM whose driver has no `obtainMasterConnection`.
- * The method is shadowed on a view of the driver that only the store gets: TypeORM's own query
+ * The DataSource as the store sees it on a TypeORM whose driver has no pg pool (`master`). The
+ * pool is shadowed on a view of the driver that only the store gets: TypeORM's own query
  * runners need the real one to connect at all.
  */
 function withoutPoolAccess(source: DataSource): DataSource {
-  const driver = Object.create(source.driver, { obtainMasterConnection: { value: undefined } });
+  const driver = Object.create(source.driver, { master: { value: undefined } });
   return Object.create(source, {
     driver: { value: driver },
     createQueryRunner: {
@@ -241,7 +243,13 @@ describe('TypeOrmIdempotencyStore on PostgreSQL', () => {
     const first = claimRequest({ lockTimeoutSeconds: 0.2 });
     const original = await store.claim(first);
     await sleep(300);
-    const requests = Array.from({ length: 50 }, () => ({ ...first, ownerToken: randomUUID() }));
+    // The winner's own lease is long: on a loaded machine the 50 claims can take longer than
+    // 0.2 s, and a second takeover of a lapsed winner would be right, not a race lost.
+    const requests = Array.from({ length: 50 }, () => ({
+      ...first,
+      ownerToken: randomUUID(),
+      lockTimeoutSeconds: 60,
+    }));
     const results = await Promise.all(requests.map((r) => store.claim(r)));
     const claimed = results.filter((r) => r.outcome === 'claimed');
     expect(claimed).toEqual([{ outcome: 'claimed', recordId: original.recordId, attempt: 2 }]);
@@ -510,7 +518,9 @@ describe('TypeOrmIdempotencyStore on PostgreSQL', () => {
       ['', false],
       [' (a route that may wait: announced)', true],
     ])('%s', (_, announce) => {
-      it('commits the business row and the completion together, the COMMIT sent before the completion answered', async () => {
+      // Run with NEST_IDEMPOTENCY_PLAIN=pg-pipeline, the suite checks the plain path here.
+      const pipelined = internalEnabled(PG_PIPELINE);
+      it(`commits the business row and the completion together, the COMMIT sent ${pipelined ? 'before' : 'after'} the completion answered`, async () => {
         const req = claimRequest();
         await store.claim(req);
         const tx = await store.beginTransaction();
@@ -523,11 +533,7 @@ describe('TypeOrmIdempotencyStore on PostgreSQL', () => {
           wire.restore();
         }
         expect(wire.sent.map((query) => query.word)).toEqual(['WITH', 'COMMIT']);
-        expect(wire.sent[1]).toEqual({
-          word: 'COMMIT',
-          completionAnswered: false,
-          pipelined: true,
-        });
+        expect(wire.sent[1]).toEqual({ word: 'COMMIT', completionAnswered: !pipelined, pipelined });
         // The connection goes back to the pool as it came: not pipelining, no transaction open.
         expect(wire.client.pipeline).toBe(false);
         expect(await db.query('SELECT note FROM orders')).toEqual([{ note: req.key }]);
@@ -565,28 +571,49 @@ describe('TypeOrmIdempotencyStore on PostgreSQL', () => {
     });
 
     it('without the runner’s pg client, sends them one after the other: committed when owned, rolled back when not', async () => {
-      const fallback = new TypeOrmIdempotencyStore(withoutPoolAccess(dataSource), TABLE);
+      // Its assertions: committed when owned; when not, nothing committed, the business row too.
+      await oneAfterTheOther(withoutPoolAccess(dataSource));
+    });
+
+    /** Sends a completion with its COMMIT on `source`, owned then lost; what the wire saw. */
+    async function oneAfterTheOther(source: DataSource) {
+      const sequential = new TypeOrmIdempotencyStore(source, TABLE);
+      await sequential.verify();
       const owned = claimRequest();
-      await fallback.claim(owned);
-      const tx = await fallback.beginTransaction();
+      await sequential.claim(owned);
+      const tx = await sequential.beginTransaction();
       await insertOrder(tx, owned.key);
-      expect(await tx.completeAndCommit!(owned, RESPONSE, 3600)).toBe(true);
+      const wire = watch(tx.manager as EntityManager);
+      try {
+        expect(await tx.completeAndCommit!(owned, RESPONSE, 3600)).toBe(true);
+      } finally {
+        wire.restore();
+      }
       expect((await recordOf(owned.key)).status).toBe('completed');
 
       const old = claimRequest({ lockTimeoutSeconds: 0.2 });
-      await fallback.claim(old);
-      const lost = await fallback.beginTransaction();
+      await sequential.claim(old);
+      const lost = await sequential.beginTransaction();
       await insertOrder(lost, old.key);
       await sleep(300);
-      await fallback.claim({ ...old, ownerToken: randomUUID(), lockTimeoutSeconds: 60 });
+      await sequential.claim({ ...old, ownerToken: randomUUID(), lockTimeoutSeconds: 60 });
       expect(await lost.completeAndCommit!(old, RESPONSE, 3600)).toBe(false);
       expect(await db.query('SELECT note FROM orders')).toEqual([{ note: owned.key }]);
-    });
+      return wire.sent;
+    }
 
-    it('is left out when a TypeORM subscriber listens to commits, which would hear of one that rolled back', async () => {
+    const answeredFirst = [
+      { word: 'WITH', completionAnswered: false, pipelined: false },
+      { word: 'COMMIT', completionAnswered: true, pipelined: false },
+    ];
+
+    it('sends them one after the other when a TypeORM subscriber listens to commits, which would hear of one that rolled back', async () => {
+      const commits: string[] = [];
       @EventSubscriber()
       class CommitListener implements EntitySubscriberInterface {
-        afterTransactionCommit(): void {}
+        afterTransactionCommit(): void {
+          commits.push('committed');
+        }
       }
       const listened = new DataSource({
         type: 'postgres',
@@ -596,16 +623,20 @@ describe('TypeOrmIdempotencyStore on PostgreSQL', () => {
       });
       await listened.initialize();
       try {
-        const withListener = new TypeOrmIdempotencyStore(listened, TABLE);
-        const req = claimRequest();
-        await withListener.claim(req);
-        const tx = await withListener.beginTransaction();
-        expect(tx.completeAndCommit).toBeUndefined();
-        expect(await tx.complete(req, RESPONSE, 3600)).toBe(true);
-        await tx.commit();
-        expect((await recordOf(req.key)).status).toBe('completed');
+        expect(await oneAfterTheOther(listened)).toEqual(answeredFirst);
+        // Told of the one commit, not of the completion PostgreSQL would have rolled back.
+        expect(commits).toEqual(['committed']);
       } finally {
         await listened.destroy();
+      }
+    });
+
+    it('sends them one after the other with NEST_IDEMPOTENCY_PLAIN=pg-pipeline: the same outcome', async () => {
+      process.env.NEST_IDEMPOTENCY_PLAIN = 'pg-pipeline';
+      try {
+        expect(await oneAfterTheOther(dataSource)).toEqual(answeredFirst);
+      } finally {
+        delete process.env.NEST_IDEMPOTENCY_PLAIN;
       }
     });
   });
@@ -730,7 +761,7 @@ describe('TypeOrmIdempotencyStore on PostgreSQL', () => {
     });
   });
 
-  it('without obtainMasterConnection on the driver, runs claim, complete and a transaction through query runners', async () => {
+  it('without a pg pool on the driver, runs claim, complete and a transaction through query runners', async () => {
     const view = withoutPoolAccess(dataSource);
     const createQueryRunner = jest.spyOn(view, 'createQueryRunner');
     const fallback = new TypeOrmIdempotencyStore(view, TABLE);
@@ -754,9 +785,9 @@ describe('TypeOrmIdempotencyStore on PostgreSQL', () => {
       other.key,
     ]);
     expect(row.status).toBe('completed');
-    // One query runner each: verify, claim (a fresh insert), complete, the replay (the fresh
-    // insert finds the key, then the claim reads it), claim, beginTransaction.
-    expect(createQueryRunner).toHaveBeenCalledTimes(7);
+    // One query runner each: verify and its transaction, claim (a fresh insert), complete, the
+    // replay (the fresh insert finds the key, then the claim reads it), claim, beginTransaction.
+    expect(createQueryRunner).toHaveBeenCalledTimes(8);
   });
 
   it('purges a backlog of 5000 expired rows in batches of 1000 and keeps live leases', async () => {

@@ -1,10 +1,4 @@
-/**
- * The run scopes: what a run's code reaches while the run is live, and nothing once it ended;
- * Node's async hooks on only while some run is live (checked in a process of its own, where no
- * other test's storage can keep them on).
- */
-import { spawnSync } from 'node:child_process';
-import { join } from 'node:path';
+/** The run scopes: what a run's code reaches while the run is live, and nothing once it ended. */
 import { IdempotencyRunScopes } from '../../lib/context/idempotency-run-scope';
 import type { IdempotencyRunScope } from '../../lib/context/idempotency-run-scope';
 import type { IdempotencyRun } from '../../lib/execution/idempotency-run';
@@ -85,38 +79,5 @@ describe('IdempotencyRunScopes', () => {
     expect(scopes.active).toBe(true);
     scopes.end(a);
     expect(scopes.active).toBe(false);
-  });
-
-  it("turns Node's async hooks on with the first live run and off after the last, in a process of its own", () => {
-    // executionAsyncId() after an await is 0 while no async hook is on, an id of its own when one is.
-    const script = `
-      const { executionAsyncId } = require('node:async_hooks');
-      const { IdempotencyRunScopes } = require(${JSON.stringify(
-        join(__dirname, '../../lib/context/idempotency-run-scope'),
-      )});
-      const idAfterAwait = async () => { await null; return executionAsyncId(); };
-      (async () => {
-        const scopes = new IdempotencyRunScopes();
-        const [a, b] = [{ handlerStarted: false }, { handlerStarted: false }];
-        const ids = [await idAfterAwait()];
-        await scopes.run(a, async () => undefined);
-        await scopes.run(b, async () => undefined);
-        ids.push(await idAfterAwait());
-        scopes.end(a);
-        ids.push(await idAfterAwait());
-        scopes.end(b);
-        ids.push(await idAfterAwait());
-        process.stdout.write(JSON.stringify(ids.map((id) => id !== 0)));
-      })();
-    `;
-    const child = spawnSync(
-      process.execPath,
-      ['-r', 'ts-node/register/transpile-only', '-e', script],
-      { encoding: 'utf8', env: { ...process.env, NODE_OPTIONS: '' } },
-    );
-
-    expect(child.stderr).toBe('');
-    // Before any run, two live, one live, none.
-    expect(JSON.parse(child.stdout)).toEqual([false, true, true, false]);
   });
 });

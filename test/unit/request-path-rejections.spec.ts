@@ -124,9 +124,9 @@ describe('request path steps reject instead of throwing', () => {
         throw gone;
       },
     } as unknown as DataSource;
-    expect(await outcome(() => TypeOrmStoreTransaction.begin(dataSource, 1000, true))).toBe(
-      'rejected: the DataSource is gone',
-    );
+    expect(
+      await outcome(() => TypeOrmStoreTransaction.begin(dataSource, 1000, true, () => true)),
+    ).toBe('rejected: the DataSource is gone');
   });
 
   it('the start of an execution whose request cannot be read', async () => {

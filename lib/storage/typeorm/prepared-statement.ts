@@ -48,10 +48,9 @@ interface PgPool {
   ): void;
 }
 
-/** TypeORM's PostgreSQL driver, as far as the store uses it. */
+/** TypeORM's PostgreSQL driver, as far as the store uses it (public members of its typings). */
 interface PostgresDriverLike {
-  obtainMasterConnection(): Promise<[PgClient, (error?: unknown) => void]>;
-  /** Its pool, once the DataSource is initialised (what `obtainMasterConnection()` lends from). */
+  /** Its pg pool, once the DataSource is initialised. */
   master?: PgPool;
 }
 
@@ -76,18 +75,15 @@ export function prepareStatements<K extends string>(
 }
 
 /**
- * Whether the DataSource's driver lends out pg connections directly: TypeORM's PostgreSQL
- * driver, whose `obtainMasterConnection()` lends them from its pool (`master`). Neither is part
- * of TypeORM's public API, so the store borrows from that pool only when this holds at
- * bootstrap, and otherwise runs its statements through query runners.
+ * Whether the DataSource's driver has a pg pool to borrow from: TypeORM's PostgreSQL driver
+ * declares it public (`master`, the pg `Pool`, whose `connect()` is pg's public API). Otherwise
+ * (a driver without one) the store runs its statements through query runners.
  */
 export function hasPoolAccess(dataSource: DataSource): boolean {
-  const driver = dataSource.driver as unknown as Partial<PostgresDriverLike> & {
+  const driver = dataSource.driver as unknown as PostgresDriverLike & {
     options?: { type?: unknown };
   };
-  return (
-    driver?.options?.type === 'postgres' && typeof driver.obtainMasterConnection === 'function'
-  );
+  return driver?.options?.type === 'postgres' && typeof driver.master?.connect === 'function';
 }
 
 /**
@@ -99,8 +95,8 @@ export function hasPoolAccess(dataSource: DataSource): boolean {
  *
  * This is the request path's one statement helper, so it is written as one promise with one
  * timer for the wait for a connection and the statement together (not a race per step), and it
- * borrows the connection and sends the statement with pg's callbacks: TypeORM's
- * `obtainMasterConnection()` and pg's promise API would add six promises per statement.
+ * borrows the connection and sends the statement with pg's callbacks: TypeORM's query runners
+ * and pg's promise API would add six promises per statement.
  *
  * @param prepared - send it as a named prepared statement (else unnamed: parsed and planned on
  *   every call, but safe where connections share server sessions, as behind PgBouncer's

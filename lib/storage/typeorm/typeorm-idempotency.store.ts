@@ -8,6 +8,7 @@ import type {
   StoredResponse,
 } from '../../interfaces/idempotency-record.interface';
 import { IdempotencyConfigurationError } from '../../config/idempotency-configuration.error';
+import { pgPipelineUsable } from '../../internals/pg-pipeline';
 import { wakeTokenOf } from '../../waiting/wake-token';
 import { IdempotencyStore } from '../idempotency.store';
 import type { IdempotencyStoreCapabilities } from '../idempotency-store.capabilities';
@@ -75,12 +76,16 @@ export class TypeOrmIdempotencyStore extends IdempotencyStore implements TypeOrm
   private readonly channel: string;
   private resolved?: DataSource;
   /**
-   * Whether statements run on pg connections lent by TypeORM's driver (named, prepared once
-   * per connection) or, where the driver offers no such thing, through query runners.
-   * Decided by `verify()` at bootstrap, or by the first call.
+   * Whether statements run on the pg pool of TypeORM's driver (named, prepared once per
+   * connection) or, where the driver has none, through query runners. Decided by `verify()` at
+   * bootstrap, or by the first call.
    */
   private poolAccess?: boolean;
-  /** Whether transactions send their completion with their COMMIT (`commitsPipelined()`). */
+  /**
+   * Whether transactions send their completion with their COMMIT in one round trip: no TypeORM
+   * subscriber to commits, and pg's pipeline flag usable (`pgPipelineUsable`). Decided on the
+   * first transaction, which `verify()` opens at bootstrap.
+   */
   private pipelinedCommits?: boolean;
   /** The latest expiry the current purge pass deleted; `null` between passes. */
   private purgedUpTo: string | null = null;
@@ -111,9 +116,9 @@ export class TypeOrmIdempotencyStore extends IdempotencyStore implements TypeOrm
 
   /**
    * Resolves the DataSource, checks it is PostgreSQL with the record table in place, and decides
-   * how statements reach the database: on connections lent by TypeORM's PostgreSQL driver when
-   * it offers them (`obtainMasterConnection`, not public API), else through query runners.
-   * Called by the module at bootstrap.
+   * how statements reach the database: on the pg pool of TypeORM's PostgreSQL driver (its public
+   * `master`) when it has one, else through query runners; and whether a transaction's completion
+   * goes with its COMMIT. Called by the module at bootstrap.
    * @throws IdempotencyConfigurationError with the fix when it is not, or when the record table
    *   or its jobs table lacks a column (or the jobs table is missing): the error names each
    *   missing part and the migration (or entity, for `synchronize`) that adds it
@@ -127,6 +132,8 @@ export class TypeOrmIdempotencyStore extends IdempotencyStore implements TypeOrm
     const { rows } = await this.run('verify', this.sql.verify, [this.table, this.jobsTable]);
     const problem = recordTableProblem(this.table, this.jobsTable, rows[0]);
     if (problem) throw problem;
+    // A transaction at bootstrap makes the pipeline check (`pipelines`) then, not on a request.
+    await (await this.openTransaction()).rollback();
   }
 
   private get dataSource(): DataSource {
@@ -258,12 +265,10 @@ export class TypeOrmIdempotencyStore extends IdempotencyStore implements TypeOrm
       },
       commit: () => tx.commit(),
       rollback: () => tx.rollback(),
-      completeAndCommit: this.commitsPipelined()
-        ? (ref, response, ttlSeconds) => {
-            const { statement, params } = this.completion(ref, response, ttlSeconds, true);
-            return tx.commitWith('complete (in transaction)', statement, params);
-          }
-        : undefined,
+      completeAndCommit: (ref, response, ttlSeconds) => {
+        const { statement, params } = this.completion(ref, response, ttlSeconds, true);
+        return tx.commitWith('complete (in transaction)', statement, params);
+      },
     }));
   }
 
@@ -295,17 +300,18 @@ export class TypeOrmIdempotencyStore extends IdempotencyStore implements TypeOrm
   }
 
   /**
-   * Whether a transaction's completion goes with its COMMIT (`completeAndCommit`): not when a
-   * TypeORM subscriber listens to commits, which TypeORM would tell of a COMMIT that PostgreSQL
-   * turned into a rollback (a completion whose lease was taken over).
+   * Whether a transaction's completion may go with its COMMIT, decided on the first
+   * transaction's pg client: not when a TypeORM subscriber listens to commits, which TypeORM
+   * would tell of a COMMIT that PostgreSQL turned into a rollback (a completion whose lease was
+   * taken over); and only when pg's pipeline flag is usable (`pgPipelineUsable`).
    */
-  private commitsPipelined(): boolean {
-    return (this.pipelinedCommits ??= !this.dataSource.subscribers.some(
-      (subscriber) =>
-        typeof subscriber.beforeTransactionCommit === 'function' ||
-        typeof subscriber.afterTransactionCommit === 'function',
-    ));
-  }
+  private readonly pipelines = (client: unknown): boolean =>
+    (this.pipelinedCommits ??=
+      !this.dataSource.subscribers.some(
+        (subscriber) =>
+          typeof subscriber.beforeTransactionCommit === 'function' ||
+          typeof subscriber.afterTransactionCommit === 'function',
+      ) && pgPipelineUsable(client));
 
   /**
    * Opens a transaction on a query runner, bounded like every store call. Internal: used by the
@@ -317,6 +323,7 @@ export class TypeOrmIdempotencyStore extends IdempotencyStore implements TypeOrm
       this.dataSource,
       this.timeoutMs,
       this.usesPoolAccess() && this.preparedStatements,
+      this.pipelines,
     );
   }
 
@@ -334,7 +341,11 @@ export class TypeOrmIdempotencyStore extends IdempotencyStore implements TypeOrm
   }
 
   private usesPoolAccess(): boolean {
-    return (this.poolAccess ??= hasPoolAccess(this.dataSource));
+    if (this.poolAccess !== undefined) return this.poolAccess;
+    const access = hasPoolAccess(this.dataSource);
+    // The pool exists once the DataSource is initialised: only then is its absence final.
+    if (access || this.dataSource.isInitialized) this.poolAccess = access;
+    return access;
   }
 
   /**

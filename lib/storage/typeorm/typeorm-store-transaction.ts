@@ -1,4 +1,5 @@
 import type { DataSource, EntityManager, QueryRunner } from 'typeorm';
+import { pipelining } from '../../internals/pg-pipeline';
 import { explainStatementError } from './prepared-statement';
 import type { PgClient, PreparedStatement, StatementResult } from './prepared-statement';
 import { discardQueryRunner, runOnQueryRunner } from './query-runner-statements';
@@ -30,17 +31,21 @@ export class TypeOrmStoreTransaction {
     private readonly timeoutMs: number,
     /** The runner's pg client, to send store statements as prepared statements on. */
     private readonly client: PgClient | undefined,
+    /** Whether `commitWith()` writes its statement and the COMMIT in one round trip. */
+    private readonly pipelined: boolean,
   ) {}
 
   /**
    * Checks out a connection and starts a transaction on it, within `timeoutMs` in all.
    * @param namedStatements - send store statements as prepared statements on the pg client
+   * @param pipelines - whether `commitWith()` may pipeline on this pg client (`pgPipelineUsable`)
    * @throws IdempotencyStoreTimeoutError when the pool or the database did not answer in time
    */
   static begin(
     dataSource: DataSource,
     timeoutMs: number,
     namedStatements: boolean,
+    pipelines: (client: PgClient) => boolean,
   ): Promise<TypeOrmStoreTransaction> {
     return new Promise((resolve, reject) => {
       // Inside the executor: a DataSource that cannot make a runner rejects, as it did when
@@ -66,7 +71,8 @@ export class TypeOrmStoreTransaction {
         runner.startTransaction().then(() => {
           if (!timer.stop()) return;
           const client = namedStatements ? (connection as PgClient) : undefined;
-          resolve(new TypeOrmStoreTransaction(runner, timeoutMs, client));
+          const pipelined = client !== undefined && pipelines(client);
+          resolve(new TypeOrmStoreTransaction(runner, timeoutMs, client, pipelined));
         }, failed);
       }, failed);
     });
@@ -131,19 +137,19 @@ export class TypeOrmStoreTransaction {
   }
 
   /**
-   * Sends `statement`, which fails unless it wrote (`failUnlessWritten`), and the `COMMIT` behind
-   * it without waiting for its answer: on a pg client that pipelines, the two go in one round
-   * trip. When the statement wrote nothing, PostgreSQL turns the `COMMIT` into a rollback. Only
-   * for a DataSource with no subscriber to commits (the store's `commitsPipelined()`): TypeORM
-   * would tell them of a commit that rolled back. Without the runner's pg client the two are
-   * sent one after the other, the same way round.
+   * Sends `statement`, which fails unless it wrote (`failUnlessWritten`), then commits. When the
+   * transaction pipelines (`pgPipelineUsable`), the `COMMIT` goes without waiting for the
+   * statement's answer, in the same round trip, and PostgreSQL turns it into a rollback when the
+   * statement wrote nothing: only for a DataSource with no subscriber to commits, which TypeORM
+   * would tell of a commit that rolled back. Otherwise the statement is answered first, then
+   * committed or rolled back.
    * @param operation - named in the timeout error
    * @returns false when the statement wrote nothing (nothing was committed)
    */
   commitWith(operation: string, statement: PreparedStatement, values: unknown[]): Promise<boolean> {
     const refused = this.refusal(operation);
     if (refused) return Promise.reject(refused);
-    if (!this.client) return this.commitAfter(operation, statement, values);
+    if (!this.client || !this.pipelined) return this.commitAfter(operation, statement, values);
     this.state = 'finished';
     const client = this.client;
     const deadline = new Deadline(operation, this.timeoutMs);
@@ -175,7 +181,7 @@ export class TypeOrmStoreTransaction {
     statement: PreparedStatement,
     values: unknown[],
   ): Promise<boolean> {
-    return this.run(operation, statement, values).then(
+    return this.send(operation, statement, values).then(
       () => this.commit().then(() => true),
       (error: unknown) =>
         nothingWritten(error) ? this.rollback().then(() => false) : Promise.reject(error as Error),
@@ -247,20 +253,6 @@ export class TypeOrmStoreTransaction {
         : `nest-idempotency: ${operation} refused: the transaction has already ended`,
     );
   }
-}
-
-/**
- * Puts a pg client in pipeline mode (node-postgres 8.23 and later: queries are written without
- * waiting for the previous one's answer) until the returned function is called. On an older pg
- * the flag does nothing and queries wait their turn, which is as correct, one round trip slower.
- */
-function pipelining(client: PgClient): () => void {
-  const pg = client as unknown as { pipeline?: boolean };
-  if (pg.pipeline) return () => undefined;
-  pg.pipeline = true;
-  return () => {
-    pg.pipeline = false;
-  };
 }
 
 /** Whether `error` is a `failUnlessWritten` statement's: it found nothing to write. */
