@@ -157,7 +157,7 @@ describe('the worked examples, run on PostgreSQL', () => {
   });
 
   it("routes: a duplicate sent with Prefer: wait gets the first request's answer, replayed", async () => {
-    const page = pageWith('## Waiting for the first request');
+    const page = pageWith('# Waiting for the first request');
     dir = runnableApp(page);
     const app = await startDocsApp(dir, { DATABASE_URL: db.url });
     apps.push(app);
