@@ -1,4 +1,5 @@
 import type { DataSource, EntityManager, QueryRunner } from 'typeorm';
+import { watchCommitWarnings } from './commit-warnings';
 import { explainStatementError } from './prepared-statement';
 import type { PgClient, PreparedStatement, StatementResult } from './prepared-statement';
 import { discardQueryRunner, runOnQueryRunner } from './query-runner-statements';
@@ -30,6 +31,8 @@ export class TypeOrmStoreTransaction {
     private readonly timeoutMs: number,
     /** The runner's pg client, to send store statements as prepared statements on. */
     private readonly client: PgClient | undefined,
+    /** The runner's connection, watched for a WARNING while the transaction commits. */
+    private readonly connection: unknown,
   ) {}
 
   /**
@@ -65,7 +68,7 @@ export class TypeOrmStoreTransaction {
         runner.startTransaction().then(() => {
           if (!timer.stop()) return;
           const client = namedStatements ? (connection as PgClient) : undefined;
-          resolve(new TypeOrmStoreTransaction(runner, timeoutMs, client));
+          resolve(new TypeOrmStoreTransaction(runner, timeoutMs, client, connection));
         }, failed);
       }, failed);
     });
@@ -122,11 +125,30 @@ export class TypeOrmStoreTransaction {
     });
   }
 
-  /** Commits and gives the connection back. */
+  /**
+   * Commits and gives the connection back.
+   * @throws IdempotencyCommitUnconfirmedError when the COMMIT stood but came with a WARNING (a
+   *   cancelled wait for a synchronous standby): nothing is to be rolled back
+   */
   commit(): Promise<void> {
     const refused = this.refusal('commit');
     if (refused) return Promise.reject(refused);
-    return this.finish('commit', () => this.runner.commitTransaction());
+    return this.finish('commit', () => this.confirmedCommit('commit'));
+  }
+
+  /** TypeORM's COMMIT, rejected with `IdempotencyCommitUnconfirmedError` after a WARNING. */
+  private confirmedCommit(operation: string): Promise<void> {
+    const endWatch = watchCommitWarnings(this.connection, operation);
+    return this.runner.commitTransaction().then(
+      () => {
+        const unconfirmed = endWatch();
+        if (unconfirmed) throw unconfirmed;
+      },
+      (error: unknown) => {
+        endWatch();
+        throw error;
+      },
+    );
   }
 
   /**
@@ -138,6 +160,7 @@ export class TypeOrmStoreTransaction {
    * sent one after the other, the same way round.
    * @param operation - named in the timeout error
    * @returns false when the statement wrote nothing (nothing was committed)
+   * @throws IdempotencyCommitUnconfirmedError as `commit()` does
    */
   commitWith(operation: string, statement: PreparedStatement, values: unknown[]): Promise<boolean> {
     const refused = this.refusal(operation);
@@ -164,7 +187,7 @@ export class TypeOrmStoreTransaction {
         const fail = () => reject(explainStatementError(failed ?? error, statement));
         this.runner.release().then(fail, fail);
       };
-      this.runner.commitTransaction().then(() => settle(undefined), settle);
+      this.confirmedCommit(operation).then(() => settle(undefined), settle);
     });
   }
 
