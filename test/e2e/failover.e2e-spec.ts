@@ -111,12 +111,13 @@ async function send(rig: Rig, key: string, body = { amount: 500 }, path = '/paym
 
 /** Sends until the answer is final (the store may refuse while the endpoint moves). */
 async function pay(rig: Rig, key: string, path = '/payments') {
+  let last: request.Response | undefined;
   for (let attempt = 0; attempt < 40; attempt++) {
-    const response = await send(rig, key, undefined, path);
-    if (response.status < 500 && response.status !== 409) return { response };
+    last = await send(rig, key, undefined, path);
+    if (last.status < 500 && last.status !== 409) return { response: last };
     await new Promise((resolve) => setTimeout(resolve, 250));
   }
-  throw new Error(`no final answer for ${key}`);
+  throw new Error(`no final answer for ${key}; the last: ${last?.status} ${last?.text}`);
 }
 
 /** The promoted replica takes the endpoint. */
