@@ -121,6 +121,18 @@ export class IdempotencyProblemException extends HttpException {
     );
   }
 
+  /**
+   * The response was stored, but the database did not confirm the commit (a synchronous standby
+   * that stalled): it is no final answer yet, and the retry replays it or runs once.
+   */
+  static notConfirmed(retryAfterSeconds: number): IdempotencyProblemException {
+    return new IdempotencyProblemException(
+      'idempotency_store_unavailable',
+      'The response was stored, but the database did not confirm it as durable. Retry with the same key.',
+      retryAfterSeconds,
+    );
+  }
+
   /** A transactional handler ran but its completion could not be stored: all rolled back. */
   static notStored(retryAfterSeconds: number): IdempotencyProblemException {
     return new IdempotencyProblemException(

@@ -1,4 +1,10 @@
+import { IdempotencyProblemException } from '../errors/idempotency-problem.exception';
+import { isCommitUnconfirmed } from '../storage/commit-unconfirmed.error';
+import type { OutgoingResponse } from '../utils/response-bytes';
+import type { ResolvedIdempotencyRouteOptions } from '../interfaces/idempotency-module-options.interface';
 import type { IdempotencyExecutionDeps } from './execution-deps';
+import type { ExecutionResult } from './execution-result';
+import { emitRejected } from './rejected-event';
 import type { IdempotencyRun } from './idempotency-run';
 import type {
   IdempotencyStoreTransaction,
@@ -120,6 +126,40 @@ export function reportNotStored(
     error as Error,
   );
   emitExecuted(deps, run, status, false);
+}
+
+/**
+ * The completion committed but the database did not confirm it (a stalled synchronous standby,
+ * `IdempotencyCommitUnconfirmedError`): the record stands, so nothing is rolled back or
+ * released, and its answer is not sent as a final one. The retry replays it, or runs once where
+ * a failover lost it.
+ */
+export function notConfirmed(
+  deps: Pick<IdempotencyExecutionDeps, 'events'>,
+  run: IdempotencyRun,
+  route: Pick<ResolvedIdempotencyRouteOptions, 'retryAfterSeconds'>,
+  error: unknown,
+): ExecutionResult {
+  deps.events.emit({ type: 'store_error', operation: 'complete', error });
+  const problem = IdempotencyProblemException.notConfirmed(route.retryAfterSeconds);
+  emitRejected(deps.events, problem, run.ref);
+  return { kind: 'refused', problem };
+}
+
+/**
+ * What a failed completion outside a transaction ends in: a refusal when it committed without
+ * confirmation (`notConfirmed`), else the handler's answer, not stored (`reportNotStored`).
+ */
+export function notStored(
+  deps: Pick<IdempotencyExecutionDeps, 'events' | 'logger'>,
+  run: IdempotencyRun,
+  route: Pick<ResolvedIdempotencyRouteOptions, 'retryAfterSeconds'>,
+  outgoing: OutgoingResponse,
+  error: unknown,
+): ExecutionResult {
+  if (isCommitUnconfirmed(error)) return notConfirmed(deps, run, route, error);
+  reportNotStored(deps, run, outgoing.status, error);
+  return { kind: 'stored', answer: outgoing };
 }
 
 /** The store's `complete()`, a synchronous throw turned into a rejection. */

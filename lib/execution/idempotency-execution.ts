@@ -4,6 +4,7 @@ import { idempotencyRunScopes } from '../context/idempotency-run-scope';
 import type { IdempotencyRunScope } from '../context/idempotency-run-scope';
 import { IdempotencyProblemException } from '../errors/idempotency-problem.exception';
 import { renderProblem } from '../errors/render-problem';
+import { isCommitUnconfirmed } from '../storage/commit-unconfirmed.error';
 import type { ResponseSink } from '../http/response-sink.interface';
 import type { ResolvedIdempotencyRouteOptions } from '../interfaces/idempotency-module-options.interface';
 import type {
@@ -25,7 +26,8 @@ import {
   emitExecuted,
   emitLockLost,
   releaseKey,
-  reportNotStored,
+  notConfirmed,
+  notStored,
   rollbackQuietly,
 } from './execution-store-steps';
 import type { ConcludeReason, ReleaseMode, ReleaseReason } from './execution-store-steps';
@@ -316,8 +318,7 @@ export class IdempotencyExecution implements ResponseSink {
       },
       (error: unknown) => {
         this.finish();
-        reportNotStored(this.deps, this.run, outgoing.status, error);
-        return { kind: 'stored', answer: outgoing };
+        return notStored(this.deps, this.run, this.route, outgoing, error);
       },
     );
   }
@@ -361,6 +362,7 @@ export class IdempotencyExecution implements ResponseSink {
         this.route.ttlSeconds,
       );
     } catch (error) {
+      if (isCommitUnconfirmed(error)) return notConfirmed(this.deps, this.run, this.route, error);
       this.deps.events.emit({ type: 'store_error', operation: 'complete', error });
       await transaction.rollback().catch(() => undefined);
       await this.release('retry', 'not_final');

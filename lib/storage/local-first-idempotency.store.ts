@@ -137,18 +137,24 @@ export class LocalFirstIdempotencyStore extends IdempotencyStore {
           });
         },
         commit: () =>
-          transaction.commit().then(() => {
-            if (completed) this.committed(completed.ref, completed.response, completed.expiresAt);
-          }),
+          transaction.commit().then(
+            () => {
+              if (completed) this.committed(completed.ref, completed.response, completed.expiresAt);
+            },
+            (error: unknown) => this.notCommitted(completed?.ref, error),
+          ),
         rollback: () => transaction.rollback(),
         completeAndCommit:
           completeAndCommit &&
           ((ref, response, ttlSeconds) => {
             const sentAt = this.now();
-            return completeAndCommit(ref, response, ttlSeconds).then((owned) => {
-              if (owned) this.committed(ref, response, sentAt + ttlSeconds * 1000);
-              return owned;
-            });
+            return completeAndCommit(ref, response, ttlSeconds).then(
+              (owned) => {
+                if (owned) this.committed(ref, response, sentAt + ttlSeconds * 1000);
+                return owned;
+              },
+              (error: unknown) => this.notCommitted(ref, error),
+            );
           }),
       };
     });
@@ -160,6 +166,19 @@ export class LocalFirstIdempotencyStore extends IdempotencyStore {
     if (entry) this.remember(ref, entry, response, expiresAt);
     this.inFlight.end(ref.scope, ref.key, ref.ownerToken);
     this.announce(ref);
+  }
+
+  /**
+   * A transaction's completion did not commit, or committed unconfirmed (a stalled synchronous
+   * standby: the key is then released by nobody). Either way the key is the wrapped store's to
+   * answer from now on, never this instance's cache.
+   */
+  private notCommitted(ref: IdempotencyRecordRef | undefined, error: unknown): never {
+    if (ref) {
+      this.inFlight.end(ref.scope, ref.key, ref.ownerToken);
+      this.announce(ref);
+    }
+    throw error;
   }
 
   /**

@@ -53,6 +53,17 @@ class PaymentsController {
       ended();
     }
   }
+
+  /** The same charge on a route that completes outside a transaction. */
+  @Post('plain')
+  @Idempotent()
+  payPlain(@Body() body: { amount: number }) {
+    const key = this.idempotency.identity!.key;
+    const ended = this.ledger.history.handlerStart(key, 'app', body);
+    this.ledger.charge(this.idempotency.derivedKey('charge'), key);
+    ended();
+    return { charged: body.amount };
+  }
 }
 
 interface Rig {
@@ -83,12 +94,9 @@ async function stopRig(rig: Rig | undefined): Promise<void> {
 }
 
 /** Sends one attempt and records it in the history. */
-async function send(rig: Rig, key: string, body = { amount: 500 }) {
+async function send(rig: Rig, key: string, body = { amount: 500 }, path = '/payments') {
   const startedAt = rig.ledger.history.now();
-  const response = await request(rig.app.server)
-    .post('/payments')
-    .set('Idempotency-Key', key)
-    .send(body);
+  const response = await request(rig.app.server).post(path).set('Idempotency-Key', key).send(body);
   rig.ledger.history.answer(
     { key, client: 'client', startedAt, request: body },
     {
@@ -102,13 +110,14 @@ async function send(rig: Rig, key: string, body = { amount: 500 }) {
 }
 
 /** Sends until the answer is final (the store may refuse while the endpoint moves). */
-async function pay(rig: Rig, key: string) {
+async function pay(rig: Rig, key: string, path = '/payments') {
+  let last: request.Response | undefined;
   for (let attempt = 0; attempt < 40; attempt++) {
-    const response = await send(rig, key);
-    if (response.status < 500 && response.status !== 409) return { response };
+    last = await send(rig, key, undefined, path);
+    if (last.status < 500 && last.status !== 409) return { response: last };
     await new Promise((resolve) => setTimeout(resolve, 250));
   }
-  throw new Error(`no final answer for ${key}`);
+  throw new Error(`no final answer for ${key}; the last: ${last?.status} ${last?.text}`);
 }
 
 /** The promoted replica takes the endpoint. */
@@ -116,6 +125,30 @@ async function failOver(rig: Rig): Promise<void> {
   await rig.pair.failOver();
   rig.endpoint.moveTo(rig.pair.replicaPort);
 }
+
+/**
+ * Cancels every backend's wait for the synchronous standby on the primary every 200 ms, as an
+ * operator, a pooler or a watchdog would: each such COMMIT then stands on the primary alone,
+ * with a WARNING. Call the returned function to stop.
+ */
+function cancelStandbyWaits(pair: PostgresPair): () => Promise<void> {
+  let running = true;
+  const waits = "SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE wait_event = 'SyncRep'";
+  const loop = (async () => {
+    while (running) {
+      await query(pair.url('primary'), waits).catch(() => undefined);
+      await new Promise((resolve) => setTimeout(resolve, 200));
+    }
+  })();
+  return () => {
+    running = false;
+    return loop;
+  };
+}
+
+const handlerRuns = (rig: Rig, key: string) =>
+  rig.ledger.history.events.filter((event) => event.type === 'handler-start' && event.key === key)
+    .length;
 
 const violationsOf = (rig: Rig) =>
   checkHistory(rig.ledger.history.events, { settleBoundMs: 10_000 }).map(
@@ -178,5 +211,48 @@ describe.each(ADAPTERS)('a PostgreSQL failover on %s', (adapter) => {
     expect(retry.response.status).toBe(201);
     expect(violationsOf(rig)).toEqual([]);
     expect(rig.ledger.charges.size).toBe(1);
+  });
+
+  it('with a synchronous standby that stalls and waits that are cancelled, sends no final answer, and the retry runs once after the failover', async () => {
+    rig = await startRig(adapter, 'sync');
+    await rig.pair.stop('replica');
+    const stopCancelling = cancelStandbyWaits(rig.pair);
+    // The COMMIT returns with a WARNING: the answer stands on the primary alone.
+    const stalled = await send(rig, 'pay-cancelled').finally(stopCancelling);
+    expect(stalled.status).toBe(503);
+    expect(stalled.body.code).toBe('idempotency_store_unavailable');
+    expect(stalled.headers['retry-after']).toBeDefined();
+    await failOver(rig);
+
+    // The standby never got the record nor the order: the handler runs once there.
+    const retry = await pay(rig, 'pay-cancelled');
+    expect(retry.response.status).toBe(201);
+    expect(retry.response.headers['idempotent-replayed']).toBeUndefined();
+    expect(handlerRuns(rig, 'pay-cancelled')).toBe(2);
+    expect(violationsOf(rig)).toEqual([]);
+    expect(rig.ledger.charges.size).toBe(1);
+    const rows = await query(rig.pair.url('replica'), 'SELECT count(*)::int AS n FROM orders');
+    expect(rows[0].n).toBe(1);
+  });
+
+  it('with a synchronous standby that stalls and waits that are cancelled, replays the stored answer once the standby is back', async () => {
+    rig = await startRig(adapter, 'sync');
+    await rig.pair.stop('replica');
+    const stopCancelling = cancelStandbyWaits(rig.pair);
+    const stalled = await send(rig, 'pay-plain', undefined, '/payments/plain').finally(
+      stopCancelling,
+    );
+    expect(stalled.status).toBe(503);
+    expect(stalled.body.code).toBe('idempotency_store_unavailable');
+    expect(stalled.headers['retry-after']).toBeDefined();
+    await rig.pair.start('replica');
+    await rig.pair.waitForReplica();
+
+    const retry = await pay(rig, 'pay-plain', '/payments/plain');
+    expect(retry.response.status).toBe(201);
+    expect(retry.response.headers['idempotent-replayed']).toBe('true');
+    expect(retry.response.body).toEqual({ charged: 500 });
+    expect(handlerRuns(rig, 'pay-plain')).toBe(1);
+    expect(violationsOf(rig)).toEqual([]);
   });
 });

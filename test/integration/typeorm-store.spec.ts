@@ -17,6 +17,7 @@ import { randomUUID } from 'node:crypto';
 import { DataSource, EventSubscriber } from 'typeorm';
 import type { EntityManager, EntitySubscriberInterface, ReplicationMode } from 'typeorm';
 import { IdempotencyConfigurationError } from '../../lib/config/idempotency-configuration.error';
+import { IdempotencyCommitUnconfirmedError } from '../../lib/storage/commit-unconfirmed.error';
 import type {
   ClaimRequest,
   StoredResponse,
@@ -1117,6 +1118,88 @@ describe.each(STATEMENT_PATHS)('TypeOrmIdempotencyStore bounded waits, through %
       const tx = await store.beginTransaction();
       expect(await tx.complete(req, RESPONSE, 60)).toBe(true);
       await tx.commit();
+    });
+  });
+});
+
+/**
+ * A COMMIT that returns with a WARNING, as one does after its wait for a synchronous standby was
+ * cancelled (`test/e2e/failover.e2e-spec.ts` shows that case on a real standby). Here a deferred
+ * trigger raises the WARNING at commit time, in German, as a server with `lc_messages = 'de_DE'`
+ * would: the store matches the SQLSTATE, not the text. The commit stands; the store says so.
+ */
+describe('a commit that returns with a WARNING (SQLSTATE 01000)', () => {
+  beforeAll(async () => {
+    await db.query('CREATE TABLE IF NOT EXISTS orders (id serial PRIMARY KEY, note text)');
+    await db.query(`
+      CREATE FUNCTION warn_at_commit() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN
+        IF NEW.idempotency_key LIKE 'warn-%' THEN
+          RAISE WARNING 'Warten auf synchrone Replikation wurde abgebrochen' USING ERRCODE = '01000';
+        ELSE
+          RAISE NOTICE 'nur ein Hinweis';
+        END IF;
+        RETURN NULL;
+      END $$`);
+    await db.query(`
+      CREATE CONSTRAINT TRIGGER warn_at_commit AFTER UPDATE ON ${TABLE}
+        DEFERRABLE INITIALLY DEFERRED FOR EACH ROW WHEN (NEW.status = 'completed')
+        EXECUTE FUNCTION warn_at_commit()`);
+  });
+  afterAll(async () => {
+    await db.query(`DROP TRIGGER warn_at_commit ON ${TABLE}`);
+    await db.query('DROP FUNCTION warn_at_commit()');
+  });
+
+  const statusOf = async (key: string) =>
+    (await db.query(`SELECT status FROM ${TABLE} WHERE idempotency_key = $1`, [key]))[0]?.status;
+
+  describe.each(STATEMENT_PATHS)('on %s', (_path, sourceOf) => {
+    let store: TypeOrmIdempotencyStore;
+    beforeEach(() => {
+      store = new TypeOrmIdempotencyStore(sourceOf(dataSource), TABLE);
+    });
+
+    it('a completion rejects with IdempotencyCommitUnconfirmedError, and the record stands completed', async () => {
+      const req = claimRequest({ key: `warn-${randomUUID()}` });
+      await store.claim(req);
+      const completed = store.complete(req, RESPONSE, 3600);
+      await expect(completed).rejects.toBeInstanceOf(IdempotencyCommitUnconfirmedError);
+      await expect(completed).rejects.toMatchObject({ operation: 'complete' });
+      expect(await statusOf(req.key)).toBe('completed');
+    });
+
+    it('a completion in a transaction, with or without its COMMIT sent along, rejects the same way; the handler’s row stands', async () => {
+      for (const pipelined of [true, false]) {
+        const req = claimRequest({ key: `warn-${randomUUID()}` });
+        await store.claim(req);
+        const tx = await store.beginTransaction();
+        await (tx.manager as EntityManager).query('INSERT INTO orders (note) VALUES ($1)', [
+          req.key,
+        ]);
+        const committed =
+          pipelined && tx.completeAndCommit
+            ? tx.completeAndCommit(req, RESPONSE, 3600)
+            : tx.complete(req, RESPONSE, 3600).then(() => tx.commit());
+        await expect(committed).rejects.toBeInstanceOf(IdempotencyCommitUnconfirmedError);
+        expect(await statusOf(req.key)).toBe('completed');
+        const orders = await db.query('SELECT count(*)::int AS n FROM orders WHERE note = $1', [
+          req.key,
+        ]);
+        expect(orders).toEqual([{ n: 1 }]);
+      }
+    });
+
+    it('a NOTICE is no warning: the completion resolves', async () => {
+      const req = claimRequest({ key: `notice-${randomUUID()}` });
+      await store.claim(req);
+      expect(await store.complete(req, RESPONSE, 3600)).toBe(true);
+      const tx = await store.beginTransaction();
+      const other = claimRequest({ key: `notice-${randomUUID()}` });
+      await store.claim(other);
+      expect(await tx.complete(other, RESPONSE, 3600)).toBe(true);
+      await tx.commit();
+      expect(await statusOf(other.key)).toBe('completed');
     });
   });
 });

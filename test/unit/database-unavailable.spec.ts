@@ -3,13 +3,14 @@
  * by the sample app for its own 503 `database_unavailable`) holds only for errors that mean the
  * database could not be reached — including a query on a query runner TypeORM released because
  * its connection failed mid-transaction (seen in the chaos outage scenario with payments in
- * phases) and a store call that ran out of time.
+ * phases), a store call that ran out of time and a commit its synchronous standby did not confirm.
  */
 import {
   QueryFailedError,
   QueryRunnerAlreadyReleasedError,
   QueryRunnerProviderAlreadyReleasedError,
 } from 'typeorm';
+import { IdempotencyCommitUnconfirmedError } from '../../lib/storage/commit-unconfirmed.error';
 import { IdempotencyStoreTimeoutError, isDatabaseUnavailable } from '../../lib/storage/typeorm';
 
 describe('isDatabaseUnavailable', () => {
@@ -32,6 +33,9 @@ describe('isDatabaseUnavailable', () => {
         new IdempotencyStoreTimeoutError('claim', 5000, 'PostgreSQL to answer'),
       ),
     ).toBe(true);
+    // A commit a stalled synchronous standby did not confirm: a step answers 503, as for a timeout.
+    const unconfirmed = new IdempotencyCommitUnconfirmedError('commit', 'canceling wait');
+    expect(isDatabaseUnavailable(unconfirmed)).toBe(true);
   });
 
   it('does not take a failed statement for an outage', () => {

@@ -1,3 +1,4 @@
+import { isCommitUnconfirmed } from '../commit-unconfirmed.error';
 import { isStoreTimeout } from './with-deadline';
 
 /** SQLSTATEs PostgreSQL sends when it is going away or not taking connections. */
@@ -26,7 +27,8 @@ const UNAVAILABLE_SOCKET_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'EPIPE',
  * and a full pool as "timeout exceeded when trying to connect"; TypeORM
  * reports a query on a runner it released after its connection failed as
  * `QueryRunnerAlreadyReleasedError`; a store call that ran out of time
- * (`IdempotencyStoreTimeoutError`) counts too.
+ * (`IdempotencyStoreTimeoutError`) counts too, and so does a commit its synchronous standby did
+ * not confirm (`IdempotencyCommitUnconfirmedError`): it stands, but is no final answer yet.
  *
  * The library answers a step of an operation in phases that failed this way with 503
  * `idempotency_store_unavailable`; an application can use it to do the same for its own routes.
@@ -34,7 +36,7 @@ const UNAVAILABLE_SOCKET_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'EPIPE',
  * @param error - what a query, a TypeORM call or a store call threw
  */
 export function isDatabaseUnavailable(error: unknown): boolean {
-  if (isStoreTimeout(error)) return true;
+  if (isStoreTimeout(error) || isCommitUnconfirmed(error)) return true;
   const candidates = [error, (error as { driverError?: unknown } | null)?.driverError];
   return candidates.some((candidate) => {
     if (!(candidate instanceof Error)) return false;

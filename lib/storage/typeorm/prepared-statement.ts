@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import type { DataSource } from 'typeorm';
 import { IdempotencyConfigurationError } from '../../config/idempotency-configuration.error';
+import { watchCommitWarnings } from './commit-warnings';
 import type { Deadline } from './with-deadline';
 
 /**
@@ -104,6 +105,8 @@ export function hasPoolAccess(dataSource: DataSource): boolean {
  * @param read - what the caller wants of the result, taken before the promise settles (one
  *   promise fewer than a `then()` behind it, once the connection is back); a throw rejects, a
  *   promise is followed
+ * @param confirmed - the statement's commit makes an answer final: a WARNING during it rejects
+ *   with `IdempotencyCommitUnconfirmedError` (see `watchCommitWarnings`)
  */
 export function runOnPool<T = StatementResult>(
   dataSource: DataSource,
@@ -112,6 +115,7 @@ export function runOnPool<T = StatementResult>(
   deadline: Deadline,
   prepared = true,
   read: (result: StatementResult) => T | PromiseLike<T> = asIs as (result: StatementResult) => T,
+  confirmed = false,
 ): Promise<T> {
   const pool = (dataSource.driver as unknown as PostgresDriverLike).master;
   // TypeORM's own words for a DataSource not initialised (or destroyed).
@@ -120,11 +124,14 @@ export function runOnPool<T = StatementResult>(
     let client: PgClient | undefined;
     let release: ((error?: unknown) => void) | undefined;
     let broken: unknown;
+    let endWatch: (() => Error | undefined) | undefined;
+    let unconfirmed: Error | undefined;
     // A checked-out pg client has no error listener of its own: without this one, a connection
     // dropped by the server between two queries would crash the process.
     const onError = (error: Error) => (broken = error);
     const giveBack = () => {
       client!.removeListener('error', onError);
+      unconfirmed = endWatch?.();
       release!(broken);
     };
     const timer = deadline.startTimer((timeout) => {
@@ -147,6 +154,7 @@ export function runOnPool<T = StatementResult>(
       release = releaseLent;
       timer.waitingFor = 'PostgreSQL to answer';
       lent.on('error', onError);
+      if (confirmed) endWatch = watchCommitWarnings(lent, deadline.operation);
       const query = callOf(statement, values, prepared);
       const failed = (error: unknown) => {
         if (!timer.stop()) return;
@@ -159,6 +167,7 @@ export function runOnPool<T = StatementResult>(
           if (error) return failed(error);
           if (!timer.stop()) return;
           giveBack();
+          if (unconfirmed) return reject(unconfirmed);
           try {
             resolve(read(result));
           } catch (readError) {

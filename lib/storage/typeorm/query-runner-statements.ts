@@ -1,4 +1,5 @@
 import type { DataSource, QueryRunner } from 'typeorm';
+import { watchCommitWarnings } from './commit-warnings';
 import type { PreparedStatement, StatementResult } from './prepared-statement';
 import { isStoreTimeout } from './with-deadline';
 import type { Deadline } from './with-deadline';
@@ -68,23 +69,30 @@ export async function runOnQueryRunner(
 /**
  * Runs one statement on a query runner of its own (autocommit) and releases it: the path that
  * needs only TypeORM's public API, used when the driver does not lend out pg connections.
+ * @param confirmed - as `runOnPool`'s: a WARNING during its commit rejects
  */
 export async function runOnNewQueryRunner(
   dataSource: DataSource,
   statement: PreparedStatement,
   values: unknown[],
   deadline: Deadline,
+  confirmed = false,
 ): Promise<StatementResult> {
   // The primary even with read replicas: as every store statement (runOnPool lends from `master`).
   const runner = dataSource.createQueryRunner('master');
-  await connectQueryRunner(runner, deadline);
+  const connection = await connectQueryRunner(runner, deadline);
+  const endWatch = confirmed ? watchCommitWarnings(connection, deadline.operation) : undefined;
   let discarded = false;
   try {
-    return await runOnQueryRunner(runner, statement, values, deadline);
+    const result = await runOnQueryRunner(runner, statement, values, deadline);
+    const unconfirmed = endWatch?.();
+    if (unconfirmed) throw unconfirmed;
+    return result;
   } catch (error) {
     discarded = isStoreTimeout(error);
     throw error;
   } finally {
+    endWatch?.();
     if (!discarded) await runner.release();
   }
 }

@@ -10,11 +10,15 @@ import type { TypeOrmStoreTransaction } from './typeorm-store-transaction';
 export interface TypeOrmStoreConnection {
   /** How long one call may take, in milliseconds. */
   readonly timeoutMs: number;
-  /** Runs one statement outside any transaction, bounded like every store call. */
+  /**
+   * Runs one statement outside any transaction, bounded like every store call; `confirmed`: its
+   * commit makes an answer final, and a WARNING during it rejects (`IdempotencyCommitUnconfirmedError`).
+   */
   runStatement(
     operation: string,
     statement: PreparedStatement,
     values: unknown[],
+    confirmed?: boolean,
   ): Promise<StatementResult>;
   /** Opens a transaction on a query runner, bounded like every store call. */
   openTransaction(): Promise<TypeOrmStoreTransaction>;

@@ -188,7 +188,7 @@ export class TypeOrmIdempotencyStore extends IdempotencyStore implements TypeOrm
   ): Promise<boolean> {
     try {
       const { statement, params } = this.completion(ref, response, ttlSeconds, false);
-      return this.run('complete', statement, params, (result) => written(result, ref));
+      return this.run('complete', statement, params, (result) => written(result, ref), true);
     } catch (error) {
       return Promise.reject(error);
     }
@@ -336,8 +336,9 @@ export class TypeOrmIdempotencyStore extends IdempotencyStore implements TypeOrm
     operation: string,
     statement: PreparedStatement,
     values: unknown[],
+    confirmed = false,
   ): Promise<StatementResult> {
-    return this.run(operation, statement, values);
+    return this.run(operation, statement, values, undefined, confirmed);
   }
 
   private usesPoolAccess(): boolean {
@@ -352,12 +353,15 @@ export class TypeOrmIdempotencyStore extends IdempotencyStore implements TypeOrm
    * Runs one statement outside any transaction, within `operation`'s deadline.
    * @param operation - a deadline shared with other statements, or the name of a new one
    * @param read - what the caller wants of the result (on the pool, read without a `then()`)
+   * @param confirmed - its commit makes an answer final: a WARNING during it (a cancelled wait
+   *   for a synchronous standby) rejects with `IdempotencyCommitUnconfirmedError`
    */
   private run<T = StatementResult>(
     operation: string | Deadline,
     statement: PreparedStatement,
     values: unknown[],
     read?: (result: StatementResult) => T | PromiseLike<T>,
+    confirmed = false,
   ): Promise<T> {
     const deadline =
       typeof operation === 'string' ? new Deadline(operation, this.timeoutMs) : operation;
@@ -366,9 +370,17 @@ export class TypeOrmIdempotencyStore extends IdempotencyStore implements TypeOrm
     try {
       if (this.usesPoolAccess()) {
         const { dataSource, preparedStatements } = this;
-        return runOnPool(dataSource, statement, values, deadline, preparedStatements, read);
+        return runOnPool(
+          dataSource,
+          statement,
+          values,
+          deadline,
+          preparedStatements,
+          read,
+          confirmed,
+        );
       }
-      const ran = runOnNewQueryRunner(this.dataSource, statement, values, deadline);
+      const ran = runOnNewQueryRunner(this.dataSource, statement, values, deadline, confirmed);
       return read ? ran.then(read) : (ran as Promise<T>);
     } catch (error) {
       return Promise.reject(error);

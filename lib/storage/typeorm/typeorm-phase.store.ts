@@ -170,7 +170,7 @@ export class TypeOrmPhaseStore implements OperationRecordStore {
     const statement = announce ? this.sql.finishAnnounced : this.sql.finish;
     const result = tx
       ? await tx.run('finish operation', statement, values)
-      : await this.store.runStatement('finish operation', statement, values);
+      : await this.store.runStatement('finish operation', statement, values, true);
     return announce ? Number(result.rows[0]?.n) === 1 : result.rowCount === 1;
   }
 

@@ -1,5 +1,6 @@
 import type { DataSource, EntityManager, QueryRunner } from 'typeorm';
 import { pipelining } from '../../internals/pg-pipeline';
+import { watchCommitWarnings } from './commit-warnings';
 import { explainStatementError } from './prepared-statement';
 import type { PgClient, PreparedStatement, StatementResult } from './prepared-statement';
 import { discardQueryRunner, runOnQueryRunner } from './query-runner-statements';
@@ -33,6 +34,8 @@ export class TypeOrmStoreTransaction {
     private readonly client: PgClient | undefined,
     /** Whether `commitWith()` writes its statement and the COMMIT in one round trip. */
     private readonly pipelined: boolean,
+    /** The runner's connection, watched for a WARNING while the transaction commits. */
+    private readonly connection: unknown,
   ) {}
 
   /**
@@ -72,7 +75,7 @@ export class TypeOrmStoreTransaction {
           if (!timer.stop()) return;
           const client = namedStatements ? (connection as PgClient) : undefined;
           const pipelined = client !== undefined && pipelines(client);
-          resolve(new TypeOrmStoreTransaction(runner, timeoutMs, client, pipelined));
+          resolve(new TypeOrmStoreTransaction(runner, timeoutMs, client, pipelined, connection));
         }, failed);
       }, failed);
     });
@@ -129,11 +132,30 @@ export class TypeOrmStoreTransaction {
     });
   }
 
-  /** Commits and gives the connection back. */
+  /**
+   * Commits and gives the connection back.
+   * @throws IdempotencyCommitUnconfirmedError when the COMMIT stood but came with a WARNING (a
+   *   cancelled wait for a synchronous standby): nothing is to be rolled back
+   */
   commit(): Promise<void> {
     const refused = this.refusal('commit');
     if (refused) return Promise.reject(refused);
-    return this.finish('commit', () => this.runner.commitTransaction());
+    return this.finish('commit', () => this.confirmedCommit('commit'));
+  }
+
+  /** TypeORM's COMMIT, rejected with `IdempotencyCommitUnconfirmedError` after a WARNING. */
+  private confirmedCommit(operation: string): Promise<void> {
+    const endWatch = watchCommitWarnings(this.connection, operation);
+    return this.runner.commitTransaction().then(
+      () => {
+        const unconfirmed = endWatch();
+        if (unconfirmed) throw unconfirmed;
+      },
+      (error: unknown) => {
+        endWatch();
+        throw error;
+      },
+    );
   }
 
   /**
@@ -145,6 +167,7 @@ export class TypeOrmStoreTransaction {
    * committed or rolled back.
    * @param operation - named in the timeout error
    * @returns false when the statement wrote nothing (nothing was committed)
+   * @throws IdempotencyCommitUnconfirmedError as `commit()` does
    */
   commitWith(operation: string, statement: PreparedStatement, values: unknown[]): Promise<boolean> {
     const refused = this.refusal(operation);
@@ -171,7 +194,7 @@ export class TypeOrmStoreTransaction {
         const fail = () => reject(explainStatementError(failed ?? error, statement));
         this.runner.release().then(fail, fail);
       };
-      this.runner.commitTransaction().then(() => settle(undefined), settle);
+      this.confirmedCommit(operation).then(() => settle(undefined), settle);
     });
   }
 
