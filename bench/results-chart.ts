@@ -223,6 +223,7 @@ export function isFullRun(options: BenchOptions): boolean {
   return (
     !options.quick &&
     !options.baseline &&
+    !options.plain &&
     !options.instructions &&
     options.cases === undefined &&
     BENCH_PHASES.every((phase) => options.phases.includes(phase))

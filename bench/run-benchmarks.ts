@@ -4,7 +4,7 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import type { BenchHttpAdapter } from './app/bench-app.config';
 import type { BaselineBuild } from './runner/baseline-build';
-import { buildBaseline, removeBaseline } from './runner/baseline-build';
+import { buildBaseline, plainBaseline, removeBaseline } from './runner/baseline-build';
 import { BenchDatabase } from './runner/bench-database';
 import type { BenchOptions, BenchPhase } from './runner/bench-options';
 import { parseBenchOptions } from './runner/bench-options';
@@ -260,6 +260,7 @@ function startBuildServer(
       `server-${adapter}${ofBaseline ? '-baseline' : ''}.log`,
     ),
     root: ofBaseline?.build.dir,
+    env: ofBaseline?.build.plain ? { NEST_IDEMPOTENCY_PLAIN: ofBaseline.build.plain } : undefined,
     ...wrapped,
   });
 }
@@ -421,7 +422,11 @@ async function main(): Promise<void> {
     buildBenchApp();
     const adapters: AdapterResult[] = [];
     // The baseline's tables live in their own database: its migrations may be older.
-    const build = options.baseline ? buildBaseline(ROOT, options.baseline, log) : undefined;
+    const build = options.plain
+      ? plainBaseline(ROOT, options.plain)
+      : options.baseline
+        ? buildBaseline(ROOT, options.baseline, log)
+        : undefined;
     const baselineDb = build
       ? await BenchDatabase.open(options.databaseUrl, `${options.database}_baseline`)
       : undefined;
@@ -438,7 +443,7 @@ async function main(): Promise<void> {
       }
     } finally {
       await baselineDb?.close();
-      if (build) removeBaseline(build.dir);
+      if (build && !build.plain) removeBaseline(build.dir);
     }
     if (build) baselineInfo = { ref: build.ref, commit: build.commit, subject: build.subject };
     const finishedAt = new Date();

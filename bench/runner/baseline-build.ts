@@ -11,8 +11,10 @@ export interface BaselineBuild {
   commit: string;
   /** The commit's subject line, so a results file says what was compared. */
   subject: string;
-  /** Temporary directory holding the commit's tree and its `dist/`. */
+  /** Temporary directory holding the commit's tree and its `dist/` (the checkout with `--plain`). */
   dir: string;
+  /** `--plain`: the value of `NEST_IDEMPOTENCY_PLAIN` the checkout runs with as the baseline. */
+  plain?: string;
 }
 
 const git = (root: string, args: string[]) =>
@@ -56,6 +58,18 @@ export function buildBaseline(
     throw error;
   }
   return { ref, commit, subject, dir };
+}
+
+/**
+ * `--plain`: the checkout itself as the baseline, run with `NEST_IDEMPOTENCY_PLAIN=<names>`, so
+ * the tricks named run on one server and not on the other, in the same rounds.
+ * @param root - the checkout, already built
+ * @param names - trick names (lib/internals/) or `all`
+ */
+export function plainBaseline(root: string, names: string): BaselineBuild {
+  const commit = git(root, ['rev-parse', 'HEAD']);
+  const subject = git(root, ['log', '-1', '--format=%s', commit]);
+  return { ref: `NEST_IDEMPOTENCY_PLAIN=${names}`, commit, subject, dir: root, plain: names };
 }
 
 /**

@@ -82,6 +82,12 @@ export interface BenchOptions {
    */
   baseline: string | undefined;
   /**
+   * `--plain <names>`: like `--baseline`, but the build compared with is this same checkout run
+   * with `NEST_IDEMPOTENCY_PLAIN=<names>`, so a speed-up in lib/internals/ is measured on and off
+   * side by side in one run.
+   */
+  plain: string | undefined;
+  /**
    * `--instructions`: instead of the phases, count the server's main-thread instructions per
    * request of the `--cases` (default floor-interceptor, first, first-tx, replay) under
    * valgrind's callgrind; with `--baseline`, on both builds.
@@ -149,6 +155,8 @@ const HELP = `Usage: npm run bench -- [flags]
   --baseline <git-ref>     compare this checkout with that commit: only the --cases (default
                            first,first-tx,replay), both servers up, in interleaved rounds; the
                            baseline uses the database <--database>_baseline
+  --plain <names>          like --baseline, against this same checkout run with
+                           NEST_IDEMPOTENCY_PLAIN=<names> (lib/internals/ tricks off: a list, or all)
   --instructions           count the server's main-thread instructions per request under
                            valgrind's callgrind instead of the phases: the --cases (default
                            floor-interceptor,first,first-tx,replay), with --baseline on both
@@ -214,6 +222,7 @@ export function parseBenchOptions(
       output: { type: 'string' },
       quick: { type: 'boolean', default: false },
       baseline: { type: 'string' },
+      plain: { type: 'string' },
       instructions: { type: 'boolean', default: false },
       'instruction-requests': { type: 'string' },
       'instruction-warmup': { type: 'string' },
@@ -259,8 +268,14 @@ export function parseBenchOptions(
   if (baseline !== undefined && (!baseline || baseline.startsWith('-'))) {
     throw new Error(`--baseline ${values.baseline}: name a commit, branch or tag.`);
   }
-  if (baseline !== undefined && values.phases !== undefined) {
-    throw new Error('--baseline compares the throughput cases only: leave out --phases.');
+  const plain = values.plain?.trim();
+  if (plain !== undefined && (!/^[\w-]+(,[\w-]+)*$/.test(plain) || baseline !== undefined)) {
+    throw new Error(`--plain ${values.plain}: name tricks (a,b or all), and leave out --baseline.`);
+  }
+  if ((baseline ?? plain) !== undefined && values.phases !== undefined) {
+    throw new Error(
+      '--baseline and --plain compare the throughput cases only: leave out --phases.',
+    );
   }
   if (baseline !== undefined && values['async-hooks'] === true) {
     // The baseline's server may predate BENCH_ASYNC_HOOKS: it would run without them.
@@ -308,7 +323,7 @@ export function parseBenchOptions(
     cases: (cases ??
       (instructions
         ? [...INSTRUCTIONS_DEFAULT_CASES]
-        : baseline
+        : baseline || plain
           ? [...BASELINE_DEFAULT_CASES]
           : undefined)) as BenchCase['id'][] | undefined,
     durationSeconds: positive('duration', values.duration, quick ? 1 : 4, false),
@@ -334,6 +349,7 @@ export function parseBenchOptions(
     output: values.output ?? (quick ? 'bench/results/quick.json' : 'bench/results/latest.json'),
     quick,
     baseline,
+    plain,
     instructions,
     instructionRequests: positive(
       'instruction-requests',

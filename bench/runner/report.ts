@@ -422,10 +422,15 @@ function waitStormSection(result: AdapterResult, options: BenchOptions): string 
   );
 }
 
+/** What a comparison ran against: a commit, or this checkout with tricks off (`--plain`). */
+function comparedWith(options: BenchOptions): string | undefined {
+  return options.plain ? `NEST_IDEMPOTENCY_PLAIN=${options.plain}` : options.baseline;
+}
+
 function baselineSection(result: AdapterResult, options: BenchOptions): string | undefined {
   if (!result.baseline) return undefined;
   const title =
-    `Against the baseline ${options.baseline} — ${options.connections} connections, ` +
+    `Against the baseline ${comparedWith(options)} — ${options.connections} connections, ` +
     `${options.durationSeconds} s measured after ${options.warmupSeconds} s warm-up, ` +
     `${options.rounds} interleaved round(s), the baseline first in odd rounds`;
   const rows = result.baseline.map((row) => {
@@ -483,7 +488,7 @@ function instructionsSection(result: AdapterResult, options: BenchOptions): stri
   const title =
     `Main-thread instructions per request under callgrind, thousands — ${options.connections} ` +
     `connection(s), windows of ${options.instructionRequests} requests after a full GC, ` +
-    `${options.rounds} round(s)${compared ? `, against the baseline ${options.baseline}` : ''}`;
+    `${options.rounds} round(s)${compared ? `, against the baseline ${comparedWith(options)}` : ''}`;
   const thousands = (count: number) => int(count / 1000);
   const perRound = (counts: number[]) => counts.map(thousands).join('/');
   const toFloor = (ratio: number | undefined) => (ratio === undefined ? '' : `${fixed(ratio)}×`);

@@ -30,6 +30,8 @@ export interface ServerSpawnOptions {
    * none by default.
    */
   wrapper?: readonly string[];
+  /** Variables added to the server's environment (`--plain`: `NEST_IDEMPOTENCY_PLAIN`). */
+  env?: Record<string, string>;
 }
 
 /** The address every bench server listens on (also its `HOST`, which vgdb names pipes after). */
@@ -97,6 +99,7 @@ export async function startBenchServer(options: ServerSpawnOptions): Promise<Ben
       BENCH_POOL_SIZE: String(options.poolSize),
       PEER_KEY_PREFIX: options.peerKeyPrefix,
       NO_COLOR: '1',
+      ...options.env,
     },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
