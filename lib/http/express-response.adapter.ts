@@ -6,8 +6,11 @@ import { IdempotencyResponseAdapter } from './idempotency-response.adapter';
 import { hookMethod, silenceMethods } from './method-hook';
 import { replayBody, replayHeaders } from './replay-headers';
 import { shareShape } from './shared-shape';
+import { internalEnabled } from '../internals/internal-switch';
 import { REPLACED_HEADERS, ResponseCaptureState, failClosed } from './response-capture-state';
 import type { ResponseSink, ResponseSnapshot } from './response-sink.interface';
+
+const SHARED_SHAPE = internalEnabled('shared-shape');
 
 /** Headers Express's `send` adds to a text body by itself. */
 const SEND_ADDED_HEADERS = ['etag', 'content-length'];
@@ -42,6 +45,7 @@ export class ExpressResponseAdapter extends IdempotencyResponseAdapter {
    * @inheritDoc
    */
   override prepare(req: object, res: object): void {
+    if (!SHARED_SHAPE) return;
     shareShape(req);
     shareShape(res);
   }

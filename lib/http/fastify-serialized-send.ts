@@ -1,3 +1,5 @@
+import { internalEnabled } from '../internals/internal-switch';
+
 /**
  * Fastify keeps two things that decide what `reply.send(object)` writes under private symbols:
  * a serializer set on the reply itself (`reply.serializer()`) and the route's `preSerialization`
@@ -7,6 +9,7 @@ let symbols: { serializer: symbol; context: symbol } | null | undefined;
 
 function fastifySymbols(reply: any): typeof symbols {
   if (symbols !== undefined) return symbols;
+  if (!internalEnabled('fastify-serialized-send')) return (symbols = null);
   const described = (target: object, description: string) =>
     Object.getOwnPropertySymbols(target).find((symbol) => symbol.description === description);
   const serializer = described(reply, 'fastify.reply.serializer');

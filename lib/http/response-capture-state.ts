@@ -1,5 +1,8 @@
 import type { OutgoingResponse } from '../utils/response-bytes';
 import type { ResponseSink } from './response-sink.interface';
+import { internalEnabled } from '../internals/internal-switch';
+
+const HOOK_ORDER = internalEnabled('hook-order');
 
 /**
  * Headers that describe the route's own response and must not go out with another one that
@@ -49,7 +52,8 @@ export class ResponseCaptureState {
   finish(): void {
     this.state = 'done';
     const restores = this.restores.splice(0);
-    for (let i = restores.length - 1; i >= 0; i--) restores[i]();
+    if (!HOOK_ORDER) for (const restore of restores) restore();
+    else for (let i = restores.length - 1; i >= 0; i--) restores[i]();
   }
 
   /**

@@ -1,3 +1,7 @@
+import { internalEnabled } from '../../internals/internal-switch';
+
+const MEMO = internalEnabled('scoped-key-memo');
+
 /** The pair `scopedKey` last made its string for: one request asks for it several times in a row. */
 let last = { scope: '', key: '', id: '0::' };
 
@@ -10,6 +14,7 @@ let last = { scope: '', key: '', id: '0::' };
  * @param key - the idempotency key
  */
 export function scopedKey(scope: string, key: string): string {
+  if (!MEMO) return `${scope.length}:${scope}:${key}`;
   if (scope === last.scope && key === last.key) return last.id;
   last = { scope, key, id: `${scope.length}:${scope}:${key}` };
   return last.id;
