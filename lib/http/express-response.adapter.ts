@@ -15,7 +15,10 @@ const SHARED_SHAPE = internalEnabled('shared-shape');
 /** Headers Express's `send` adds to a text body by itself. */
 const SEND_ADDED_HEADERS = ['etag', 'content-length'];
 
-/** Methods of an Express response that write, made no-ops once a replay was written. */
+/**
+ * Methods of an Express response that write, made no-ops once a replay was written
+ * (`silenceMethods` says why).
+ */
 const WRITERS = [
   'send',
   'json',
