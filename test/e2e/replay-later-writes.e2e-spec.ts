@@ -59,7 +59,9 @@ describe.each(ADAPTERS)('writes after a replay on %s', (adapter) => {
     t = await createTestApp(adapter, db, {
       controllers: [LateController],
       logger,
-      configure: (app) => app.useGlobalInterceptors(new StampInterceptor()),
+      configure: (app) => {
+        app.useGlobalInterceptors(new StampInterceptor());
+      },
     });
   });
   afterAll(async () => {
