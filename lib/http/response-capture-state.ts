@@ -1,8 +1,5 @@
 import type { OutgoingResponse } from '../utils/response-bytes';
 import type { ResponseSink } from './response-sink.interface';
-import { internalEnabled } from '../internals/internal-switch';
-
-const HOOK_ORDER = internalEnabled('hook-order');
 
 /**
  * Headers that describe the route's own response and must not go out with another one that
@@ -43,17 +40,10 @@ export class ResponseCaptureState {
     this.restores.push(restore);
   }
 
-  /**
-   * Removes every hook; later writes go straight to the adapter. Last hooked, first removed:
-   * each removal then deletes the object's newest own property, which V8 undoes by returning
-   * to the object's previous shape; another order can leave the response object in slow
-   * dictionary mode for the rest of its life.
-   */
+  /** Removes every hook; later writes go straight to the adapter. */
   finish(): void {
     this.state = 'done';
-    const restores = this.restores.splice(0);
-    if (!HOOK_ORDER) for (const restore of restores) restore();
-    else for (let i = restores.length - 1; i >= 0; i--) restores[i]();
+    for (const restore of this.restores.splice(0)) restore();
   }
 
   /**
