@@ -47,8 +47,9 @@ export async function mainThreadEvents(pid: number, host: string): Promise<Callg
   const { stdout } = await run('callgrind_control', ['-e', String(pid)], {
     env: { ...process.env, HOST: host },
   });
-  const names = /^\s*Totals:((?:\s+\w+)+)\s*$/m.exec(stdout)?.[1].trim().split(/\s+/);
-  const counts = /^\s*Th 1((?:\s+[\d,.]+)+)\s*$/m.exec(stdout)?.[1].trim().split(/\s+/);
+  // Within one line only: a count without thousands separators is a word too.
+  const names = /^[ \t]*Totals:((?:[ \t]+\w+)+)[ \t]*$/m.exec(stdout)?.[1].trim().split(/\s+/);
+  const counts = /^[ \t]*Th 1((?:[ \t]+[\d,.]+)+)[ \t]*$/m.exec(stdout)?.[1].trim().split(/\s+/);
   if (!names || !counts || names.length !== counts.length) {
     throw new Error(`callgrind_control -e ${pid} printed no counts for thread 1:\n${stdout}`);
   }
