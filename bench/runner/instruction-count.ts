@@ -50,6 +50,8 @@ export async function mainThreadEvents(pid: number, host: string): Promise<Callg
   // Within one line only: a count without thousands separators is a word too.
   const names = /^[ \t]*Totals:((?:[ \t]+\w+)+)[ \t]*$/m.exec(stdout)?.[1].trim().split(/\s+/);
   const counts = /^[ \t]*Th 1((?:[ \t]+[\d,.]+)+)[ \t]*$/m.exec(stdout)?.[1].trim().split(/\s+/);
+  // No line for thread 1: it has run nothing since the count was switched on.
+  if (names && !counts) return Object.fromEntries(names.map((name) => [name, 0]));
   if (!names || !counts || names.length !== counts.length) {
     throw new Error(`callgrind_control -e ${pid} printed no counts for thread 1:\n${stdout}`);
   }

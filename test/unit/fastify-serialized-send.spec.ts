@@ -5,12 +5,13 @@
  * NEST_IDEMPOTENCY_PLAIN (docs/design/internals.md).
  */
 import type { Logger } from '@nestjs/common';
+import type * as Trick from '../../lib/internals/fastify-serialized-send';
 
 describe('sendsSerializedText', () => {
   const warnings: unknown[] = [];
   /** A fresh copy of the module (it looks the symbols up once per process), its warnings kept. */
-  const load = (): typeof import('../../lib/internals/fastify-serialized-send') => {
-    let loaded: typeof import('../../lib/internals/fastify-serialized-send') | undefined;
+  const load = (): typeof Trick => {
+    let loaded: typeof Trick | undefined;
     jest.isolateModules(() => {
       const logger: typeof Logger = jest.requireActual('@nestjs/common').Logger;
       jest.spyOn(logger.prototype, 'warn').mockImplementation((message) => warnings.push(message));
