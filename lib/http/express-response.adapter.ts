@@ -16,18 +16,7 @@ const SEND_ADDED_HEADERS = ['etag', 'content-length'];
  * Methods of an Express response that write, made no-ops once a replay was written
  * (`silenceMethods` says why).
  */
-const WRITERS = [
-  'send',
-  'json',
-  'jsonp',
-  'end',
-  'write',
-  'redirect',
-  'sendFile',
-  'render',
-  'setHeader',
-  'writeHead',
-];
+const WRITERS = 'send json jsonp end write redirect sendFile render setHeader writeHead'.split(' ');
 
 /**
  * Express 5 responses. A response ends through `res.send` (and `res.json`, which calls it),

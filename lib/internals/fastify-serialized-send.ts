@@ -1,7 +1,5 @@
 import { fellBack, internalEnabled } from './internal-switch';
 
-const NAME = 'fastify-serialized-send';
-
 /**
  * Fastify keeps two things that decide what `reply.send(object)` writes under private symbols:
  * a serializer set on the reply itself (`reply.serializer()`) and the route's `preSerialization`
@@ -12,14 +10,13 @@ let symbols: { serializer: symbol; context: symbol } | null | undefined;
 
 function fastifySymbols(reply: any): typeof symbols {
   if (symbols !== undefined) return symbols;
-  if (!internalEnabled(NAME)) return (symbols = null);
+  if (!internalEnabled('fastify-serialized-send')) return (symbols = null);
   const described = (target: object, description: string) =>
     Object.getOwnPropertySymbols(target).find((symbol) => symbol.description === description);
   const serializer = described(reply, 'fastify.reply.serializer');
   const context = reply.request && described(reply.request, 'fastify.context');
   symbols = serializer && context ? { serializer, context } : null;
-  if (!symbols)
-    fellBack(NAME, "Fastify's reply has no symbol 'fastify.reply.serializer' or 'fastify.context'");
+  if (!symbols) fellBack('fastify-serialized-send', "Fastify's private symbols moved");
   return symbols;
 }
 

@@ -1,7 +1,5 @@
 import { fellBack, internalEnabled } from './internal-switch';
 
-const NAME = 'shared-shape';
-
 /** V8's major versions (Node 20 to 24) on which the shared dictionary map was measured. */
 const MEASURED_V8 = [11, 12, 13];
 
@@ -13,9 +11,9 @@ const PROBE = Symbol('idempotency.shared-shape');
  * `process.versions.v8`). Another V8 may keep maps otherwise: the plain path, said once.
  */
 export function sharedShapeOn(v8: string = process.versions.v8): boolean {
-  if (!internalEnabled(NAME)) return false;
+  if (!internalEnabled('shared-shape')) return false;
   if (MEASURED_V8.includes(Number(v8.split('.')[0]))) return true;
-  fellBack(NAME, `V8 ${v8} is not one it was measured on (majors ${MEASURED_V8.join(', ')})`);
+  fellBack('shared-shape', `V8 ${v8} was not measured (majors ${MEASURED_V8.join(', ')})`);
   return false;
 }
 
