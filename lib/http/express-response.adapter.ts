@@ -5,26 +5,18 @@ import type { OutgoingResponse } from '../utils/response-bytes';
 import { IdempotencyResponseAdapter } from './idempotency-response.adapter';
 import { hookMethod, silenceMethods } from './method-hook';
 import { replayBody, replayHeaders } from './replay-headers';
-import { shareShape } from './shared-shape';
+import { shareShape, sharedShapeOn } from '../internals/shared-shape';
 import { REPLACED_HEADERS, ResponseCaptureState, failClosed } from './response-capture-state';
 import type { ResponseSink, ResponseSnapshot } from './response-sink.interface';
 
 /** Headers Express's `send` adds to a text body by itself. */
 const SEND_ADDED_HEADERS = ['etag', 'content-length'];
 
-/** Methods of an Express response that write, made no-ops once a replay was written. */
-const WRITERS = [
-  'send',
-  'json',
-  'jsonp',
-  'end',
-  'write',
-  'redirect',
-  'sendFile',
-  'render',
-  'setHeader',
-  'writeHead',
-];
+/**
+ * Methods of an Express response that write, made no-ops once a replay was written
+ * (`silenceMethods` says why).
+ */
+const WRITERS = 'send json jsonp end write redirect sendFile render setHeader writeHead'.split(' ');
 
 /**
  * Express 5 responses. A response ends through `res.send` (and `res.json`, which calls it),
@@ -35,13 +27,15 @@ export class ExpressResponseAdapter extends IdempotencyResponseAdapter {
   /** @inheritDoc */
   readonly textContentType = 'text/html';
 
+  private readonly sharedShape = sharedShapeOn();
+
   /**
-   * Gives the request and the response the V8 map all of them share (`shareShape`): Express
-   * gives each one a map of its own, which every property read on them pays for, in Express,
-   * Node and here, and every hook added to the response would make another.
+   * Gives the request and the response the V8 map all of them share (`shareShape`), unless the
+   * startup check said no.
    * @inheritDoc
    */
   override prepare(req: object, res: object): void {
+    if (!this.sharedShape) return;
     shareShape(req);
     shareShape(res);
   }
@@ -147,7 +141,6 @@ export class ExpressResponseAdapter extends IdempotencyResponseAdapter {
       // Express's send adds Content-Length and ETag and answers HEAD and conditional requests.
       res.send(body);
     }
-    // Own properties: on a response `prepare` gave a shared map they make no new one.
     silenceMethods(res, WRITERS);
   }
 

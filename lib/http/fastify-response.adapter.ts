@@ -6,7 +6,7 @@ import type { OutgoingResponse } from '../utils/response-bytes';
 import { IdempotencyResponseAdapter } from './idempotency-response.adapter';
 import { hookMethod, silenceMethods } from './method-hook';
 import { replayBody, replayHeaders } from './replay-headers';
-import { sendsSerializedText } from './fastify-serialized-send';
+import { sendsSerializedText } from '../internals/fastify-serialized-send';
 import { fastifyContentType } from './wire-content-type';
 import { REPLACED_HEADERS, ResponseCaptureState, failClosed } from './response-capture-state';
 import type { ResponseSink, ResponseSnapshot } from './response-sink.interface';

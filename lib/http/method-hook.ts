@@ -17,7 +17,13 @@ export function hookMethod<T extends object>(
   };
 }
 
-/** Makes the named methods of one object return the object and do nothing else. */
+/**
+ * Makes the named methods of one object return the object and do nothing else. After a replay
+ * is written, Nest's router still sends the interceptor's result (`undefined`), and an outer
+ * interceptor may set headers: on a response already ended each would throw
+ * `ERR_HTTP_HEADERS_SENT` (Express) or log "Reply was already sent" (Fastify). Own properties
+ * that shadow the prototype's: public API only.
+ */
 export function silenceMethods<T extends object>(target: T, names: readonly string[]): void {
   const noop = function (this: unknown) {
     return target;

@@ -40,16 +40,10 @@ export class ResponseCaptureState {
     this.restores.push(restore);
   }
 
-  /**
-   * Removes every hook; later writes go straight to the adapter. Last hooked, first removed:
-   * each removal then deletes the object's newest own property, which V8 undoes by returning
-   * to the object's previous shape; another order can leave the response object in slow
-   * dictionary mode for the rest of its life.
-   */
+  /** Removes every hook; later writes go straight to the adapter. */
   finish(): void {
     this.state = 'done';
-    const restores = this.restores.splice(0);
-    for (let i = restores.length - 1; i >= 0; i--) restores[i]();
+    for (const restore of this.restores.splice(0)) restore();
   }
 
   /**

@@ -1,11 +1,14 @@
 /**
- * shareShape changes nothing a program can see. Whether V8 then shares one map between responses
- * is V8's private behaviour, which no test here asserts: the bench's instruction count shows it.
+ * shareShape changes nothing a program can see, and its startup check turns it off (saying so
+ * once) on a V8 it was not measured on or when NEST_IDEMPOTENCY_PLAIN names it. Whether V8 then
+ * shares one map between responses is V8's private behaviour, which no test here asserts: the
+ * bench's instruction count shows it (docs/design/internals.md).
  */
 import { ServerResponse } from 'node:http';
 import type { IncomingMessage } from 'node:http';
+import { Logger } from '@nestjs/common';
 import express from 'express';
-import { shareShape } from '../../lib/http/shared-shape';
+import { shareShape, sharedShapeOn } from '../../lib/internals/shared-shape';
 
 const app = express();
 const nodeResponse = () =>
@@ -39,5 +42,35 @@ describe('shareShape', () => {
     expect(Reflect.ownKeys(res).map((key) => (res as any)[key] as unknown)).toEqual(before.values);
     expect(Object.getPrototypeOf(res)).toBe(before.prototype);
     expect(res.statusCode).toBe(201);
+  });
+
+  describe('its startup check', () => {
+    const warnings: unknown[] = [];
+    beforeEach(() => {
+      warnings.length = 0;
+      jest.spyOn(Logger.prototype, 'warn').mockImplementation((message) => warnings.push(message));
+    });
+    afterEach(() => {
+      jest.restoreAllMocks();
+      delete process.env.NEST_IDEMPOTENCY_PLAIN;
+    });
+
+    it('keeps it on for the V8 this runs on', () => {
+      expect(sharedShapeOn()).toBe(true);
+      expect(warnings).toEqual([]);
+    });
+
+    it('falls back on a V8 it was not measured on, and says so once', () => {
+      expect(sharedShapeOn('99.1.0')).toBe(false);
+      expect(sharedShapeOn('99.1.0')).toBe(false);
+      expect(warnings).toHaveLength(1);
+      expect(String(warnings[0])).toContain('"shared-shape" is off: V8 99.1.0');
+    });
+
+    it('is off without a warning when NEST_IDEMPOTENCY_PLAIN names it', () => {
+      process.env.NEST_IDEMPOTENCY_PLAIN = 'shared-shape';
+      expect(sharedShapeOn()).toBe(false);
+      expect(warnings).toEqual([]);
+    });
   });
 });

@@ -1,7 +1,12 @@
 import type { BenchDatabase } from '../bench-database';
 import { httpJson } from '../http-request';
 import type { BenchHealth } from '../../app/health.controller';
-import { eventsPerRequest, mainThreadEvents, simulatedCosts } from '../instruction-count';
+import {
+  countingOn,
+  eventsPerRequest,
+  mainThreadEvents,
+  simulatedCosts,
+} from '../instruction-count';
 import type { SimulatedCosts } from '../instruction-count';
 import { median } from '../latency-stats';
 import { runLoad, summedStatuses } from '../load';
@@ -97,9 +102,11 @@ async function countWindow(
   if (health.asyncHooks && process.env.BENCH_ASYNC_HOOKS !== 'on') {
     console.warn(`  ${benchCase.id}: Node's async hooks were on before the window (left on)`);
   }
+  await countingOn(server.pid, BENCH_HOST, true);
   const before = await mainThreadEvents(server.pid, BENCH_HOST);
   const result = await runLoad({ ...load, amount: settings.requests });
   const after = await mainThreadEvents(server.pid, BENCH_HOST);
+  await countingOn(server.pid, BENCH_HOST, false);
   const perRequest = eventsPerRequest(before, after, result.responses);
   return {
     perRequest: perRequest.Ir,
