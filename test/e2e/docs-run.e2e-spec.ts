@@ -173,7 +173,7 @@ describe('the worked examples, run on PostgreSQL', () => {
         method: 'POST',
         headers: {
           'content-type': 'application/json',
-          'x-api-key': 'acct_1',
+          'x-api-key': 'key_1',
           'idempotency-key': 'order-1001',
           ...(prefer ? { prefer } : {}),
         },
