@@ -13,9 +13,10 @@ import { IdempotencyStore } from '../idempotency.store';
 import type { IdempotencyStoreCapabilities } from '../idempotency-store.capabilities';
 import { jobsTableNameOf, quoteTableName } from './idempotency-table.sql';
 import { hasPoolAccess, prepareStatements, runOnPool } from './prepared-statement';
-import type { PreparedStatement, StatementResult } from './prepared-statement';
+import type { PreparedStatement, StatementRecovery, StatementResult } from './prepared-statement';
+import { isCompletionRetryable, sendCompletionAgain } from './completion-retry';
 import { runOnNewQueryRunner } from './query-runner-statements';
-import { claimOutcomeOf, freshClaimOf, written } from './record-rows';
+import { claimOutcomeOf, freshClaimOf, written, writtenOf } from './record-rows';
 import { recordStatements } from './record-statements.sql';
 import type { RecordStatementName } from './record-statements.sql';
 import { recordTableProblem } from './record-table-check';
@@ -32,6 +33,8 @@ import { Deadline } from './with-deadline';
 
 /** How often a claim is retried when a concurrent writer changed the row under it. */
 const CLAIM_ATTEMPTS = 5;
+/** How many values a completion's statement takes, not counting the wake token. */
+const COMPLETION_VALUES = 7;
 
 /**
  * PostgreSQL store on the application's TypeORM DataSource. All times come from the database
@@ -57,7 +60,8 @@ const CLAIM_ATTEMPTS = 5;
  *   key nobody holds takes a plain `INSERT … ON CONFLICT DO NOTHING` first.
  * - `complete`, `release` and `renew` are `UPDATE`/`DELETE … WHERE owner_token = $n`. The
  *   completion changes no indexed column, so it can be a HOT update, and refuses a record an
- *   operation in phases is bound to: only the operation's last step completes that one.
+ *   operation in phases is bound to: only the operation's last step completes that one. One
+ *   whose connection failed is sent again until the timeout, counted from the failure, ends.
  * - `purgeExpired` deletes a batch chosen with `FOR UPDATE SKIP LOCKED` through the index on
  *   `purge_after` (a lower bound of `expires_at` set by the claim), oldest first,
  *   never an unfinished operation in phases (the reaper marks those abandoned instead);
@@ -181,11 +185,29 @@ export class TypeOrmIdempotencyStore extends IdempotencyStore implements TypeOrm
   ): Promise<boolean> {
     try {
       const { statement, params } = this.completion(ref, response, ttlSeconds, false);
-      return this.run('complete', statement, params, (result) => written(result, ref));
+      const read = (result: StatementResult) => written(result, ref);
+      return this.run('complete', statement, params, read, this.completeAfterFailure);
     } catch (error) {
       return Promise.reject(error);
     }
   }
+
+  /**
+   * A completion whose connection failed (a failover, a cut) is sent again on fresh ones
+   * (`sendCompletionAgain`). The first may have committed: `completeAgain` also counts a record
+   * this owner already completed with the same response.
+   */
+  private readonly completeAfterFailure: StatementRecovery<boolean> = (error, values) => {
+    if (!isCompletionRetryable(error)) return undefined;
+    // The completion's values end with the wake token when it announces itself.
+    const announced = values.length > COMPLETION_VALUES;
+    const sql = announced ? this.sql.completeAgainAnnounced : this.sql.completeAgain;
+    return sendCompletionAgain(
+      (deadline) => this.run(deadline, sql, values),
+      this.timeoutMs,
+      error,
+    ).then((result) => writtenOf(result, announced));
+  };
 
   /** @inheritDoc */
   async release(ref: IdempotencyRecordRef, mode: 'retry' | 'forget'): Promise<boolean> {
@@ -341,12 +363,14 @@ export class TypeOrmIdempotencyStore extends IdempotencyStore implements TypeOrm
    * Runs one statement outside any transaction, within `operation`'s deadline.
    * @param operation - a deadline shared with other statements, or the name of a new one
    * @param read - what the caller wants of the result (on the pool, read without a `then()`)
+   * @param recover - what becomes of a failed statement (see `runOnPool`)
    */
   private run<T = StatementResult>(
     operation: string | Deadline,
     statement: PreparedStatement,
     values: unknown[],
     read?: (result: StatementResult) => T | PromiseLike<T>,
+    recover?: StatementRecovery<T>,
   ): Promise<T> {
     const deadline =
       typeof operation === 'string' ? new Deadline(operation, this.timeoutMs) : operation;
@@ -355,10 +379,20 @@ export class TypeOrmIdempotencyStore extends IdempotencyStore implements TypeOrm
     try {
       if (this.usesPoolAccess()) {
         const { dataSource, preparedStatements } = this;
-        return runOnPool(dataSource, statement, values, deadline, preparedStatements, read);
+        return runOnPool(
+          dataSource,
+          statement,
+          values,
+          deadline,
+          preparedStatements,
+          read,
+          recover,
+        );
       }
       const ran = runOnNewQueryRunner(this.dataSource, statement, values, deadline);
-      return read ? ran.then(read) : (ran as Promise<T>);
+      const failed =
+        recover && ((error: unknown) => recover(error, values) ?? Promise.reject(error));
+      return read || failed ? ran.then(read, failed) : (ran as Promise<T>);
     } catch (error) {
       return Promise.reject(error);
     }
