@@ -5,6 +5,7 @@
  * its connection failed mid-transaction (seen in the chaos outage scenario with payments in
  * phases) and a store call that ran out of time.
  */
+import { connect } from 'node:net';
 import {
   QueryFailedError,
   QueryRunnerAlreadyReleasedError,
@@ -32,6 +33,13 @@ describe('isDatabaseUnavailable', () => {
         new IdempotencyStoreTimeoutError('claim', 5000, 'PostgreSQL to answer'),
       ),
     ).toBe(true);
+  });
+
+  it("recognises a socket's error made in Node's own realm (under Jest, not an `instanceof Error` here)", async () => {
+    const reset: unknown = await new Promise((resolve) =>
+      connect(1, '127.0.0.1').on('error', resolve),
+    );
+    expect(isDatabaseUnavailable(reset)).toBe(true);
   });
 
   it('does not take a failed statement for an outage', () => {
