@@ -30,6 +30,8 @@ export abstract class IdempotencyStore {
 
   /**
    * Stores the final response and the replay expiry (`ttlSeconds` from now). Owner-guarded.
+   * A store that sends it again after its connection failed (it may have committed) counts a
+   * record the same owner already completed with the same response as written.
    * @returns false when `ref` no longer owns the record
    */
   abstract complete(

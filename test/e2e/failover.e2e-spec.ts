@@ -6,6 +6,7 @@
 import { Body, Controller, Injectable, Post } from '@nestjs/common';
 import request from 'supertest';
 import { Idempotent, IdempotencyContext } from '../../lib';
+import { typeOrmStore } from '../../lib/storage/typeorm';
 import { checkHistory } from '../chaos/history/check-history';
 import { HistoryRecorder } from '../chaos/history/history-recorder';
 import { MovingEndpoint } from '../chaos/failover/moving-endpoint';
@@ -17,16 +18,57 @@ import type { AdapterName, TestApp } from '../fixtures/test-app';
 
 jest.setTimeout(120_000);
 
+/**
+ * The store's timeout: a stalled standby's commit is cut off by it (the stall case below), and a
+ * completion whose connection died is sent again for as long (long enough for a failover here).
+ */
+const STORE_TIMEOUT_SECONDS = 10;
+
 /** The run's history, and a provider whose charges are keyed by the derived key. */
 @Injectable()
 class Ledger {
   history = new HistoryRecorder();
   readonly charges = new Set<string>();
+  /** The plain route's gate, and its handler's runs. */
+  gate = gate();
+  started = gate();
+  runs = 0;
 
   charge(derivedKey: string, key: string): void {
     const created = !this.charges.has(derivedKey);
     this.charges.add(derivedKey);
     this.history.providerCharge(derivedKey, created, key);
+  }
+}
+
+/** A gate the plain route's handler waits at, opened by the test. */
+function gate() {
+  let open!: () => void;
+  const opened = new Promise<void>((resolve) => (open = resolve));
+  return { opened, open };
+}
+
+/** A plain (not transactional) route whose handler waits at the ledger's gate. */
+@Controller('plain')
+class PlainController {
+  constructor(
+    private readonly ledger: Ledger,
+    private readonly idempotency: IdempotencyContext,
+  ) {}
+
+  @Post()
+  @Idempotent()
+  async pay(@Body() body: { amount: number }) {
+    const key = this.idempotency.identity!.key;
+    const ended = this.ledger.history.handlerStart(key, 'app', body);
+    this.ledger.runs++;
+    try {
+      this.ledger.started.open();
+      await this.ledger.gate.opened;
+      return { payment: key, amount: body.amount };
+    } finally {
+      ended();
+    }
   }
 }
 
@@ -79,9 +121,9 @@ async function startRig(adapter: AdapterName, replication: Replication): Promise
   const url = `postgres://postgres@127.0.0.1:${endpoint.port}/postgres`;
   const app = await createTestApp(adapter, { url } as TestDatabase, {
     databaseUrl: url,
-    controllers: [PaymentsController],
+    controllers: [PaymentsController, PlainController],
     providers: [Ledger],
-    module: { replayCache: false },
+    module: { replayCache: false, store: typeOrmStore({ timeoutSeconds: STORE_TIMEOUT_SECONDS }) },
   });
   await pair.waitForReplica();
   return { pair, endpoint, app, ledger: app.app.get(Ledger) };
@@ -149,6 +191,19 @@ function cancelStandbyWaits(pair: PostgresPair): () => Promise<void> {
 const handlerRuns = (rig: Rig, key: string) =>
   rig.ledger.history.events.filter((event) => event.type === 'handler-start' && event.key === key)
     .length;
+
+/** Waits until a backend of the primary waits for the synchronous standby (a commit). */
+async function commitWaitingForStandby(rig: Rig): Promise<void> {
+  for (let attempt = 0; attempt < 200; attempt++) {
+    const rows = await query(
+      rig.pair.url('primary'),
+      "SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event = 'SyncRep'",
+    );
+    if (rows[0].n > 0) return;
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  throw new Error('no commit waited for the standby');
+}
 
 const violationsOf = (rig: Rig) =>
   checkHistory(rig.ledger.history.events, { settleBoundMs: 10_000 }).map(
@@ -253,6 +308,34 @@ describe.each(ADAPTERS)('a PostgreSQL failover on %s', (adapter) => {
     expect(retry.response.headers['idempotent-replayed']).toBe('true');
     expect(retry.response.body).toEqual({ charged: 500 });
     expect(handlerRuns(rig, 'pay-plain')).toBe(1);
+    expect(violationsOf(rig)).toEqual([]);
+  });
+
+  it('with synchronous replication, a plain route whose completion dies with the primary still stores its answer on the promoted standby', async () => {
+    rig = await startRig(adapter, 'sync');
+    const first = send(rig, 'plain-crash', undefined, '/plain');
+    // The claim is replicated; then the standby stops, and the completion waits for it.
+    await rig.ledger.started.opened;
+    await rig.pair.stop('replica');
+    rig.ledger.gate.open();
+    await commitWaitingForStandby(rig);
+    // The primary crashes with the completion's commit unreplicated; the completion is sent
+    // again once the endpoint has moved to the promoted standby.
+    await failOver(rig);
+
+    const answer = await first;
+    expect(answer.status).toBe(201);
+    expect(answer.headers['idempotent-replayed']).toBeUndefined();
+    const rows = await query(
+      rig.pair.url('replica'),
+      "SELECT status FROM idempotency_records WHERE idempotency_key = 'plain-crash'",
+    );
+    expect(rows).toEqual([{ status: 'completed' }]);
+    const retry = await pay(rig, 'plain-crash', '/plain');
+    expect(retry.response.status).toBe(201);
+    expect(retry.response.headers['idempotent-replayed']).toBe('true');
+    expect(retry.response.text).toBe(answer.text);
+    expect(rig.ledger.runs).toBe(1);
     expect(violationsOf(rig)).toEqual([]);
   });
 });

@@ -994,6 +994,24 @@ describe('TypeOrmIdempotencyStore on PostgreSQL', () => {
 describe.each(STATEMENT_PATHS)('TypeOrmIdempotencyStore bounded waits, through %s', (_, view) => {
   const TIMEOUT_MS = 300;
 
+  /** A DataSource of the test database behind a `FrozenProxy`, for one describe block. */
+  function behindProxy(): { proxy: FrozenProxy; proxied: DataSource } {
+    const rig = {} as { proxy: FrozenProxy; proxied: DataSource };
+    beforeAll(async () => {
+      rig.proxy = await FrozenProxy.start();
+      const url = rig.proxy.urlFor(db.url);
+      rig.proxied = new DataSource({ type: 'postgres', url, extra: { max: 10 } });
+      await rig.proxied.initialize();
+    });
+    afterAll(async () => {
+      // First the proxy: it ends the connections frozen for good, which the pool's shutdown
+      // would otherwise wait for.
+      await rig.proxy?.close();
+      if (rig.proxied?.isInitialized) await rig.proxied.destroy();
+    });
+    return rig;
+  }
+
   /** Runs a store call; how long it took to settle, and what it rejected with. */
   async function settle(call: () => Promise<unknown>) {
     const started = Date.now();
@@ -1022,30 +1040,18 @@ describe.each(STATEMENT_PATHS)('TypeOrmIdempotencyStore bounded waits, through %
   });
 
   describe('a frozen database', () => {
-    let proxy: FrozenProxy;
-    let proxied: DataSource;
-
-    beforeAll(async () => {
-      proxy = await FrozenProxy.start();
-      proxied = new DataSource({ type: 'postgres', url: proxy.urlFor(db.url), extra: { max: 10 } });
-      await proxied.initialize();
-    });
-
-    afterAll(async () => {
-      // First the proxy: it ends the connections frozen for good, which the pool's shutdown
-      // would otherwise wait for.
-      await proxy?.close();
-      if (proxied?.isInitialized) await proxied.destroy();
-    });
+    const through = behindProxy();
 
     it('every call rejects within the timeout, naming itself; after thawing, fresh connections serve the next calls', async () => {
-      const store = new TypeOrmIdempotencyStore(view(proxied), TABLE, { timeoutMs: TIMEOUT_MS });
+      const store = new TypeOrmIdempotencyStore(view(through.proxied), TABLE, {
+        timeoutMs: TIMEOUT_MS,
+      });
       await store.verify();
       const tx = await store.beginTransaction(); // open across the freeze, on its own connection
       const held = claimRequest();
       expect((await store.claim(held)).outcome).toBe('claimed'); // leaves one idle connection
 
-      proxy.freeze();
+      through.proxy.freeze();
       const calls: Array<[string, () => Promise<unknown>, string]> = [
         // The idle connection is lent out and its statement never answered...
         ['claim', () => store.claim(claimRequest()), 'PostgreSQL to answer'],
@@ -1070,7 +1076,7 @@ describe.each(STATEMENT_PATHS)('TypeOrmIdempotencyStore bounded waits, through %
       expect(rollback.ms).toBeLessThan(100);
       await expect(tx.commit()).rejects.toThrow(/abandoned after a timeout/);
 
-      proxy.thaw();
+      through.proxy.thaw();
       // The pool lends out its most recently returned idle connection first: had a connection
       // whose statement timed out been given back, these calls would get it and hang.
       const claims = await Promise.all([1, 2, 3].map(() => store.claim(claimRequest())));
@@ -1078,6 +1084,45 @@ describe.each(STATEMENT_PATHS)('TypeOrmIdempotencyStore bounded waits, through %
       expect(await store.complete(held, RESPONSE, 60)).toBe(true);
       const after = await store.beginTransaction();
       await after.rollback();
+    });
+  });
+
+  describe('a completion whose connection is cut before its answer', () => {
+    const through = behindProxy();
+
+    // Long enough for a fresh connection on a loaded machine: nothing here waits it out.
+    const SENT_AGAIN_TIMEOUT_MS = 5000;
+
+    it('is sent again and counts the completion that committed: true, the response stored', async () => {
+      const store = new TypeOrmIdempotencyStore(view(through.proxied), TABLE, {
+        timeoutMs: SENT_AGAIN_TIMEOUT_MS,
+      });
+      const req = claimRequest();
+      await store.claim(req);
+      through.proxy.cutAtNextAnswer();
+      expect(await store.complete(req, RESPONSE, 3600)).toBe(true);
+      const [row] = await db.query(`SELECT * FROM ${TABLE} WHERE idempotency_key = $1`, [req.key]);
+      expect(row).toMatchObject({ status: 'completed', owner_token: req.ownerToken });
+      expect(Buffer.compare(row.response_body, RESPONSE.body)).toBe(0);
+      // The same owner's completion with another response is not counted as written.
+      through.proxy.cutAtNextAnswer();
+      const other = { ...RESPONSE, body: Buffer.from('{"other":true}') };
+      expect(await store.complete(req, other, 3600)).toBe(false);
+    });
+
+    it('is sent again and reports a lease taken over meanwhile: false, nothing written', async () => {
+      const store = new TypeOrmIdempotencyStore(view(through.proxied), TABLE, {
+        timeoutMs: SENT_AGAIN_TIMEOUT_MS,
+      });
+      const old = claimRequest({ lockTimeoutSeconds: 0.2 });
+      await store.claim(old);
+      await sleep(300);
+      const current = { ...old, ownerToken: randomUUID(), lockTimeoutSeconds: 60 };
+      await store.claim(current);
+      through.proxy.cutAtNextAnswer();
+      expect(await store.complete(old, RESPONSE, 3600)).toBe(false);
+      const [row] = await db.query(`SELECT * FROM ${TABLE} WHERE idempotency_key = $1`, [old.key]);
+      expect(row).toMatchObject({ status: 'in_flight', owner_token: current.ownerToken });
     });
   });
 

@@ -5,6 +5,7 @@
  * its connection failed mid-transaction (seen in the chaos outage scenario with payments in
  * phases), a store call that ran out of time and a commit its synchronous standby did not confirm.
  */
+import { connect } from 'node:net';
 import {
   QueryFailedError,
   QueryRunnerAlreadyReleasedError,
@@ -36,6 +37,13 @@ describe('isDatabaseUnavailable', () => {
     // A commit a stalled synchronous standby did not confirm: a step answers 503, as for a timeout.
     const unconfirmed = new IdempotencyCommitUnconfirmedError('commit', 'canceling wait');
     expect(isDatabaseUnavailable(unconfirmed)).toBe(true);
+  });
+
+  it("recognises a socket's error made in Node's own realm (under Jest, not an `instanceof Error` here)", async () => {
+    const reset: unknown = await new Promise((resolve) =>
+      connect(1, '127.0.0.1').on('error', resolve),
+    );
+    expect(isDatabaseUnavailable(reset)).toBe(true);
   });
 
   it('does not take a failed statement for an outage', () => {

@@ -39,19 +39,21 @@ export function isDatabaseUnavailable(error: unknown): boolean {
   if (isStoreTimeout(error) || isCommitUnconfirmed(error)) return true;
   const candidates = [error, (error as { driverError?: unknown } | null)?.driverError];
   return candidates.some((candidate) => {
-    if (!(candidate instanceof Error)) return false;
+    // Not `instanceof Error`: a socket's errors come from Node's own realm, which is not the
+    // application's under a VM sandbox (Jest's), and "read ECONNRESET" was not recognised there.
+    if (typeof candidate !== 'object' || candidate === null) return false;
+    const { code, severity, name, message } = candidate as Partial<Record<string, unknown>>;
     // TypeORM releases a query runner whose connection failed: the next query of the step on it
     // (a transaction in progress) reports that, not the connection error.
     // (`QueryRunnerProviderAlreadyReleasedError` in TypeORM 0.3, `QueryRunnerAlreadyReleasedError`
     // in 1.x.)
-    if (RELEASED_RUNNER_ERRORS.has(candidate.name)) return true;
-    const { code, severity } = candidate as { code?: unknown; severity?: unknown };
+    if (typeof name === 'string' && RELEASED_RUNNER_ERRORS.has(name)) return true;
     if (typeof code === 'string') {
       if (code.startsWith('08') || UNAVAILABLE_SQLSTATES.has(code)) return true;
       if (UNAVAILABLE_SOCKET_CODES.has(code)) return true;
     }
     // A FATAL at connect time ("database … is not currently accepting connections").
     if (severity === 'FATAL') return true;
-    return UNAVAILABLE_MESSAGES.test(candidate.message);
+    return typeof message === 'string' && UNAVAILABLE_MESSAGES.test(message);
   });
 }

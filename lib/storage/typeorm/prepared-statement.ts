@@ -107,6 +107,9 @@ export function hasPoolAccess(dataSource: DataSource): boolean {
  *   promise is followed
  * @param confirmed - the statement's commit makes an answer final: a WARNING during it rejects
  *   with `IdempotencyCommitUnconfirmedError` (see `watchCommitWarnings`)
+ * @param recover - given the error of a statement that failed (not one that ran out of time),
+ *   with its values: a promise to settle with instead, or undefined to reject (no `catch()`
+ *   behind the call on the way that succeeds)
  */
 export function runOnPool<T = StatementResult>(
   dataSource: DataSource,
@@ -116,6 +119,7 @@ export function runOnPool<T = StatementResult>(
   prepared = true,
   read: (result: StatementResult) => T | PromiseLike<T> = asIs as (result: StatementResult) => T,
   confirmed = false,
+  recover?: StatementRecovery<T>,
 ): Promise<T> {
   const pool = (dataSource.driver as unknown as PostgresDriverLike).master;
   // TypeORM's own words for a DataSource not initialised (or destroyed).
@@ -146,7 +150,7 @@ export function runOnPool<T = StatementResult>(
     });
     pool.connect((connectError, lent, releaseLent) => {
       if (connectError) {
-        if (timer.stop()) reject(connectError);
+        if (timer.stop()) settleFailed(connectError, values, recover, resolve, reject);
         return;
       }
       if (timer.done) return releaseLent();
@@ -160,7 +164,8 @@ export function runOnPool<T = StatementResult>(
         if (!timer.stop()) return;
         if (!isServerError(error)) broken = error;
         giveBack();
-        reject(prepared ? explainStatementError(error, statement) : error);
+        const cause = prepared ? explainStatementError(error, statement) : error;
+        settleFailed(cause, values, recover, resolve, reject);
       };
       try {
         lent.query(query, (error, result) => {
@@ -180,6 +185,25 @@ export function runOnPool<T = StatementResult>(
       }
     });
   });
+}
+
+/**
+ * What a caller of `runOnPool` does when its statement failed: a promise to settle with
+ * instead, or undefined to reject with `error`.
+ */
+export type StatementRecovery<T> = (error: unknown, values: unknown[]) => Promise<T> | undefined;
+
+/** Settles a statement that failed: with what `recover` makes of it, else with its error. */
+function settleFailed<T>(
+  error: unknown,
+  values: unknown[],
+  recover: StatementRecovery<T> | undefined,
+  resolve: (value: Promise<T>) => void,
+  reject: (error: unknown) => void,
+): void {
+  const recovered = recover?.(error, values);
+  if (recovered) resolve(recovered);
+  else reject(error);
 }
 
 function asIs<T>(value: T): T {

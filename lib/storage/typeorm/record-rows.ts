@@ -14,7 +14,12 @@ export function freshClaimOf(result: StatementResult): ClaimResult | undefined {
 
 /** Whether a completion changed the record: its row count, or `n` when it announced itself. */
 export function written(result: StatementResult, ref: IdempotencyRecordRef): boolean {
-  return ref.announce ? Number(result.rows[0]?.n) === 1 : result.rowCount === 1;
+  return writtenOf(result, ref.announce === true);
+}
+
+/** Whether a write changed the record: its row count, or `n` when it announced itself. */
+export function writtenOf(result: StatementResult, announced: boolean): boolean {
+  return announced ? Number(result.rows[0]?.n) === 1 : result.rowCount === 1;
 }
 
 /**

@@ -129,18 +129,28 @@ function claimSql(t: string): string {
          WHERE NOT EXISTS (SELECT 1 FROM claimed)`;
 }
 
+/** What a completion writes: the response, the record's expiry, no lease. */
+const completedSet = `status = 'completed', response_status = $4, response_headers = $5,
+               response_body = $6, expires_at = ${written} + $7::float8 * interval '1 second',
+               purge_after = LEAST(purge_after, ${written} + $7::float8 * interval '1 second'),
+               locked_until = NULL, updated_at = ${written}`;
+
 /** The writes of the lease's owner: complete, renew, and release for a retry or for good. */
 function ownerWriteSql(t: string) {
   return {
     // No indexed column changes (purge_after only if a shorter TTL brought the expiry
     // before it), so on the table's spare page room this is a HOT update: the row's new
     // version goes on the same page and no index gets a new entry.
-    complete: `
-        UPDATE ${t} SET status = 'completed', response_status = $4, response_headers = $5,
-               response_body = $6, expires_at = ${written} + $7::float8 * interval '1 second',
-               purge_after = LEAST(purge_after, ${written} + $7::float8 * interval '1 second'),
-               locked_until = NULL, updated_at = ${written}
-         WHERE ${owned} AND operation IS NULL`,
+    complete: `UPDATE ${t} SET ${completedSet} WHERE ${owned} AND operation IS NULL`,
+    // A completion sent again after its connection failed (TypeOrmIdempotencyStore.complete):
+    // the first may have committed, so a record this owner already completed with the same
+    // response is written again, identically. Being a write, its commit waits for a
+    // synchronous standby like the first one's: once it returns, the completion is replicated.
+    completeAgain: `
+        UPDATE ${t} SET ${completedSet}
+         WHERE scope = $1 AND idempotency_key = $2 AND owner_token = $3 AND operation IS NULL
+           AND (status = 'in_flight' OR (status = 'completed' AND response_status = $4
+                AND response_headers = $5 AND response_body IS NOT DISTINCT FROM $6))`,
     renew: `
         UPDATE ${t} SET locked_until = ${written} + $4::float8 * interval '1 second',
                updated_at = ${written}
@@ -197,6 +207,7 @@ export function recordStatements(tableName: string) {
   return {
     ...sql,
     completeAnnounced: announcedWrite(sql.complete, channel, '$8'),
+    completeAgainAnnounced: announcedWrite(sql.completeAgain, channel, '$8'),
     // A transaction's completion sent with its COMMIT: it fails unless it completed the
     // record, so the COMMIT behind it rolls back (TypeOrmStoreTransaction.commitWith).
     completeOrFail: `WITH written AS (${sql.complete} RETURNING 1)

@@ -14,7 +14,8 @@ import { IdempotencyStore } from '../idempotency.store';
 import type { IdempotencyStoreCapabilities } from '../idempotency-store.capabilities';
 import { jobsTableNameOf, quoteTableName } from './idempotency-table.sql';
 import { hasPoolAccess, prepareStatements, runOnPool } from './prepared-statement';
-import type { PreparedStatement, StatementResult } from './prepared-statement';
+import type { PreparedStatement, StatementRecovery, StatementResult } from './prepared-statement';
+import { recoverCompletion } from './completion-retry';
 import { runOnNewQueryRunner } from './query-runner-statements';
 import { claimOutcomeOf, freshClaimOf, written } from './record-rows';
 import { recordStatements } from './record-statements.sql';
@@ -58,7 +59,8 @@ const CLAIM_ATTEMPTS = 5;
  *   key nobody holds takes a plain `INSERT … ON CONFLICT DO NOTHING` first.
  * - `complete`, `release` and `renew` are `UPDATE`/`DELETE … WHERE owner_token = $n`. The
  *   completion changes no indexed column, so it can be a HOT update, and refuses a record an
- *   operation in phases is bound to: only the operation's last step completes that one.
+ *   operation in phases is bound to: only the operation's last step completes that one. One
+ *   whose connection failed is sent again until the timeout, counted from the failure, ends.
  * - `purgeExpired` deletes a batch chosen with `FOR UPDATE SKIP LOCKED` through the index on
  *   `purge_after` (a lower bound of `expires_at` set by the claim), oldest first,
  *   never an unfinished operation in phases (the reaper marks those abandoned instead);
@@ -188,11 +190,18 @@ export class TypeOrmIdempotencyStore extends IdempotencyStore implements TypeOrm
   ): Promise<boolean> {
     try {
       const { statement, params } = this.completion(ref, response, ttlSeconds, false);
-      return this.run('complete', statement, params, (result) => written(result, ref), true);
+      const read = (result: StatementResult) => written(result, ref);
+      return this.run('complete', statement, params, read, true, this.completeAfterFailure);
     } catch (error) {
       return Promise.reject(error);
     }
   }
+
+  /** A completion whose connection failed is sent again (`recoverCompletion`). */
+  private readonly completeAfterFailure: StatementRecovery<boolean> = (error, values) =>
+    recoverCompletion(error, values, this.sql, this.timeoutMs, (deadline, sql) =>
+      this.run(deadline, sql, values),
+    );
 
   /** @inheritDoc */
   async release(ref: IdempotencyRecordRef, mode: 'retry' | 'forget'): Promise<boolean> {
@@ -327,11 +336,7 @@ export class TypeOrmIdempotencyStore extends IdempotencyStore implements TypeOrm
     );
   }
 
-  /**
-   * Runs one statement outside any transaction, bounded like every store call. Internal: see
-   * `openTransaction()`.
-   * @internal
-   */
+  /** Runs one statement outside any transaction, bounded like every store call. @internal */
   runStatement(
     operation: string,
     statement: PreparedStatement,
@@ -353,8 +358,8 @@ export class TypeOrmIdempotencyStore extends IdempotencyStore implements TypeOrm
    * Runs one statement outside any transaction, within `operation`'s deadline.
    * @param operation - a deadline shared with other statements, or the name of a new one
    * @param read - what the caller wants of the result (on the pool, read without a `then()`)
-   * @param confirmed - its commit makes an answer final: a WARNING during it (a cancelled wait
-   *   for a synchronous standby) rejects with `IdempotencyCommitUnconfirmedError`
+   * @param confirmed - its commit makes an answer final: a WARNING during it rejects (`runOnPool`)
+   * @param recover - what becomes of a failed statement (see `runOnPool`)
    */
   private run<T = StatementResult>(
     operation: string | Deadline,
@@ -362,6 +367,7 @@ export class TypeOrmIdempotencyStore extends IdempotencyStore implements TypeOrm
     values: unknown[],
     read?: (result: StatementResult) => T | PromiseLike<T>,
     confirmed = false,
+    recover?: StatementRecovery<T>,
   ): Promise<T> {
     const deadline =
       typeof operation === 'string' ? new Deadline(operation, this.timeoutMs) : operation;
@@ -378,10 +384,13 @@ export class TypeOrmIdempotencyStore extends IdempotencyStore implements TypeOrm
           preparedStatements,
           read,
           confirmed,
+          recover,
         );
       }
       const ran = runOnNewQueryRunner(this.dataSource, statement, values, deadline, confirmed);
-      return read ? ran.then(read) : (ran as Promise<T>);
+      const failed =
+        recover && ((error: unknown) => recover(error, values) ?? Promise.reject(error));
+      return read || failed ? ran.then(read, failed) : (ran as Promise<T>);
     } catch (error) {
       return Promise.reject(error);
     }

@@ -51,6 +51,11 @@ export class Deadline {
     this.endsAt = Date.now() + timeoutMs;
   }
 
+  /** The time left before the deadline, in milliseconds (negative once it passed). */
+  remainingMs(): number {
+    return this.endsAt - Date.now();
+  }
+
   /**
    * Starts one timer for the rest of the call, for a caller that follows its own steps (the
    * pooled statement path), where `race()` would add a timer and a promise per step.
