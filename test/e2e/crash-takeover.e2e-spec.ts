@@ -1,6 +1,10 @@
 /**
  * A process that dies holding a key (SIGKILL, mid-handler): its key answers 409 while the lease
  * it last renewed is live, and is taken over by another instance once the lease lapses.
+ *
+ * The dying instance's wall clock is also run an hour ahead of, and an hour behind, the
+ * survivor's and the database's: leases are written and read with the database's clock only, so
+ * a clock that is off neither ends a live lease early (behind) nor keeps a dead one (ahead).
  */
 import { spawn } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
@@ -15,7 +19,14 @@ import { waitFor } from '../fixtures/wait-for';
 
 const LEASE_SECONDS = 0.6;
 
-function startChild(adapter: string, url: string, port: number): Promise<ChildProcess> {
+const HOUR_MS = 3_600_000;
+
+function startChild(
+  adapter: string,
+  url: string,
+  port: number,
+  skewMs: number,
+): Promise<ChildProcess> {
   const child = spawn(
     process.execPath,
     ['-r', 'ts-node/register/transpile-only', join(__dirname, '../fixtures/crash-app.ts')],
@@ -26,17 +37,29 @@ function startChild(adapter: string, url: string, port: number): Promise<ChildPr
         PORT: String(port),
         HTTP_ADAPTER: adapter,
         LOCK_TIMEOUT_SECONDS: String(LEASE_SECONDS),
+        CLOCK_SKEW_MS: String(skewMs),
       },
       stdio: ['ignore', 'pipe', 'inherit'],
     },
   );
   return new Promise((resolve, reject) => {
     child.stdout!.on('data', (chunk: Buffer) => {
-      if (chunk.toString().includes('listening')) resolve(child);
+      const started = /listening at (\d+)/.exec(chunk.toString());
+      if (!started) return;
+      // The child's clock is off by what was asked (to within the time it took to say so).
+      const off = Number(started[1]) - Date.now();
+      if (Math.abs(off - skewMs) < 60_000) resolve(child);
+      else reject(new Error(`the child's clock is off by ${off} ms, not ${skewMs}`));
     });
     child.on('exit', (code) => reject(new Error(`child exited early with ${code}`)));
   });
 }
+
+const CLOCKS = [
+  ['the same clock', 0],
+  ['a clock an hour ahead', HOUR_MS],
+  ['a clock an hour behind', -HOUR_MS],
+] as const;
 
 describe.each(ADAPTERS)('a crashed instance on %s', (adapter) => {
   let db: TestDatabase;
@@ -55,57 +78,61 @@ describe.each(ADAPTERS)('a crashed instance on %s', (adapter) => {
     await db?.drop();
   });
 
-  it('leaves its key in flight until the lease lapses, then another instance takes it over', async () => {
-    const port = await freePort();
-    child = await startChild(adapter, db.url, port);
-    const key = `crash-${adapter}-${Date.now()}`;
-    const body = { amount: 5, note: key, gate: 'never' };
-    const record = async () =>
-      (await db.query('SELECT * FROM idempotency_records WHERE idempotency_key = $1', [key]))[0];
+  it.each(CLOCKS)(
+    'with %s, leaves its key in flight until the lease lapses, then another instance takes it over',
+    async (_clock, skewMs) => {
+      const port = await freePort();
+      child?.kill('SIGKILL');
+      child = await startChild(adapter, db.url, port, skewMs);
+      const key = `crash-${adapter}-${skewMs}-${Date.now()}`;
+      const body = { amount: 5, note: key, gate: key };
+      const record = async () =>
+        (await db.query('SELECT * FROM idempotency_records WHERE idempotency_key = $1', [key]))[0];
 
-    request(`http://127.0.0.1:${port}`)
-      .post('/orders')
-      .set('Idempotency-Key', key)
-      .send(body)
-      .catch(() => undefined);
-    await waitFor(async () => (await record())?.status === 'in_flight');
-    // Renewed by the child's heartbeat while it lives: still in flight after one lease length.
-    await new Promise((r) => setTimeout(r, LEASE_SECONDS * 1500));
-    expect(
-      (await request(survivor.server).post('/orders').set('Idempotency-Key', key).send(body))
-        .status,
-    ).toBe(409);
+      request(`http://127.0.0.1:${port}`)
+        .post('/orders')
+        .set('Idempotency-Key', key)
+        .send(body)
+        .catch(() => undefined);
+      await waitFor(async () => (await record())?.status === 'in_flight');
+      // Renewed by the child's heartbeat while it lives: still in flight after one lease length.
+      await new Promise((r) => setTimeout(r, LEASE_SECONDS * 1500));
+      expect(
+        (await request(survivor.server).post('/orders').set('Idempotency-Key', key).send(body))
+          .status,
+      ).toBe(409);
 
-    child.kill('SIGKILL');
-    await new Promise((r) => child!.once('exit', r));
-    await waitFor(
-      async () =>
-        (
-          await db.query(
-            'SELECT locked_until < now() AS lapsed FROM idempotency_records WHERE idempotency_key = $1',
-            [key],
-          )
-        )[0].lapsed,
-      5000,
-    );
+      child.kill('SIGKILL');
+      await new Promise((r) => child!.once('exit', r));
+      await waitFor(
+        async () =>
+          (
+            await db.query(
+              'SELECT locked_until < now() AS lapsed FROM idempotency_records WHERE idempotency_key = $1',
+              [key],
+            )
+          )[0].lapsed,
+        5000,
+      );
 
-    const takeover = request(survivor.server)
-      .post('/orders')
-      .set('Idempotency-Key', key)
-      .send(body)
-      .then((r) => r);
-    await waitFor(async () => (await record())?.attempts === 2);
-    survivor.probe.open('never#2');
-    const res = await takeover;
-    expect(res.status).toBe(201);
-    const replay = await request(survivor.server)
-      .post('/orders')
-      .set('Idempotency-Key', key)
-      .send(body);
-    expect(replay.headers['idempotent-replayed']).toBe('true');
-    expect(replay.text).toBe(res.text);
-    expect(await db.query('SELECT count(*)::int AS n FROM orders WHERE note = $1', [key])).toEqual([
-      { n: 1 },
-    ]);
-  });
+      const takeover = request(survivor.server)
+        .post('/orders')
+        .set('Idempotency-Key', key)
+        .send(body)
+        .then((r) => r);
+      await waitFor(async () => (await record())?.attempts === 2);
+      survivor.probe.open(`${key}#2`);
+      const res = await takeover;
+      expect(res.status).toBe(201);
+      const replay = await request(survivor.server)
+        .post('/orders')
+        .set('Idempotency-Key', key)
+        .send(body);
+      expect(replay.headers['idempotent-replayed']).toBe('true');
+      expect(replay.text).toBe(res.text);
+      expect(
+        await db.query('SELECT count(*)::int AS n FROM orders WHERE note = $1', [key]),
+      ).toEqual([{ n: 1 }]);
+    },
+  );
 });
