@@ -89,7 +89,7 @@ describe('the worked examples, run on PostgreSQL', () => {
         method: 'POST',
         headers: {
           'content-type': 'application/json',
-          'x-api-key': 'acct_1',
+          'x-api-key': 'key_1', // the README's ApiKeyGuard: account acct_1
           'idempotency-key': 'order-1',
         },
         body: JSON.stringify({ amount: 1000, currency: 'eur' }),
