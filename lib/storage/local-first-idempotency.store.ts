@@ -188,17 +188,22 @@ export class LocalFirstIdempotencyStore extends IdempotencyStore {
       ...inner,
       operations:
         inner.operations &&
-        learningOperations(sealingOperations(inner.operations, this.sealer), {
-          now: () => this.now(),
-          completed: (ref, response, expiresAt) => {
-            const entry = this.inFlight.owned(ref.scope, ref.key, ref.ownerToken);
-            if (entry) this.remember(ref, entry, response, expiresAt);
+        learningOperations(
+          sealingOperations(inner.operations, this.sealer, (ref) =>
+            this.inFlight.run(ref.ownerToken),
+          ),
+          {
+            now: () => this.now(),
+            completed: (ref, response, expiresAt) => {
+              const entry = this.inFlight.owned(ref.scope, ref.key, ref.ownerToken);
+              if (entry) this.remember(ref, entry, response, expiresAt);
+            },
+            ended: (ref) => {
+              this.inFlight.end(ref.scope, ref.key, ref.ownerToken);
+              this.announce(ref);
+            },
           },
-          ended: (ref) => {
-            this.inFlight.end(ref.scope, ref.key, ref.ownerToken);
-            this.announce(ref);
-          },
-        }),
+        ),
       wakeUps: this.localWakeUps(inner.wakeUps),
       memory: {
         answer: (scope, key, fingerprint) => {
@@ -283,7 +288,7 @@ export class LocalFirstIdempotencyStore extends IdempotencyStore {
       let result = found;
       if (found.outcome === 'completed') {
         try {
-          result = this.opened(scope, key, found);
+          result = this.opened(scope, key, fingerprint, found);
         } catch (error) {
           failed(error);
         }
@@ -320,10 +325,19 @@ export class LocalFirstIdempotencyStore extends IdempotencyStore {
   private opened(
     scope: string,
     key: string,
+    fingerprint: string,
     result: Extract<ClaimResult, { outcome: 'completed' }>,
   ): ClaimResult {
-    const what = `The record ${result.recordId}`;
-    const response = this.sealer.openResponse(scope, key, result.response, what);
+    const { recordId } = result;
+    const what = `The record ${recordId}`;
+    const response = this.sealer.openResponse(
+      scope,
+      key,
+      result.response,
+      what,
+      recordId,
+      fingerprint,
+    );
     return response === result.response ? result : { ...result, response };
   }
 
@@ -356,9 +370,17 @@ export class LocalFirstIdempotencyStore extends IdempotencyStore {
     }, failed);
   }
 
-  /** The response as the wrapped store is to keep it: sealed when encryption is on. */
+  /**
+   * The response as the wrapped store is to keep it: sealed when encryption is on, for the
+   * record and fingerprint of the claim this instance won (`InFlightClaims.run`).
+   */
   private seal(ref: IdempotencyRecordRef, response: StoredResponse): StoredResponse {
-    return this.sealer.sealResponse(ref.scope, ref.key, response);
+    return this.sealer.sealResponse(
+      ref.scope,
+      ref.key,
+      response,
+      this.inFlight.run(ref.ownerToken),
+    );
   }
 
   private remember(
