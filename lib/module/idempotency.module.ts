@@ -40,22 +40,18 @@ import { defaultTypeOrmStore } from '../storage/default-typeorm-store';
 import { LocalFirstIdempotencyStore } from '../storage/local-first-idempotency.store';
 import { IdempotencyWaiters } from '../waiting/idempotency-waiters';
 import { RecordSealer } from '../storage/sealed/record-sealer';
-import { SealingIdempotencyStore } from '../storage/sealing-idempotency.store';
 
 async function createStore(
   options: ResolvedIdempotencyOptions,
   moduleRef: ModuleRef,
 ): Promise<IdempotencyStore> {
   const { replayCache, encryption } = options;
-  // Always in place, without keys when encryption is off: a sealed record is then refused
-  // (500), never replayed as ciphertext.
-  const sealing = new SealingIdempotencyStore(
-    await createDecidingStore(options, moduleRef),
-    new RecordSealer(encryption),
-  );
-  return new LocalFirstIdempotencyStore(sealing, {
+  return new LocalFirstIdempotencyStore(await createDecidingStore(options, moduleRef), {
     maxEntries: replayCache.enabled ? replayCache.maxEntries : 0,
     maxBytes: replayCache.maxBytes,
+    // Without keys when encryption is off: a sealed record is then refused (500), never
+    // replayed as ciphertext.
+    sealer: new RecordSealer(encryption),
   });
 }
 

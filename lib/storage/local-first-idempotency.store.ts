@@ -14,14 +14,24 @@ import type {
 } from './idempotency-store.capabilities';
 import { wakeTokenOf } from '../waiting/wake-token';
 import { learningOperations } from './local/learning-operations';
+import { learningTransaction } from './local/learning-transaction';
 import { InFlightClaims } from './local/in-flight-claims';
 import type { RunningEntry } from './local/in-flight-claims';
 import { ReplayCache } from './local/replay-cache';
+import { RecordSealer } from './sealed/record-sealer';
+import { sealingOperations } from './sealed/sealing-operations';
 
-/** Limits of the in-process replay cache; `maxEntries: 0` turns it off. */
-export interface LocalFirstStoreLimits {
+/** How the local-first store keeps what it knows and what it writes. */
+export interface LocalFirstStoreOptions {
+  /** Entries of the in-process replay cache; 0 turns it off. */
   maxEntries: number;
+  /** Bytes of responses the replay cache holds at most. */
   maxBytes: number;
+  /**
+   * The codec of what crosses to the wrapped store (encryption at rest); by default one without
+   * keys, which seals nothing and refuses a sealed record rather than replay its ciphertext.
+   */
+  sealer?: RecordSealer;
 }
 
 /**
@@ -41,28 +51,38 @@ export interface LocalFirstStoreLimits {
  * wrapped store. Writes always go to the wrapped store; this layer only learns from them, and
  * tells this instance's waiters (`wait`) when a record it completed or released settled, through
  * the `wakeUps` ability it adds to the wrapped store's.
+ *
+ * At its edge to the wrapped store it applies the `encryption` codec (`RecordSealer`): every
+ * response it hands down is sealed, every response a claim finds is opened before it is
+ * cached or answered, and so are an operation's input and state (`sealingOperations`). What
+ * cannot be opened, or is in the clear when it may not be, makes the claim throw
+ * `idempotency_record_unreadable` (500): neither replayed nor run again. So this layer, the
+ * replay cache and everything above see only what the seal vouches for, and the wrapped store —
+ * a user's own included — only what is sealed.
  */
 export class LocalFirstIdempotencyStore extends IdempotencyStore {
   private readonly cache: ReplayCache;
   private readonly inFlight: InFlightClaims;
+  private readonly sealer: RecordSealer;
   private abilities?: IdempotencyStoreCapabilities;
   /** The waiters of this instance, once one of its routes may wait. */
   private wakeListener?: IdempotencyWakeUpListener;
 
   /**
    * @param inner - the store that decides
-   * @param limits - replay cache size
+   * @param options - replay cache size, and the sealer
    * @param now - monotonic clock in milliseconds (injected by tests; must run at the same pace
    *   as the wrapped store's clock)
    */
   constructor(
     readonly inner: IdempotencyStore,
-    limits: LocalFirstStoreLimits,
+    options: LocalFirstStoreOptions,
     private readonly now: () => number = () => performance.now(),
   ) {
     super();
-    this.cache = new ReplayCache(limits.maxEntries, limits.maxBytes, now);
+    this.cache = new ReplayCache(options.maxEntries, options.maxBytes, now);
     this.inFlight = new InFlightClaims(now);
+    this.sealer = options.sealer ?? new RecordSealer(null);
   }
 
   /**
@@ -93,7 +113,7 @@ export class LocalFirstIdempotencyStore extends IdempotencyStore {
     const sentAt = this.now();
     return this.settle(
       ref,
-      () => this.inner.complete(ref, response, ttlSeconds),
+      () => this.inner.complete(ref, this.seal(ref, response), ttlSeconds),
       entry &&
         ((owned) => owned && this.remember(ref, entry, response, sentAt + ttlSeconds * 1000)),
     );
@@ -119,45 +139,18 @@ export class LocalFirstIdempotencyStore extends IdempotencyStore {
   }
 
   /**
-   * The completion is remembered once the transaction commits, with an expiry measured from
-   * before its `complete()` was sent.
+   * The completion is sealed, and remembered once the transaction commits (`learningTransaction`).
    * @inheritDoc
    */
   beginTransaction(): Promise<IdempotencyStoreTransaction> {
-    return this.inner.beginTransaction().then((transaction) => {
-      let completed: { ref: IdempotencyRecordRef; response: StoredResponse; expiresAt: number };
-      const completeAndCommit = transaction.completeAndCommit?.bind(transaction);
-      return {
-        manager: transaction.manager,
-        complete: (ref, response, ttlSeconds) => {
-          const sentAt = this.now();
-          return transaction.complete(ref, response, ttlSeconds).then((owned) => {
-            if (owned) completed = { ref, response, expiresAt: sentAt + ttlSeconds * 1000 };
-            return owned;
-          });
-        },
-        commit: () =>
-          transaction.commit().then(
-            () => {
-              if (completed) this.committed(completed.ref, completed.response, completed.expiresAt);
-            },
-            (error: unknown) => this.notCommitted(completed?.ref, error),
-          ),
-        rollback: () => transaction.rollback(),
-        completeAndCommit:
-          completeAndCommit &&
-          ((ref, response, ttlSeconds) => {
-            const sentAt = this.now();
-            return completeAndCommit(ref, response, ttlSeconds).then(
-              (owned) => {
-                if (owned) this.committed(ref, response, sentAt + ttlSeconds * 1000);
-                return owned;
-              },
-              (error: unknown) => this.notCommitted(ref, error),
-            );
-          }),
-      };
-    });
+    return this.inner.beginTransaction().then((transaction) =>
+      learningTransaction(transaction, {
+        now: () => this.now(),
+        seal: (ref, response) => this.seal(ref, response),
+        committed: (ref, response, expiresAt) => this.committed(ref, response, expiresAt),
+        notCommitted: (ref, error) => this.notCommitted(ref, error),
+      }),
+    );
   }
 
   /** A transaction committed its completion: the record is known here as completed. */
@@ -182,9 +175,10 @@ export class LocalFirstIdempotencyStore extends IdempotencyStore {
   }
 
   /**
-   * The wrapped store's abilities; its operations ability reports each write to this layer,
-   * which learns of completions and ended runs from them as it does from `complete()`. Adds
-   * `memory`: the claims this layer answers alone, read without a promise.
+   * The wrapped store's abilities; its operations ability seals an operation's input, state and
+   * response on their way down, and reports each write to this layer, which learns of
+   * completions and ended runs from them as it does from `complete()`. Adds `memory`: the claims
+   * this layer answers alone, read without a promise.
    * @inheritDoc
    */
   override capabilities(): IdempotencyStoreCapabilities {
@@ -194,17 +188,22 @@ export class LocalFirstIdempotencyStore extends IdempotencyStore {
       ...inner,
       operations:
         inner.operations &&
-        learningOperations(inner.operations, {
-          now: () => this.now(),
-          completed: (ref, response, expiresAt) => {
-            const entry = this.inFlight.owned(ref.scope, ref.key, ref.ownerToken);
-            if (entry) this.remember(ref, entry, response, expiresAt);
+        learningOperations(
+          sealingOperations(inner.operations, this.sealer, (ref) =>
+            this.inFlight.run(ref.ownerToken),
+          ),
+          {
+            now: () => this.now(),
+            completed: (ref, response, expiresAt) => {
+              const entry = this.inFlight.owned(ref.scope, ref.key, ref.ownerToken);
+              if (entry) this.remember(ref, entry, response, expiresAt);
+            },
+            ended: (ref) => {
+              this.inFlight.end(ref.scope, ref.key, ref.ownerToken);
+              this.announce(ref);
+            },
           },
-          ended: (ref) => {
-            this.inFlight.end(ref.scope, ref.key, ref.ownerToken);
-            this.announce(ref);
-          },
-        }),
+        ),
       wakeUps: this.localWakeUps(inner.wakeUps),
       memory: {
         answer: (scope, key, fingerprint) => {
@@ -267,8 +266,10 @@ export class LocalFirstIdempotencyStore extends IdempotencyStore {
     return local?.state === 'claiming' && !waited ? local.settled : undefined;
   }
 
-  /** Forgets the key's running entry once a write of its owner settled, whatever the answer. */
-  /** A key this instance does not know, claimed in the wrapped store: learnt from its answer. */
+  /**
+   * A key this instance does not know, claimed in the wrapped store: a completed record's
+   * response opened, then learnt from the answer.
+   */
   private claimFromStore(request: ClaimRequest): Promise<ClaimResult> {
     const { scope, key, fingerprint, ownerToken, lockTimeoutSeconds } = request;
     const endClaim = this.inFlight.begin(scope, key);
@@ -283,7 +284,15 @@ export class LocalFirstIdempotencyStore extends IdempotencyStore {
     } catch (error) {
       sent = Promise.reject(error);
     }
-    return sent.then((result) => {
+    return sent.then((found) => {
+      let result = found;
+      if (found.outcome === 'completed') {
+        try {
+          result = this.opened(scope, key, fingerprint, found);
+        } catch (error) {
+          failed(error);
+        }
+      }
       if (result.outcome === 'completed' && result.expiresInMs !== undefined) {
         this.cache.set(
           scope,
@@ -306,6 +315,30 @@ export class LocalFirstIdempotencyStore extends IdempotencyStore {
       );
       return result;
     }, failed);
+  }
+
+  /**
+   * A completed record's response as it was before it was sealed (the same result when it was
+   * stored in the clear and may be read so).
+   * @throws IdempotencyProblemException `idempotency_record_unreadable`
+   */
+  private opened(
+    scope: string,
+    key: string,
+    fingerprint: string,
+    result: Extract<ClaimResult, { outcome: 'completed' }>,
+  ): ClaimResult {
+    const { recordId } = result;
+    const what = `The record ${recordId}`;
+    const response = this.sealer.openResponse(
+      scope,
+      key,
+      result.response,
+      what,
+      recordId,
+      fingerprint,
+    );
+    return response === result.response ? result : { ...result, response };
   }
 
   /**
@@ -335,6 +368,19 @@ export class LocalFirstIdempotencyStore extends IdempotencyStore {
       this.announce(ref);
       return owned;
     }, failed);
+  }
+
+  /**
+   * The response as the wrapped store is to keep it: sealed when encryption is on, for the
+   * record and fingerprint of the claim this instance won (`InFlightClaims.run`).
+   */
+  private seal(ref: IdempotencyRecordRef, response: StoredResponse): StoredResponse {
+    return this.sealer.sealResponse(
+      ref.scope,
+      ref.key,
+      response,
+      this.inFlight.run(ref.ownerToken),
+    );
   }
 
   private remember(

@@ -229,8 +229,8 @@ describe.each(ADAPTERS)('encryption at rest on %s', (adapter: AdapterName) => {
     expect(errors.join('\n')).toContain('is stored in the clear, but encryption is on');
   });
 
-  it('replays a record sealed before the status was sealed with it, as in a rolling upgrade', async () => {
-    const t = await start(encryption(K1));
+  it('replays a record sealed by a version before the record was bound (format 1) only while plaintextUntil lets it', async () => {
+    const t = await start(readingPlaintextUntil(new Date(Date.now() + 3_600_000)));
     const key = newKey();
     const first = await post(t, key).expect(201);
     const [{ scope }] = await db.query(
@@ -246,6 +246,11 @@ describe.each(ADAPTERS)('encryption at rest on %s', (adapter: AdapterName) => {
     ]);
     expectSameAnswer(await post(t, key), first);
     expect(t.probe.ran('create')).toBe(1);
+    await apps.pop()!.close();
+    // Without the window, the format is the row's word: it cannot vouch for the record.
+    const strict = await start(encryption(K1));
+    expectUnreadable(await post(strict, key));
+    expect(errors.join('\n')).toContain('is sealed in the format of a version before');
   });
 
   describe('a row changed outside the library', () => {
@@ -289,6 +294,48 @@ describe.each(ADAPTERS)('encryption at rest on %s', (adapter: AdapterName) => {
       expectSameAnswer(await charge(), first);
       expect(t.probe.ran('decline')).toBe(1);
     });
+
+    it.each([
+      ['its response', 'response_status, response_headers, response_body'],
+      ['its response and record id', 'response_status, response_headers, response_body, record_id'],
+    ])(
+      'a renewed record given %s from an earlier, expired record of the same key is refused',
+      async (_, copied) => {
+        const t = await start(encryption(K1));
+        const key = newKey();
+        const order = (amount: number) =>
+          request(t.server).post('/orders').set('Idempotency-Key', key).send({ amount });
+        await order(1).expect(201);
+        const recordIdOf = async () =>
+          (
+            await db.query('SELECT record_id FROM idempotency_records WHERE idempotency_key = $1', [
+              key,
+            ])
+          )[0].record_id;
+        const earlierId = await recordIdOf();
+        const [old] = await db.query(
+          `SELECT ${copied} FROM idempotency_records WHERE idempotency_key = $1`,
+          [key],
+        );
+        // The earlier record expires; the key is used again for another request.
+        await sql(`expires_at = now() - interval '1 second'`, key);
+        const renewed = await order(2).expect(201);
+        expect(renewed.body.amount).toBe(2);
+        expect(await recordIdOf()).not.toBe(earlierId);
+        const columns = Object.keys(old);
+        await db.query(
+          `UPDATE idempotency_records SET ${columns.map((c, i) => `${c} = $${i + 2}`).join(', ')}
+            WHERE idempotency_key = $1`,
+          [key, ...columns.map((c) => old[c])],
+        );
+        for (let retry = 0; retry < 2; retry++) {
+          const res = await order(2);
+          expectUnreadable(res);
+          expect(res.body.amount).toBeUndefined();
+        }
+        expect(t.probe.ran('create')).toBe(2);
+      },
+    );
 
     it('a header added beside the seal is refused, not replayed nor ignored', async () => {
       const t = await start(encryption(K1));
@@ -404,6 +451,29 @@ describe.each(ADAPTERS)('encryption at rest on %s', (adapter: AdapterName) => {
       await update('response_status = 200');
       expectUnreadable(await transfer(t, key));
       expect(hooks.ran(key, 'settled')).toBe(1);
+    });
+
+    it('a recovery point moved past a step is refused: the state is sealed for its point', async () => {
+      const t = await start(encryption(K1));
+      const hooks = t.app.get(TransferHooks);
+      const key = newKey();
+      hooks.providerAnswers.push('unavailable');
+      expect((await transfer(t, key)).status).toBe(503);
+      expect(await record(key)).toMatchObject({ recovery_point: 'reserved' });
+      await db.query(
+        `UPDATE idempotency_records SET recovery_point = 'sent' WHERE idempotency_key = $1`,
+        [key],
+      );
+      for (let retry = 0; retry < 2; retry++) expectUnreadable(await transfer(t, key));
+      expect(hooks.ran(key, 'sent')).toBe(1);
+      expect(hooks.ran(key, 'settled')).toBe(0);
+      // Put back, the operation carries on from where it stood.
+      await db.query(
+        `UPDATE idempotency_records SET recovery_point = 'reserved' WHERE idempotency_key = $1`,
+        [key],
+      );
+      expect((await transfer(t, key)).status).toBe(201);
+      expect(hooks.ran(key, 'reserved')).toBe(1);
     });
 
     it('with its key gone, neither a retry nor the completer resumes it; with the key back, it finishes', async () => {

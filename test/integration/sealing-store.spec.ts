@@ -1,6 +1,7 @@
 /**
- * Encryption at rest on real PostgreSQL: the sealing store over the TypeORM store (alone and under
- * the local-first store) passes the store conformance suite; the row holds no plaintext of a sealed
+ * Encryption at rest on real PostgreSQL: the local-first store sealing at its edge to the TypeORM
+ * store (with its replay cache off, so every claim reads the row, and on) passes the store
+ * conformance suite; the row holds no plaintext of a sealed
  * response (plain or transactional completion) nor of an operation's input, state or final
  * response, while the status and the operation's columns stay readable; the operations port opens
  * what it sealed, reads rows stored in the clear only while `plaintextUntil` lets it, and refuses
@@ -17,10 +18,10 @@ import type {
   StoredResponse,
 } from '../../lib/interfaces/idempotency-record.interface';
 import type { OperationRecordStore } from '../../lib/phases/operation-record.store';
+import type { IdempotencyStore } from '../../lib/storage/idempotency.store';
 import { LocalFirstIdempotencyStore } from '../../lib/storage/local-first-idempotency.store';
 import { resolveEncryptionOptions } from '../../lib/config/encryption-options';
 import { RecordSealer, SEALED_MARKER } from '../../lib/storage/sealed/record-sealer';
-import { SealingIdempotencyStore } from '../../lib/storage/sealing-idempotency.store';
 import { CreateIdempotencyRecords1732233600000 } from '../../lib/storage/typeorm/create-idempotency-records.migration';
 import { TypeOrmIdempotencyStore } from '../../lib/storage/typeorm/typeorm-idempotency.store';
 import { describeIdempotencyStoreConformance } from '../../lib/testing';
@@ -53,17 +54,22 @@ afterAll(async () => {
   await db?.drop();
 });
 
-function sealing(...keys: Array<{ id: string; secret: Buffer }>): SealingIdempotencyStore {
+function sealing(...keys: Array<{ id: string; secret: Buffer }>): IdempotencyStore {
   return sealingWith(keys.length ? { keys } : null);
 }
 
-function sealingWith(encryption: Parameters<typeof resolveEncryptionOptions>[0]) {
+/** An instance's store with the given `encryption`, its replay cache off: claims read the row. */
+function sealingWith(
+  encryption: Parameters<typeof resolveEncryptionOptions>[0],
+  maxEntries = 0,
+): IdempotencyStore {
   const sealer = new RecordSealer(resolveEncryptionOptions(encryption));
-  return new SealingIdempotencyStore(new TypeOrmIdempotencyStore(dataSource, TABLE), sealer);
+  const typeorm = new TypeOrmIdempotencyStore(dataSource, TABLE);
+  return new LocalFirstIdempotencyStore(typeorm, { maxEntries, maxBytes: 1 << 20, sealer });
 }
 
 describeIdempotencyStoreConformance(
-  'SealingIdempotencyStore over PostgreSQL',
+  'LocalFirstIdempotencyStore sealing over PostgreSQL, replay cache off',
   async () => {
     await db.query(`TRUNCATE ${TABLE}`);
     return { store: sealing(K1, K2), advance: (seconds: number) => sleep(seconds * 1000) };
@@ -72,11 +78,11 @@ describeIdempotencyStoreConformance(
 );
 
 describeIdempotencyStoreConformance(
-  'LocalFirstIdempotencyStore over SealingIdempotencyStore over PostgreSQL',
+  'LocalFirstIdempotencyStore sealing over PostgreSQL, replay cache on',
   async () => {
     await db.query(`TRUNCATE ${TABLE}`);
     return {
-      store: new LocalFirstIdempotencyStore(sealing(K1), { maxEntries: 100, maxBytes: 1 << 20 }),
+      store: sealingWith({ keys: [K1] }, 100),
       advance: (seconds: number) => sleep(seconds * 1000),
     };
   },
@@ -179,11 +185,11 @@ describe('the operations port', () => {
   const SETTINGS = { ttlSeconds: 3600, replayHeaders: ['location'] } as any;
   const INPUT = { amount: 5, card: SECRET_TEXT };
 
-  const operationsOf = (store: SealingIdempotencyStore): OperationRecordStore =>
+  const operationsOf = (store: IdempotencyStore): OperationRecordStore =>
     store.capabilities().operations!;
 
   /** A record whose operation is bound and moved to `reserved` with a carried state. */
-  async function reserved(store: SealingIdempotencyStore) {
+  async function reserved(store: IdempotencyStore) {
     const request = claimRequest();
     await store.claim(request);
     const ref = refOf(request);

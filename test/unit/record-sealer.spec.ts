@@ -1,8 +1,10 @@
 /**
  * Encryption at rest, below the store: the `encryption` option is validated at bootstrap (ids,
  * 32-byte secrets, never echoed), and `RecordSealer` seals a response's headers and body (and an
- * operation's input or state) with AES-256-GCM bound to its record's scope and key: a round trip
- * gives the exact bytes back, a changed byte or another record's scope or key fails to open, a
+ * operation's input or state) with AES-256-GCM bound to its record's scope and key, a response
+ * to its record id and fingerprint, a state to its recovery point: a round trip gives the exact
+ * bytes back, a changed byte or another record's scope, key, id or fingerprint fails to open, a
+ * format 1 blob opens only while `plaintextUntil` lets it, a
  * record sealed with an older key opens while that key is still listed, and one whose key is gone
  * is `idempotency_record_unreadable` with a log naming the key id only.
  */
@@ -22,6 +24,10 @@ const NEW = randomBytes(32);
 function sealer(...keys: Array<{ id: string; secret: string | Uint8Array }>): RecordSealer {
   return new RecordSealer(resolveEncryptionOptions(keys.length ? { keys } : null));
 }
+
+/** The record a response answers: what its seal binds beside the scope and key. */
+const RECORD = { recordId: '8d7c1f52-0c3a-4c57-9d7e-1f3b5a0e6a11', fingerprint: 'f'.repeat(64) };
+const AT = [RECORD.recordId, RECORD.fingerprint] as const;
 
 const RESPONSE: StoredResponse = {
   status: 201,
@@ -53,7 +59,7 @@ describe('RecordSealer', () => {
   const sealing = sealer({ id: 'k1', secret: OLD });
 
   it('seals headers and body together, keeps the status clear, and opens them byte for byte', () => {
-    const sealed = sealing.sealResponse('alice', 'key-1', RESPONSE);
+    const sealed = sealing.sealResponse('alice', 'key-1', RESPONSE, RECORD);
     expect(sealed.status).toBe(201);
     expect(sealed.headers).toEqual({ [SEALED_MARKER]: 'k1' });
     expect(sealed.body.includes('4242')).toBe(false);
@@ -63,7 +69,7 @@ describe('RecordSealer', () => {
       JSON.stringify({ ...RESPONSE.headers, [SEALED_STATUS]: '201' }),
     );
     expect(sealed.body.length).toBe(1 + 12 + 16 + 4 + headersJson + RESPONSE.body.length);
-    const opened = sealing.openResponse('alice', 'key-1', sealed, 'record 1');
+    const opened = sealing.openResponse('alice', 'key-1', sealed, 'record 1', ...AT);
     expect(opened.status).toBe(201);
     expect(opened.headers).toEqual(RESPONSE.headers);
     expect(opened.body.equals(RESPONSE.body)).toBe(true);
@@ -71,15 +77,23 @@ describe('RecordSealer', () => {
 
   it('keeps bytes that are not UTF-8, and an empty body', () => {
     const binary = { status: 200, headers: {}, body: Buffer.from([0xff, 0x00, 0xc3, 0x28]) };
-    const opened = sealing.openResponse('', 'k', sealing.sealResponse('', 'k', binary), 'r');
+    const opened = sealing.openResponse(
+      '',
+      'k',
+      sealing.sealResponse('', 'k', binary, RECORD),
+      'r',
+      ...AT,
+    );
     expect(opened.body.equals(binary.body)).toBe(true);
     const empty = { status: 204, headers: {}, body: Buffer.alloc(0) };
-    expect(sealing.openResponse('', 'k', sealing.sealResponse('', 'k', empty), 'r')).toEqual(empty);
+    expect(
+      sealing.openResponse('', 'k', sealing.sealResponse('', 'k', empty, RECORD), 'r', ...AT),
+    ).toEqual(empty);
   });
 
   it('uses a new IV for every seal: the same response never seals to the same bytes', () => {
-    const a = sealing.sealResponse('alice', 'key-1', RESPONSE).body;
-    const b = sealing.sealResponse('alice', 'key-1', RESPONSE).body;
+    const a = sealing.sealResponse('alice', 'key-1', RESPONSE, RECORD).body;
+    const b = sealing.sealResponse('alice', 'key-1', RESPONSE, RECORD).body;
     expect(a.subarray(1, 13).equals(b.subarray(1, 13))).toBe(false);
     expect(a.equals(b)).toBe(false);
   });
@@ -91,12 +105,12 @@ describe('RecordSealer', () => {
     ['the ciphertext', 40],
     ['the last byte', -1],
   ])('refuses a blob with a changed byte in %s', (_, at) => {
-    const sealed = sealing.sealResponse('alice', 'key-1', RESPONSE);
+    const sealed = sealing.sealResponse('alice', 'key-1', RESPONSE, RECORD);
     const body = Buffer.from(sealed.body);
     const index = at < 0 ? body.length + at : at;
     body[index] ^= 0x01;
     const error = unreadable(() =>
-      sealing.openResponse('alice', 'key-1', { ...sealed, body }, 'The record 9'),
+      sealing.openResponse('alice', 'key-1', { ...sealed, body }, 'The record 9', ...AT),
     );
     expect(error.code).toBe('idempotency_record_unreadable');
     expect(error.getStatus()).toBe(500);
@@ -106,9 +120,15 @@ describe('RecordSealer', () => {
   });
 
   it('refuses a truncated blob', () => {
-    const sealed = sealing.sealResponse('alice', 'key-1', RESPONSE);
+    const sealed = sealing.sealResponse('alice', 'key-1', RESPONSE, RECORD);
     unreadable(() =>
-      sealing.openResponse('alice', 'key-1', { ...sealed, body: sealed.body.subarray(0, 20) }, 'r'),
+      sealing.openResponse(
+        'alice',
+        'key-1',
+        { ...sealed, body: sealed.body.subarray(0, 20) },
+        'r',
+        ...AT,
+      ),
     );
   });
 
@@ -116,8 +136,8 @@ describe('RecordSealer', () => {
     ['another scope', 'bob', 'key-1'],
     ['another key', 'alice', 'key-2'],
   ])('refuses a sealed response moved to a record of %s (AAD)', (_, scope, key) => {
-    const sealed = sealing.sealResponse('alice', 'key-1', RESPONSE);
-    expect(unreadable(() => sealing.openResponse(scope, key, sealed, 'r')).code).toBe(
+    const sealed = sealing.sealResponse('alice', 'key-1', RESPONSE, RECORD);
+    expect(unreadable(() => sealing.openResponse(scope, key, sealed, 'r', ...AT)).code).toBe(
       'idempotency_record_unreadable',
     );
   });
@@ -144,7 +164,7 @@ describe('RecordSealer', () => {
     const keys = [{ id: 'k1', secret: OLD }];
     const until = new Date(Date.now() + 60_000);
     const reading = new RecordSealer(resolveEncryptionOptions({ keys, plaintextUntil: until }));
-    expect(reading.openResponse('a', 'k', RESPONSE, 'r')).toBe(RESPONSE);
+    expect(reading.openResponse('a', 'k', RESPONSE, 'r', ...AT)).toBe(RESPONSE);
     const state = { ledgerId: 1 };
     expect(reading.openValue('state', 'a', 'k', state, 'r')).toBe(state);
     expect(reading.openValue('input', 'a', 'k', null, 'r')).toBeNull();
@@ -152,7 +172,9 @@ describe('RecordSealer', () => {
       resolveEncryptionOptions({ keys, plaintextUntil: '2020-01-01T00:00:00Z' }),
     );
     for (const strict of [sealing, past]) {
-      expect(unreadable(() => strict.openResponse('a', 'k', RESPONSE, 'r')).getStatus()).toBe(500);
+      expect(
+        unreadable(() => strict.openResponse('a', 'k', RESPONSE, 'r', ...AT)).getStatus(),
+      ).toBe(500);
       unreadable(() => strict.openValue('state', 'a', 'k', state, 'r', 'reserved'));
       unreadable(() => strict.openValue('input', 'a', 'k', {}, 'r', 'started'));
       // The empty state the store gives an operation that has not advanced is not sealed.
@@ -163,18 +185,63 @@ describe('RecordSealer', () => {
   });
 
   it('refuses a sealed response whose clear status or stored headers were changed', () => {
-    const sealed = sealing.sealResponse('alice', 'key-1', { ...RESPONSE, status: 402 });
-    unreadable(() => sealing.openResponse('alice', 'key-1', { ...sealed, status: 201 }, 'r'));
+    const sealed = sealing.sealResponse('alice', 'key-1', { ...RESPONSE, status: 402 }, RECORD);
+    unreadable(() =>
+      sealing.openResponse('alice', 'key-1', { ...sealed, status: 201 }, 'r', ...AT),
+    );
     const extra = { ...sealed.headers, location: '/elsewhere' };
-    unreadable(() => sealing.openResponse('alice', 'key-1', { ...sealed, headers: extra }, 'r'));
+    unreadable(() =>
+      sealing.openResponse('alice', 'key-1', { ...sealed, headers: extra }, 'r', ...AT),
+    );
     expect(logged.join('\n')).toContain('has the status 201 in its row but 402 under its seal');
-    expect(sealing.openResponse('alice', 'key-1', sealed, 'r').status).toBe(402);
+    expect(sealing.openResponse('alice', 'key-1', sealed, 'r', ...AT).status).toBe(402);
   });
 
-  it('opens a blob sealed before the status was sealed with it, with the row status', () => {
+  it('opens a format 1 blob (sealed before the record was bound) only while plaintextUntil lets it', () => {
     const blob = legacySealedBody({ id: 'k1', secret: OLD }, 'a', 'k', RESPONSE);
     const stored = { status: 201, headers: { [SEALED_MARKER]: 'k1' }, body: blob };
-    expect(sealing.openResponse('a', 'k', stored, 'r')).toEqual(RESPONSE);
+    const keys = [{ id: 'k1', secret: OLD }];
+    const until = new Date(Date.now() + 60_000);
+    const upgrading = new RecordSealer(resolveEncryptionOptions({ keys, plaintextUntil: until }));
+    // Sealed before the status was sealed with it too: opened with the row status.
+    expect(upgrading.openResponse('a', 'k', stored, 'r', ...AT)).toEqual(RESPONSE);
+    unreadable(() => sealing.openResponse('a', 'k', stored, 'The record 5', ...AT));
+    expect(logged.join('\n')).toContain(
+      'The record 5 is sealed in the format of a version before the record it answers was bound',
+    );
+  });
+
+  it.each([
+    [
+      'another record id (an earlier record of the key)',
+      'c4f0b0d6-2f1e-4a34-8f0e-5b9d2b1f7e20',
+      RECORD.fingerprint,
+    ],
+    ['another fingerprint (another request)', RECORD.recordId, 'e'.repeat(64)],
+  ])('refuses a sealed response opened for %s', (_, recordId, fingerprint) => {
+    const sealed = sealing.sealResponse('alice', 'key-1', RESPONSE, RECORD);
+    unreadable(() => sealing.openResponse('alice', 'key-1', sealed, 'r', recordId, fingerprint));
+    expect(sealing.openResponse('alice', 'key-1', sealed, 'r', ...AT)).toEqual(RESPONSE);
+  });
+
+  it('a response sealed where its record is not known (format 3) binds its scope and key only', () => {
+    const sealed = sealing.sealResponse('alice', 'key-1', RESPONSE);
+    expect(sealed.body[0]).toBe(3);
+    expect(sealing.sealResponse('alice', 'key-1', RESPONSE, RECORD).body[0]).toBe(2);
+    expect(sealing.openResponse('alice', 'key-1', sealed, 'r', 'any', 'any')).toEqual(RESPONSE);
+    unreadable(() => sealing.openResponse('alice', 'key-2', sealed, 'r', ...AT));
+    // Its format byte set to 2 (or a bound one's to 3) does not open: the format is authenticated.
+    const body = Buffer.from(sealed.body);
+    body[0] = 2;
+    unreadable(() => sealing.openResponse('alice', 'key-1', { ...sealed, body }, 'r', ...AT));
+  });
+
+  it('refuses a state opened at another recovery point than it was stored with', () => {
+    const state = sealing.sealValue('state', 'alice', 'key-1', { ledgerId: 3 }, 'reserved');
+    expect(sealing.openValue('state', 'alice', 'key-1', state, 'r', 'reserved')).toEqual({
+      ledgerId: 3,
+    });
+    unreadable(() => sealing.openValue('state', 'alice', 'key-1', state, 'r', 'charged'));
   });
 
   it('refuses a plaintextUntil that is not a date', () => {
@@ -186,22 +253,24 @@ describe('RecordSealer', () => {
   });
 
   it('rotation: a record sealed with the old key opens once a new key seals first', () => {
-    const sealedOld = sealing.sealResponse('alice', 'key-1', RESPONSE);
+    const sealedOld = sealing.sealResponse('alice', 'key-1', RESPONSE, RECORD);
     const rotated = sealer({ id: 'k2', secret: NEW }, { id: 'k1', secret: OLD });
-    expect(rotated.openResponse('alice', 'key-1', sealedOld, 'r').body.equals(RESPONSE.body)).toBe(
-      true,
-    );
-    const sealedNew = rotated.sealResponse('alice', 'key-2', RESPONSE);
+    expect(
+      rotated.openResponse('alice', 'key-1', sealedOld, 'r', ...AT).body.equals(RESPONSE.body),
+    ).toBe(true);
+    const sealedNew = rotated.sealResponse('alice', 'key-2', RESPONSE, RECORD);
     expect(sealedNew.headers).toEqual({ [SEALED_MARKER]: 'k2' });
-    expect(unreadable(() => sealing.openResponse('alice', 'key-2', sealedNew, 'r')).code).toBe(
-      'idempotency_record_unreadable',
-    );
+    expect(
+      unreadable(() => sealing.openResponse('alice', 'key-2', sealedNew, 'r', ...AT)).code,
+    ).toBe('idempotency_record_unreadable');
   });
 
   it('answers unreadable for a key id that is not configured, logging the id and never a secret', () => {
-    const sealed = sealing.sealResponse('alice', 'key-1', RESPONSE);
+    const sealed = sealing.sealResponse('alice', 'key-1', RESPONSE, RECORD);
     const newOnly = sealer({ id: 'k2', secret: NEW });
-    const error = unreadable(() => newOnly.openResponse('alice', 'key-1', sealed, 'The record 42'));
+    const error = unreadable(() =>
+      newOnly.openResponse('alice', 'key-1', sealed, 'The record 42', ...AT),
+    );
     expect(error.code).toBe('idempotency_record_unreadable');
     expect(error.message).toContain('encryption key "k1", which is not in encryption.keys');
     expect(logged).toEqual([error.message]);
@@ -217,11 +286,13 @@ describe('RecordSealer', () => {
   it('with encryption off, stores in the clear and refuses a sealed record instead of replaying ciphertext', () => {
     const off = new RecordSealer(null);
     expect(off.seals).toBe(false);
-    expect(off.sealResponse('a', 'k', RESPONSE)).toBe(RESPONSE);
+    expect(off.sealResponse('a', 'k', RESPONSE, RECORD)).toBe(RESPONSE);
     const state = { x: 1 };
     expect(off.sealValue('state', 'a', 'k', state)).toBe(state);
-    const sealed = sealing.sealResponse('alice', 'key-1', RESPONSE);
-    const error = unreadable(() => off.openResponse('alice', 'key-1', sealed, 'The record 1'));
+    const sealed = sealing.sealResponse('alice', 'key-1', RESPONSE, RECORD);
+    const error = unreadable(() =>
+      off.openResponse('alice', 'key-1', sealed, 'The record 1', ...AT),
+    );
     expect(error.message).toContain('"k1", which is not configured (encryption is off)');
   });
 });

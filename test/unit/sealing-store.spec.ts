@@ -1,6 +1,6 @@
 /**
- * The sealing store (encryption at rest) passes the store conformance suite over the memory
- * store, alone and under the local-first store as the module stacks them; the store below it
+ * The local-first store sealing at its edge (encryption at rest) passes the store conformance
+ * suite over the memory store, with its replay cache off and on; the store below it
  * holds only sealed responses (plain and transactional completions), the layers above and the
  * replay cache only plaintext; records stored in the clear still replay; a record whose key is
  * gone fails its claim with `idempotency_record_unreadable` on every retry.
@@ -18,7 +18,6 @@ import type { IdempotencyStore } from '../../lib/storage/idempotency.store';
 import { LocalFirstIdempotencyStore } from '../../lib/storage/local-first-idempotency.store';
 import { resolveEncryptionOptions } from '../../lib/config/encryption-options';
 import { RecordSealer, SEALED_MARKER } from '../../lib/storage/sealed/record-sealer';
-import { SealingIdempotencyStore } from '../../lib/storage/sealing-idempotency.store';
 import { describeIdempotencyStoreConformance } from '../../lib/testing';
 
 const K1 = { id: 'k1', secret: randomBytes(32) };
@@ -26,6 +25,11 @@ const K2 = { id: 'k2', secret: randomBytes(32) };
 
 function sealerOf(...keys: Array<{ id: string; secret: Buffer }>): RecordSealer {
   return new RecordSealer(resolveEncryptionOptions(keys.length ? { keys } : null));
+}
+
+/** An instance's store sealing over `inner`, its replay cache off: every claim reads `inner`. */
+function sealingOver(inner: IdempotencyStore, sealer: RecordSealer, now?: () => number) {
+  return new LocalFirstIdempotencyStore(inner, { maxEntries: 0, maxBytes: 0, sealer }, now);
 }
 
 function clock() {
@@ -39,11 +43,11 @@ function clock() {
 }
 
 describeIdempotencyStoreConformance(
-  'SealingIdempotencyStore over MemoryIdempotencyStore',
+  'LocalFirstIdempotencyStore sealing over MemoryIdempotencyStore, replay cache off',
   () => {
     const time = clock();
     return {
-      store: new SealingIdempotencyStore(new MemoryIdempotencyStore(time.now), sealerOf(K2, K1)),
+      store: sealingOver(new MemoryIdempotencyStore(time.now), sealerOf(K2, K1), time.now),
       advance: time.advance,
     };
   },
@@ -51,13 +55,13 @@ describeIdempotencyStoreConformance(
 );
 
 describeIdempotencyStoreConformance(
-  'LocalFirstIdempotencyStore over SealingIdempotencyStore over MemoryIdempotencyStore',
+  'LocalFirstIdempotencyStore sealing over MemoryIdempotencyStore, replay cache on',
   () => {
     const time = clock();
     return {
       store: new LocalFirstIdempotencyStore(
-        new SealingIdempotencyStore(new MemoryIdempotencyStore(time.now), sealerOf(K1)),
-        { maxEntries: 100, maxBytes: 1 << 20 },
+        new MemoryIdempotencyStore(time.now),
+        { maxEntries: 100, maxBytes: 1 << 20, sealer: sealerOf(K1) },
         time.now,
       ),
       advance: time.advance,
@@ -111,7 +115,7 @@ function replayOf(result: ClaimResult): StoredResponse {
 
 const again = (request: ClaimRequest) => ({ ...request, ownerToken: randomUUID() });
 
-describe('SealingIdempotencyStore', () => {
+describe("sealing at the local-first store's edge", () => {
   beforeEach(() => jest.spyOn(Logger.prototype, 'error').mockImplementation(() => undefined));
   afterEach(() => jest.restoreAllMocks());
 
@@ -122,7 +126,7 @@ describe('SealingIdempotencyStore', () => {
     'stores only sealed bytes below it when completed by %s, and replays plaintext',
     async (_, tx) => {
       const memory = new MemoryIdempotencyStore();
-      const store = new SealingIdempotencyStore(memory, sealerOf(K1));
+      const store = sealingOver(memory, sealerOf(K1));
       const request = await completed(store, RESPONSE, tx);
       const below = replayOf(await memory.claim(again(request)));
       expect(below.status).toBe(201);
@@ -141,11 +145,9 @@ describe('SealingIdempotencyStore', () => {
     const reading = new RecordSealer(
       resolveEncryptionOptions({ keys: [K1], plaintextUntil: until }),
     );
-    const replay = replayOf(
-      await new SealingIdempotencyStore(memory, reading).claim(again(before)),
-    );
+    const replay = replayOf(await sealingOver(memory, reading).claim(again(before)));
     expect(replay).toEqual(RESPONSE);
-    const strict = new SealingIdempotencyStore(memory, sealerOf(K1));
+    const strict = sealingOver(memory, sealerOf(K1));
     await expect(strict.claim(again(before))).rejects.toMatchObject({
       code: 'idempotency_record_unreadable',
     });
@@ -153,8 +155,8 @@ describe('SealingIdempotencyStore', () => {
 
   it('opens a record sealed with an older key once a new key seals first', async () => {
     const memory = new MemoryIdempotencyStore();
-    const old = await completed(new SealingIdempotencyStore(memory, sealerOf(K1)));
-    const rotated = new SealingIdempotencyStore(memory, sealerOf(K2, K1));
+    const old = await completed(sealingOver(memory, sealerOf(K1)));
+    const rotated = sealingOver(memory, sealerOf(K2, K1));
     expect(replayOf(await rotated.claim(again(old))).body.equals(RESPONSE.body)).toBe(true);
     const fresh = await completed(rotated);
     expect(replayOf(await memory.claim(again(fresh))).headers).toEqual({ [SEALED_MARKER]: 'k2' });
@@ -162,9 +164,9 @@ describe('SealingIdempotencyStore', () => {
 
   it('fails every claim of a record whose key is gone with idempotency_record_unreadable', async () => {
     const memory = new MemoryIdempotencyStore();
-    const old = await completed(new SealingIdempotencyStore(memory, sealerOf(K1)));
+    const old = await completed(sealingOver(memory, sealerOf(K1)));
     for (const sealer of [sealerOf(K2), sealerOf()]) {
-      const store = new SealingIdempotencyStore(memory, sealer);
+      const store = sealingOver(memory, sealer);
       for (let retry = 0; retry < 2; retry++) {
         const error = await store.claim(again(old)).then(
           () => undefined,
@@ -175,16 +177,32 @@ describe('SealingIdempotencyStore', () => {
       }
     }
     // The record itself is untouched: with the key back, it replays.
-    const back = new SealingIdempotencyStore(memory, sealerOf(K2, K1));
+    const back = sealingOver(memory, sealerOf(K2, K1));
     expect(replayOf(await back.claim(again(old))).body.equals(RESPONSE.body)).toBe(true);
+  });
+
+  it('seals a completion for the record and fingerprint of the claim it won (format 2), another for its scope and key (3)', async () => {
+    const memory = new MemoryIdempotencyStore();
+    const store = sealingOver(memory, sealerOf(K1));
+    const won = await completed(store);
+    expect(replayOf(await memory.claim(again(won))).body[0]).toBe(2);
+    // A run this instance did not claim (the completer's takeover, here a claim made below it).
+    const elsewhere = claimRequest();
+    expect((await memory.claim(elsewhere)).outcome).toBe('claimed');
+    const ref = { scope: elsewhere.scope, key: elsewhere.key, ownerToken: elsewhere.ownerToken };
+    expect(await store.complete(ref, RESPONSE, 3600)).toBe(true);
+    expect(replayOf(await memory.claim(again(elsewhere))).body[0]).toBe(3);
+    for (const request of [won, elsewhere]) {
+      expect(replayOf(await store.claim(again(request)))).toEqual(RESPONSE);
+    }
   });
 
   it('under the local-first store, the replay cache holds and serves plaintext', async () => {
     const memory = new MemoryIdempotencyStore();
-    const local = new LocalFirstIdempotencyStore(
-      new SealingIdempotencyStore(memory, sealerOf(K1)),
-      { maxEntries: 10, maxBytes: 1 << 20 },
-    );
+    const local = new LocalFirstIdempotencyStore(sealingOver(memory, sealerOf(K1)), {
+      maxEntries: 10,
+      maxBytes: 1 << 20,
+    });
     const request = await completed(local);
     const spy = jest.spyOn(memory, 'claim');
     const cached = replayOf(await local.claim(again(request)));

@@ -64,6 +64,11 @@ class Claiming implements ClaimingEntry {
  */
 export class InFlightClaims {
   private readonly entries = new Map<string, ClaimingEntry | RunningEntry>();
+  /**
+   * The runs this instance won, by owner token, until they end: what record each one answers,
+   * still known once its local lease lapsed (its completion is sealed for that record).
+   */
+  private readonly runs = new Map<string, RunningEntry>();
 
   /** @param now - monotonic clock in milliseconds (injected by tests) */
   constructor(private readonly now: () => number = () => performance.now()) {}
@@ -98,18 +103,28 @@ export class InFlightClaims {
     return (end) => {
       if (this.entries.get(id) !== entry) return;
       if (end.claimed) {
-        this.entries.set(id, {
+        const running: RunningEntry = {
           state: 'running',
           fingerprint: end.fingerprint,
           ownerToken: end.ownerToken,
           recordId: end.recordId,
           leaseEndsAt: startedAt + end.lockTimeoutSeconds * 1000,
-        });
+        };
+        this.entries.set(id, running);
+        this.runs.set(end.ownerToken, running);
       } else {
         this.entries.delete(id);
       }
       entry.end();
     };
+  }
+
+  /**
+   * A run this instance won and that has not ended, its local lease lapsed or not; one whose
+   * claim raced another of the key on this instance is not known here.
+   */
+  run(ownerToken: string): RunningEntry | undefined {
+    return this.runs.get(ownerToken);
   }
 
   /** The running entry of `ownerToken`, if this instance still holds the key for it. */
@@ -135,10 +150,11 @@ export class InFlightClaims {
   }
 
   /**
-   * Forgets a running handler once its record is completed or released (or its lease lost).
-   * Does nothing when the key is held by another owner by now.
+   * Forgets a run once its record is completed or released (or its lease lost). Leaves the
+   * key's entry when the key is held by another owner by now.
    */
   end(scope: string, key: string, ownerToken: string): void {
+    this.runs.delete(ownerToken);
     const id = scopedKey(scope, key);
     const entry = this.entries.get(id);
     if (entry?.state === 'running' && entry.ownerToken === ownerToken) this.entries.delete(id);

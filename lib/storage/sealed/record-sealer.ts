@@ -15,8 +15,21 @@ export const SEALED_MARKER = `${RESERVED_HEADER_PREFIX}sealed`;
 /** What a sealed blob holds; bound into its authentication, so one cannot stand for another. */
 export type SealedPart = 'response' | 'input' | 'state';
 
-/** First byte of every sealed blob: the format below. */
-const FORMAT = 1;
+/** The record a response answers, bound into its seal: its id and its request's fingerprint. */
+export interface SealedRecord {
+  readonly recordId: string;
+  readonly fingerprint: string;
+}
+
+/**
+ * First byte of every sealed blob: what its authentication covers besides its part, key id,
+ * scope and key. `BOUND` covers the record (a response: its id and fingerprint; a state: its
+ * recovery point); `UNBOUND` is a response sealed where the run's record is not known (by the
+ * completer, or an operator's resolution); `LEGACY` is what versions before `BOUND` sealed.
+ */
+const LEGACY = 1;
+const BOUND = 2;
+const UNBOUND = 3;
 const IV_BYTES = 12;
 const TAG_BYTES = 16;
 const HEAD_BYTES = 1 + IV_BYTES + TAG_BYTES;
@@ -30,19 +43,24 @@ export const SEALED_STATUS = `${RESERVED_HEADER_PREFIX}status`;
 /**
  * Seals and opens what a record keeps of a request with AES-256-GCM (`node:crypto`).
  *
- * A sealed blob is `format (1 byte, 1) | IV (12 random bytes) | GCM tag (16 bytes) | ciphertext`.
+ * A sealed blob is `format (1 byte) | IV (12 random bytes) | GCM tag (16 bytes) | ciphertext`.
  * Its additional authenticated data is the JSON array
- * `["nest-idempotency", 1, part, keyId, scope, key]`, so a blob opens only as the same part of a
- * record with the same scope and key, under the key id it names: moved to another record, or
- * relabelled, it fails to open.
+ * `["nest-idempotency", format, part, keyId, scope, key, ...bound]` (`bound` in format 2 only),
+ * so a blob opens only as the same part of a record with the same scope and key, under the key
+ * id it names, and (format 2) only for what it was bound to: a response for the record id and
+ * the request fingerprint it answered, a state at the recovery point it was stored with. Moved
+ * to another record (an earlier one of the same key included), relabelled, or with its recovery
+ * point moved, it fails to open. Format 3 is a response sealed where the run's record is not
+ * known (the completer's, an operator's resolution): bound to its scope and key only. Format 1,
+ * what versions before format 2 sealed, is opened only while `encryption.plaintextUntil` lets
+ * records from before be read: the format is the row's word, so it cannot decide alone.
  *
  * - A response's headers and body are sealed together (the plaintext is `uint32 BE length of
  *   the headers' JSON | that JSON | the body`), its status among the headers as
  *   `x-nest-idempotency-status`; the status is also kept in the clear, for the store, and must
  *   match. The sealed response's headers are one entry, `x-nest-idempotency-sealed: <key id>`,
- *   and its body is the blob. A blob sealed before the status was sealed with it (the same
- *   format, without that entry) opens with the row's status, so that instances of either
- *   version read each other's records during a rolling upgrade.
+ *   and its body is the blob. A format 1 blob sealed before the status was sealed with it
+ *   (without that entry) opens, while format 1 may be read, with the row's status.
  * - An operation's input or state (JSON) becomes `{ "x-nest-idempotency-sealed": <key id>,
  *   "sealed": <the blob in base64> }`.
  *
@@ -73,15 +91,36 @@ export class RecordSealer {
     return this.sealing !== undefined;
   }
 
-  /** The response as it is to be stored: sealed when encryption is on. */
-  sealResponse(scope: string, key: string, response: StoredResponse): StoredResponse {
+  /**
+   * The response as it is to be stored: sealed when encryption is on.
+   * @param record - the record it answers, bound into the seal; unknown (the completer's run, an
+   *   operator's resolution), the seal binds the scope and key only
+   */
+  sealResponse(
+    scope: string,
+    key: string,
+    response: StoredResponse,
+    record?: SealedRecord,
+  ): StoredResponse {
     const sealing = this.sealing;
     if (!sealing) return response;
     const sealedHeaders = { ...response.headers, [SEALED_STATUS]: String(response.status) };
     const headers = Buffer.from(JSON.stringify(sealedHeaders), 'utf8');
     const length = Buffer.allocUnsafe(4);
     length.writeUInt32BE(headers.length);
-    const blob = this.seal(sealing, 'response', scope, key, [length, headers, response.body]);
+    const plain = [length, headers, response.body];
+    const blob = record
+      ? this.seal(
+          sealing,
+          BOUND,
+          'response',
+          scope,
+          key,
+          plain,
+          record.recordId,
+          record.fingerprint,
+        )
+      : this.seal(sealing, UNBOUND, 'response', scope, key, plain);
     return { status: response.status, headers: { [SEALED_MARKER]: sealing.id }, body: blob };
   }
 
@@ -89,9 +128,18 @@ export class RecordSealer {
    * The response as stored before it was sealed; one stored in the clear as it is, when it may
    * be read so (see `readsClear`).
    * @param what - names the record in the log, e.g. `record 42` (never its key)
+   * @param recordId - the record the claim found
+   * @param fingerprint - the fingerprint it matched
    * @throws IdempotencyProblemException `idempotency_record_unreadable`
    */
-  openResponse(scope: string, key: string, response: StoredResponse, what: string): StoredResponse {
+  openResponse(
+    scope: string,
+    key: string,
+    response: StoredResponse,
+    what: string,
+    recordId: string,
+    fingerprint: string,
+  ): StoredResponse {
     const id = response.headers[SEALED_MARKER];
     if (id === undefined) {
       this.readsClear(what);
@@ -100,7 +148,8 @@ export class RecordSealer {
     if (typeof id !== 'string' || Object.keys(response.headers).length !== 1) {
       throw this.unreadable(`${what} has stored headers beside its seal: ${CHANGED}`);
     }
-    const plain = this.open('response', scope, key, id, response.body, what);
+    const body = response.body;
+    const plain = this.open('response', scope, key, id, body, what, recordId, fingerprint);
     const length = plain.length >= 4 ? plain.readUInt32BE(0) : Infinity;
     if (4 + length > plain.length) {
       throw this.unreadable(`${what} holds a sealed response in a shape this version cannot read.`);
@@ -118,12 +167,16 @@ export class RecordSealer {
     return { status: response.status, headers, body: plain.subarray(4 + length) };
   }
 
-  /** An operation's input or state as it is to be stored: sealed when encryption is on. */
-  sealValue<T>(part: 'input' | 'state', scope: string, key: string, value: T): T {
+  /**
+   * An operation's input or state as it is to be stored: sealed when encryption is on.
+   * @param point - a state's recovery point, bound into its seal
+   */
+  sealValue<T>(part: 'input' | 'state', scope: string, key: string, value: T, point?: string): T {
     const sealing = this.sealing;
     if (!sealing) return value;
     const plain = Buffer.from(JSON.stringify(value ?? null), 'utf8');
-    const blob = this.seal(sealing, part, scope, key, [plain]);
+    const bound = part === 'state' ? String(point) : undefined;
+    const blob = this.seal(sealing, BOUND, part, scope, key, [plain], bound);
     return { [SEALED_MARKER]: sealing.id, sealed: blob.toString('base64') } as T;
   }
 
@@ -132,7 +185,7 @@ export class RecordSealer {
    * is, when it may be read so (see `readsClear`), and the empty state the store gives an
    * operation that has not advanced yet (`started`) always.
    * @param what - names the record in the log (never its key)
-   * @param point - the record's recovery point, when known
+   * @param point - the record's recovery point (a state's is bound into its seal)
    * @throws IdempotencyProblemException `idempotency_record_unreadable`
    */
   openValue<T>(
@@ -148,26 +201,30 @@ export class RecordSealer {
       return value;
     }
     const blob = Buffer.from(value.sealed, 'base64');
-    const plain = this.open(part, scope, key, value[SEALED_MARKER], blob, what);
+    const bound = part === 'state' ? String(point) : undefined;
+    const plain = this.open(part, scope, key, value[SEALED_MARKER], blob, what, bound);
     return JSON.parse(plain.toString('utf8')) as T;
   }
 
   private seal(
     sealing: { readonly id: string; readonly secret: KeyObject },
+    format: number,
     part: SealedPart,
     scope: string,
     key: string,
     plain: Buffer[],
+    first?: string,
+    second?: string,
   ): Buffer {
     const iv = this.ivs.next();
     const cipher = createCipheriv('aes-256-gcm', sealing.secret, iv, { authTagLength: TAG_BYTES });
-    cipher.setAAD(additionalData(part, sealing.id, scope, key));
+    cipher.setAAD(additionalData(format, part, sealing.id, scope, key, first, second));
     // One update over the whole plaintext, written once into the blob: every call into the
     // cipher and every intermediate buffer costs more than AES-GCM does on a small body.
     const sealed = cipher.update(plain.length === 1 ? plain[0] : Buffer.concat(plain));
     const rest = cipher.final();
     const blob = Buffer.allocUnsafe(HEAD_BYTES + sealed.length + rest.length);
-    blob[0] = FORMAT;
+    blob[0] = format;
     iv.copy(blob, 1);
     cipher.getAuthTag().copy(blob, 1 + IV_BYTES);
     sealed.copy(blob, HEAD_BYTES);
@@ -175,6 +232,10 @@ export class RecordSealer {
     return blob;
   }
 
+  /**
+   * The plaintext of a blob, with what a format 2 blob must be bound to (`first`, `second`).
+   * @throws IdempotencyProblemException `idempotency_record_unreadable`
+   */
   private open(
     part: SealedPart,
     scope: string,
@@ -182,6 +243,8 @@ export class RecordSealer {
     id: string,
     blob: Buffer,
     what: string,
+    first?: string,
+    second?: string,
   ): Buffer {
     const secret = this.secrets.get(id);
     if (!secret) {
@@ -191,14 +254,17 @@ export class RecordSealer {
           `. Add the key with id "${id}" back to encryption.keys (after the first) to read it.`,
       );
     }
+    const format = blob.length >= HEAD_BYTES ? blob[0] : 0;
+    if (format === LEGACY) this.readsLegacy(what);
     const opened =
-      blob.length >= HEAD_BYTES &&
-      blob[0] === FORMAT &&
-      decrypt(secret, blob, part, id, scope, key);
+      (format === BOUND || format === LEGACY || (format === UNBOUND && part === 'response')) &&
+      decrypt(secret, blob, additionalData(format, part, id, scope, key, first, second));
     if (!opened) {
       throw this.unreadable(
         `${what} could not be opened with encryption key "${id}": the stored bytes were ` +
-          'changed, or the secret configured under that id is not the one that sealed them.',
+          'changed or moved from another record (an earlier one of the same key included), its ' +
+          'recovery point was moved, or the secret configured under that id is not the one ' +
+          'that sealed them.',
       );
     }
     return opened;
@@ -210,9 +276,8 @@ export class RecordSealer {
    * read: nothing in a row can vouch for it, since whoever could strip a seal could forge that.
    */
   private readsClear(what: string): void {
-    if (!this.seals) return;
+    if (!this.seals || this.readsBefore()) return;
     const until = this.plaintextUntil;
-    if (until !== null && Date.now() < until) return;
     throw this.unreadable(
       `${what} is stored in the clear, but encryption is on and ` +
         (until === null
@@ -221,6 +286,29 @@ export class RecordSealer {
         ': it was written before encryption was turned on, or its seal was removed outside ' +
         'the library. To read records from before encryption, set encryption.plaintextUntil.',
     );
+  }
+
+  /**
+   * Refuses a blob in the format versions before format 2 sealed (which does not bind the
+   * record it answers, so a row edit could move one from an earlier record of the key) unless
+   * `plaintextUntil` still lets records from before be read. The format byte is the row's
+   * word: it never decides alone.
+   */
+  private readsLegacy(what: string): void {
+    if (this.readsBefore()) return;
+    throw this.unreadable(
+      `${what} is sealed in the format of a version before the record it answers was bound ` +
+        'into its seal, and encryption.plaintextUntil ' +
+        (this.plaintextUntil === null ? 'is not set' : 'has passed') +
+        ': it was written before the upgrade, or moved there from an earlier record outside the ' +
+        'library. To read records sealed before the upgrade, set encryption.plaintextUntil.',
+    );
+  }
+
+  /** Whether records from before (in the clear, or legacy seals) may still be read. */
+  private readsBefore(): boolean {
+    const until = this.plaintextUntil;
+    return until !== null && Date.now() < until;
   }
 
   private unreadable(problem: string): IdempotencyProblemException {
@@ -278,23 +366,28 @@ function isSealedValue(value: unknown): value is { [SEALED_MARKER]: string; seal
   );
 }
 
-function additionalData(part: SealedPart, id: string, scope: string, key: string): Buffer {
-  return Buffer.from(JSON.stringify(['nest-idempotency', FORMAT, part, id, scope, key]), 'utf8');
-}
-
-/** The plaintext of a blob, or undefined when it does not authenticate. */
-function decrypt(
-  secret: KeyObject,
-  blob: Buffer,
+function additionalData(
+  format: number,
   part: SealedPart,
   id: string,
   scope: string,
   key: string,
-): Buffer | undefined {
+  first?: string,
+  second?: string,
+): Buffer {
+  const data: Array<string | number> = ['nest-idempotency', format, part, id, scope, key];
+  // What a format 2 blob is bound to: a response's record id and fingerprint, a state's point.
+  if (format === BOUND && first !== undefined) data.push(first);
+  if (format === BOUND && second !== undefined) data.push(second);
+  return Buffer.from(JSON.stringify(data), 'utf8');
+}
+
+/** The plaintext of a blob, or undefined when it does not authenticate. */
+function decrypt(secret: KeyObject, blob: Buffer, aad: Buffer): Buffer | undefined {
   try {
     const iv = blob.subarray(1, 1 + IV_BYTES);
     const decipher = createDecipheriv('aes-256-gcm', secret, iv, { authTagLength: TAG_BYTES });
-    decipher.setAAD(additionalData(part, id, scope, key));
+    decipher.setAAD(aad);
     decipher.setAuthTag(blob.subarray(1 + IV_BYTES, HEAD_BYTES));
     const plain = decipher.update(blob.subarray(HEAD_BYTES));
     return Buffer.concat([plain, decipher.final()]);

@@ -1,7 +1,10 @@
 import type { IdempotencyRecordRef } from '../../interfaces/idempotency-record.interface';
 import type { OperationRecordStore } from '../../phases/operation-record.store';
 import { overriding } from '../overriding';
-import type { RecordSealer } from './record-sealer';
+import type { RecordSealer, SealedRecord } from './record-sealer';
+
+/** The recovery point of a finished operation (its state is sealed for it). */
+const FINISHED = 'finished';
 
 /** What of an operation's record is sealed, as a row of `bind()` or `listAbandoned()` has it. */
 interface SealedParts {
@@ -19,15 +22,22 @@ interface SealedParts {
  * answers 500 and leaves the record where it stands, and the completer logs it, gives the record
  * back and leaves it — it is resumed once its key is configured again, or abandoned for an
  * operator when it grows older than `maxAgeSeconds`.
+ *
+ * A state is sealed for the recovery point it is stored with, and opened for the one the row
+ * holds, so a recovery point moved outside the library fails to open; a final response is sealed
+ * for the record the run answers when this instance won its claim (`recordOf`), else (the
+ * completer's run, an operator's resolution) for its scope and key only.
  * @param inner - the wrapped store's operations ability
  * @param sealer - seals with the first key, opens with any
+ * @param recordOf - the record a run of this instance answers, when known
  */
 export function sealingOperations(
   inner: OperationRecordStore,
   sealer: RecordSealer,
+  recordOf: (ref: IdempotencyRecordRef) => SealedRecord | undefined,
 ): OperationRecordStore {
-  const sealState = (ref: IdempotencyRecordRef, state: Record<string, unknown>) =>
-    sealer.sealValue('state', ref.scope, ref.key, state);
+  const sealState = (ref: IdempotencyRecordRef, state: Record<string, unknown>, point: string) =>
+    sealer.sealValue('state', ref.scope, ref.key, state, point);
   const open = <T extends SealedParts>(scope: string, key: string, row: T, what: string): T => ({
     ...row,
     input: sealer.openValue('input', scope, key, row.input, `${what} (its input)`),
@@ -68,10 +78,11 @@ export function sealingOperations(
       }
     },
     advance: (ref, expectedPoint, nextPoint, state, step) =>
-      inner.advance(ref, expectedPoint, nextPoint, sealState(ref, state), step),
+      inner.advance(ref, expectedPoint, nextPoint, sealState(ref, state, nextPoint), step),
     finish: (ref, expectedPoint, state, response, ttlSeconds, step) => {
-      const sealed = sealer.sealResponse(ref.scope, ref.key, response);
-      return inner.finish(ref, expectedPoint, sealState(ref, state), sealed, ttlSeconds, step);
+      const sealed = sealer.sealResponse(ref.scope, ref.key, response, recordOf(ref));
+      const finished = sealState(ref, state, FINISHED);
+      return inner.finish(ref, expectedPoint, finished, sealed, ttlSeconds, step);
     },
     listAbandoned: async (limit) =>
       (await inner.listAbandoned(limit)).map((row) =>
