@@ -73,13 +73,9 @@ function signatureOf(provider: unknown, given: unknown): ResolvedWebhookSignatur
       };
     case 'standard-webhooks': {
       const given = (s.headers ?? {}) as Record<string, unknown>;
-      const named = (part: keyof typeof defaults.standardWebhooks.headers) =>
-        header(
-          provider,
-          `signature.headers.${part}`,
-          given[part],
-          defaults.standardWebhooks.headers[part],
-        );
+      const names = defaults.standardWebhooks.headers;
+      const named = (part: keyof typeof names) =>
+        header(provider, `signature.headers.${part}`, given[part], names[part]);
       return {
         scheme: 'standard-webhooks',
         headers: { id: named('id'), timestamp: named('timestamp'), signature: named('signature') },
@@ -168,25 +164,22 @@ function secretsOf(
   };
 }
 
-/** The SHA-256 of the signed body: the key of a scheme that signs the body alone. */
-const bodyDigest = (event: IdempotencyWebhookEvent) =>
-  `sha256:${createHash('sha256').update(event.rawBody).digest('hex')}`;
+/** The event id each scheme's signature covers, when the route gives no `key`. */
+const DEFAULT_KEYS: Record<ResolvedWebhookSignature['scheme'], ResolvedWebhookRoute['key']> = {
+  stripe: (event) => event.payload?.id,
+  'standard-webhooks': (event) => event.signedId,
+  // The SHA-256 of the signed body: the key of a scheme that signs the body alone.
+  hmac: (event) => `sha256:${createHash('sha256').update(event.rawBody).digest('hex')}`,
+};
 
 function keyOf(
   provider: string,
-  signature: ResolvedWebhookSignature,
+  scheme: ResolvedWebhookSignature['scheme'],
   given: unknown,
 ): ResolvedWebhookRoute['key'] {
   if (typeof given === 'function') return given as ResolvedWebhookRoute['key'];
   if (given !== undefined) fail(provider, 'key', 'Use a function (event) => the event id.');
-  switch (signature.scheme) {
-    case 'stripe':
-      return (event) => event.payload?.id;
-    case 'standard-webhooks':
-      return (event) => event.signedId;
-    case 'hmac':
-      return bodyDigest;
-  }
+  return DEFAULT_KEYS[scheme];
 }
 
 function unsignedKeyHeaderOf(
@@ -223,7 +216,7 @@ export function resolveWebhookRoute(options: IdempotentWebhookOptions): Resolved
     provider,
     signature,
     secrets: secretsOf(provider, signature.scheme, options.secrets),
-    key: keyOf(provider, signature, options.key),
+    key: keyOf(provider, signature.scheme, options.key),
     unsignedKeyHeader: unsignedKeyHeaderOf(provider, signature, options),
   };
 }
