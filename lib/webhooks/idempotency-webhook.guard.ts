@@ -79,10 +79,9 @@ export class IdempotencyWebhookGuard implements CanActivate {
     );
   }
 
-  /** The HMAC keys of the route's secrets: given once, or from its factory on each delivery. */
+  /** The HMAC keys of the route's secrets, from its factory on each delivery. */
   private async keysOf(route: ResolvedWebhookRoute): Promise<readonly Buffer[]> {
     const { secrets } = route;
-    if (secrets.kind === 'keys') return secrets.keys;
     let dependencies = this.dependencies.get(route);
     if (!dependencies) {
       dependencies = secrets.inject.map((token) => this.moduleRef.get(token, { strict: false }));

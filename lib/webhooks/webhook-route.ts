@@ -5,6 +5,7 @@ import { checkNumber, limit } from '../config/idempotency.defaults';
 import { DEFAULT_IDEMPOTENCY_WEBHOOK_OPTIONS } from './idempotent-webhook.options';
 import type {
   IdempotencyWebhookEvent,
+  IdempotencyWebhookSecretList,
   IdempotencyWebhookSecrets,
   IdempotencyWebhookSecretsFactory,
   IdempotentWebhookOptions,
@@ -12,19 +13,14 @@ import type {
 import { signingKeyOf } from './webhook-signatures';
 import type { ResolvedWebhookSignature } from './webhook-signatures';
 
-/** Where a webhook route's secrets come from, checked. */
-export type WebhookSecretsSource =
-  | { kind: 'keys'; keys: Buffer[] }
-  | ({ kind: 'factory' } & Required<IdempotencyWebhookSecretsFactory>);
-
 /** A webhook route's settings, checked, with every default filled in. */
 export interface ResolvedWebhookRoute {
   /** The provider's name: the scope, in the `webhook` namespace (`webhook:<provider>`). */
   provider: string;
   /** How deliveries are signed. */
   signature: ResolvedWebhookSignature;
-  /** The secrets, or the factory that gives them on each delivery. */
-  secrets: WebhookSecretsSource;
+  /** What gives the secrets on each delivery (secrets given as they are were checked already). */
+  secrets: Required<IdempotencyWebhookSecretsFactory>;
   /** The event id of a verified delivery, from what its signature covers. */
   key: (event: IdempotencyWebhookEvent) => unknown;
   /** The unsigned header the key is read from instead, when the route opted in (`hmac`). */
@@ -142,8 +138,8 @@ function secretsOf(
   provider: string,
   scheme: ResolvedWebhookSignature['scheme'],
   given: IdempotencyWebhookSecrets,
-): WebhookSecretsSource {
-  if (typeof given === 'function') return { kind: 'factory', inject: [], useFactory: given };
+): Required<IdempotencyWebhookSecretsFactory> {
+  if (typeof given === 'function') return { inject: [], useFactory: given };
   if (typeof given === 'object' && given !== null && !Array.isArray(given)) {
     const factory = given as { inject?: unknown; useFactory?: unknown };
     if (typeof factory.useFactory !== 'function') {
@@ -153,15 +149,13 @@ function secretsOf(
       fail(provider, 'secrets.inject', 'Use an array of providers, e.g. [ConfigService].');
     }
     return {
-      kind: 'factory',
       inject: (factory.inject as InjectionToken[] | undefined) ?? [],
       useFactory: factory.useFactory as IdempotencyWebhookSecretsFactory['useFactory'],
     };
   }
-  return {
-    kind: 'keys',
-    keys: keysOf(scheme, given, `@IdempotentWebhook({ provider: '${provider}' })`),
-  };
+  // Secrets given as they are: checked now, at class definition.
+  keysOf(scheme, given, `@IdempotentWebhook({ provider: '${provider}' })`);
+  return { inject: [], useFactory: () => given as IdempotencyWebhookSecretList };
 }
 
 /** The event id each scheme's signature covers, when the route gives no `key`. */
