@@ -1,4 +1,5 @@
 import { Logger, RequestMethod } from '@nestjs/common';
+import type { OnModuleDestroy } from '@nestjs/common';
 import type { ModulesContainer } from '@nestjs/core';
 import type * as Swagger from '@nestjs/swagger';
 import { loadOptionalPeer } from '../utils/load-optional-peer';
@@ -49,11 +50,6 @@ const HTTP_CODE_METADATA = '__httpCode__';
 /** A handler's own swagger metadata before the library documented it, by metadata key. */
 type Saved = Map<Handler, Map<string, unknown>>;
 
-/** What the documenting provider gives back: it puts the application's own metadata back. */
-export interface IdempotencyOpenApiWrites {
-  onModuleDestroy(): void;
-}
-
 /**
  * `@nestjs/swagger`, when the application has it (an optional peer, see `loadOptionalPeer`). A
  * missing package is silent, a broken one is logged.
@@ -81,8 +77,9 @@ function loadSwagger(): Promise<SwaggerApi | undefined> {
  * module options, the routes a class-level `@Idempotent()` covers (inherited ones included) and
  * the application's own `@ApiResponse()` / `@ApiHeader()` declarations all known. Nothing is
  * written at decoration. Without `@nestjs/swagger`, or with `openApi: false`, nothing is loaded.
- * When the application closes, each handler gets back the metadata it declared, so a later
- * application in the same process (with other options, or `openApi: false`) starts from it.
+ * When the application closes (the provider's `onModuleDestroy`), each handler gets back the
+ * metadata it declared, so a later application in the same process (with other options, or
+ * `openApi: false`) starts from it.
  *
  * @param options - this module instance's resolved options
  * @param modules - the application's modules
@@ -90,7 +87,7 @@ function loadSwagger(): Promise<SwaggerApi | undefined> {
 export async function documentIdempotentRoutes(
   options: ResolvedIdempotencyOptions,
   modules: ModulesContainer,
-): Promise<IdempotencyOpenApiWrites> {
+): Promise<OnModuleDestroy> {
   const saved: Saved = new Map();
   const writes = { onModuleDestroy: () => restore(saved) };
   const controllers = controllersOf(options, modules);
