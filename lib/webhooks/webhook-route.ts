@@ -215,23 +215,5 @@ export function resolveWebhookRoute(options: IdempotentWebhookOptions): Resolved
   };
 }
 
-/** Metadata key of a webhook route's settings, on its handler. */
-const WEBHOOK_ROUTE_METADATA = 'nest-idempotency:webhook-route';
-
-/**
- * Gives a handler its webhook settings, read by the webhook guard.
- * @param handler - the route handler, once every wrapper is applied
- */
-export function setWebhookRoute(handler: object, route: ResolvedWebhookRoute): void {
-  Reflect.defineMetadata(WEBHOOK_ROUTE_METADATA, route, handler);
-}
-
-/**
- * A handler's webhook settings, when `@IdempotentWebhook()` decorates it.
- * @param handler - `ExecutionContext.getHandler()`
- */
-export function webhookRouteOf(handler: unknown): ResolvedWebhookRoute | undefined {
-  return typeof handler === 'function'
-    ? Reflect.getMetadata(WEBHOOK_ROUTE_METADATA, handler)
-    : undefined;
-}
+/** Metadata key of a webhook route's settings, on its handler: what the webhook guard reads. */
+export const WEBHOOK_ROUTE_METADATA = 'nest-idempotency:webhook-route';
