@@ -242,12 +242,6 @@ function asTable(output: unknown): string {
     rows = [['field', 'value'], ...Object.entries(output as object).map(([k, v]) => [k, cell(v)])];
   }
   const widths = rows[0].map((_, i) => Math.max(...rows.map((row) => row[i].length)));
-  return rows
-    .map((row) =>
-      row
-        .map((text, i) => text.padEnd(widths[i]))
-        .join('  ')
-        .trimEnd(),
-    )
-    .join('\n');
+  const line = (row: string[]) => row.map((text, i) => text.padEnd(widths[i])).join('  ');
+  return rows.map((row) => line(row).trimEnd()).join('\n');
 }
