@@ -190,9 +190,7 @@ function unsignedKeyHeaderOf(
       `The ${signature.scheme} scheme signs its event id: remove it, the key comes from there.`,
     );
   }
-  if (options.key !== undefined) {
-    fail(provider, 'unsignedKeyHeader', 'Give it or key, not both.');
-  }
+  if (options.key !== undefined) fail(provider, 'unsignedKeyHeader', 'Give it or key, not both.');
   return header(provider, 'unsignedKeyHeader', given, 'X-GitHub-Delivery');
 }
 
