@@ -44,19 +44,18 @@ export function webhookEventIdOf(route: ResolvedWebhookRoute, request: any): Par
   const rawBody = signedBodyOf(request);
   if (!rawBody) return { kind: 'missing' };
   const delivery = deliveryPartsOf(request, rawBody);
-  let id: unknown;
   if (route.unsignedKeyHeader !== undefined) {
-    id = unsignedHeaderOf(delivery, route.unsignedKeyHeader);
-  } else {
-    let payload: unknown;
-    try {
-      payload = JSON.parse(rawBody.toString('utf8'));
-    } catch {
-      payload = undefined;
-    }
-    id = route.key({ payload, rawBody, signedId: signedIdOf(route.signature, delivery) });
+    return parseKeyValue(unsignedHeaderOf(delivery, route.unsignedKeyHeader));
   }
-  return parseKeyValue(id);
+  let payload: unknown;
+  try {
+    payload = JSON.parse(rawBody.toString('utf8'));
+  } catch {
+    // Not JSON: the key function gets no payload.
+  }
+  return parseKeyValue(
+    route.key({ payload, rawBody, signedId: signedIdOf(route.signature, delivery) }),
+  );
 }
 
 /** The signature headers of a scheme, as the OpenAPI document shows them. */
