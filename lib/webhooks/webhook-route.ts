@@ -166,16 +166,6 @@ const DEFAULT_KEYS: Record<ResolvedWebhookSignature['scheme'], ResolvedWebhookRo
   hmac: (event) => `sha256:${createHash('sha256').update(event.rawBody).digest('hex')}`,
 };
 
-function keyOf(
-  provider: string,
-  scheme: ResolvedWebhookSignature['scheme'],
-  given: unknown,
-): ResolvedWebhookRoute['key'] {
-  if (typeof given === 'function') return given as ResolvedWebhookRoute['key'];
-  if (given !== undefined) fail(provider, 'key', 'Use a function (event) => the event id.');
-  return DEFAULT_KEYS[scheme];
-}
-
 function unsignedKeyHeaderOf(
   provider: string,
   signature: ResolvedWebhookSignature,
@@ -204,11 +194,15 @@ export function resolveWebhookRoute(options: IdempotentWebhookOptions): Resolved
     fail(provider, 'provider', 'Use 1 to 100 letters, digits, ".", "_" or "-", e.g. "stripe".');
   }
   const signature = signatureOf(provider, options.signature);
+  const secrets = secretsOf(provider, signature.scheme, options.secrets);
+  if (options.key !== undefined && typeof options.key !== 'function') {
+    fail(provider, 'key', 'Use a function (event) => the event id.');
+  }
   return {
     provider,
     signature,
-    secrets: secretsOf(provider, signature.scheme, options.secrets),
-    key: keyOf(provider, signature.scheme, options.key),
+    secrets,
+    key: options.key ?? DEFAULT_KEYS[signature.scheme],
     unsignedKeyHeader: unsignedKeyHeaderOf(provider, signature, options),
   };
 }
