@@ -29,6 +29,9 @@ type NestModule = ModulesContainer extends Map<string, infer M> ? M : never;
 
 type Controller = abstract new (...args: any[]) => unknown;
 
+/** Route options as `@Idempotent()` leaves them on a class or a handler, when it does. */
+type OptionsOnTarget = FlatIdempotencyRouteOptions | undefined;
+
 /** Injection token of the provider that documents the routes (its value is not used). */
 export const IDEMPOTENCY_OPENAPI = Symbol('IDEMPOTENCY_OPENAPI');
 
@@ -116,7 +119,7 @@ interface Route {
   name: string | symbol;
   handler: Handler;
   /** Class then handler options. */
-  options: [FlatIdempotencyRouteOptions | undefined, FlatIdempotencyRouteOptions | undefined];
+  options: [OptionsOnTarget, OptionsOnTarget];
 }
 
 /**
@@ -126,10 +129,7 @@ interface Route {
 function routesOf(controller: Controller): Route[] {
   const routes: Route[] = [];
   const seen = new Set<string | symbol>(['constructor']);
-  const onClass: FlatIdempotencyRouteOptions | undefined = Reflect.getMetadata(
-    IDEMPOTENT_CLASS_METADATA,
-    controller,
-  );
+  const onClass: OptionsOnTarget = Reflect.getMetadata(IDEMPOTENT_CLASS_METADATA, controller);
   for (let p = controller.prototype; p && p !== Object.prototype; p = Object.getPrototypeOf(p)) {
     for (const name of Reflect.ownKeys(p)) {
       if (seen.has(name)) continue;
@@ -138,10 +138,7 @@ function routesOf(controller: Controller): Route[] {
       if (typeof handler !== 'function') continue;
       if (Reflect.getMetadata(PATH_METADATA, handler) === undefined) continue;
       const method: number | undefined = Reflect.getMetadata(METHOD_METADATA, handler);
-      const onHandler: FlatIdempotencyRouteOptions | undefined = Reflect.getMetadata(
-        IDEMPOTENT_METADATA,
-        handler,
-      );
+      const onHandler: OptionsOnTarget = Reflect.getMetadata(IDEMPOTENT_METADATA, handler);
       if (
         method !== undefined &&
         !UNDOCUMENTED_METHODS.has(method) &&
