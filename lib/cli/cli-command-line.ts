@@ -30,7 +30,7 @@ Options:
 The scope of a key without one is '' (pass "" on the command line).
 Exit codes: 0 done, 1 not found, refused or failed, 2 wrong command line.`;
 
-export const LIST_KINDS: Record<string, IdempotencyOperatorListKind> = {
+const LIST_KINDS: Record<string, IdempotencyOperatorListKind> = {
   'in-flight': 'in_flight',
   stuck: 'stuck',
   abandoned: 'abandoned',
@@ -43,6 +43,15 @@ export type Command =
   | { name: 'release'; scope: string; key: string }
   | { name: 'resolve'; scope: string; key: string; resolution: AbandonedResolution }
   | { name: 'purge' };
+
+/** Each command's arguments (how many, as a message names them) and its option besides --format. */
+const COMMANDS: Record<string, { arity: number; shape: string; flag?: string }> = {
+  inspect: { arity: 2, shape: '<scope> <key>', flag: '--body' },
+  list: { arity: 1, shape: 'in-flight, stuck or abandoned', flag: '--limit' },
+  release: { arity: 2, shape: '<scope> <key>' },
+  resolve: { arity: 2, shape: '<scope> <key>', flag: '--response-file' },
+  purge: { arity: 0, shape: 'no arguments' },
+};
 
 /** A wrong command line: usage and exit code 2. */
 export class UsageError extends Error {}
@@ -77,27 +86,19 @@ export async function parse(
   const table = format === 'table';
   if (flags.has('--help')) return { command: { name: 'help' }, table };
   const [name, ...args] = words;
-  const allowed: Record<string, string[]> = {
-    inspect: ['--format', '--body'],
-    list: ['--format', '--limit'],
-    release: ['--format'],
-    resolve: ['--format', '--response-file'],
-    purge: ['--format'],
-  };
   if (name === undefined) throw new UsageError('No command given.');
-  if (!allowed[name]) throw new UsageError(`Unknown command ${name}.`);
+  const spec = COMMANDS[name];
+  if (!spec) throw new UsageError(`Unknown command ${name}.`);
   for (const flag of flags.keys()) {
-    if (!allowed[name].includes(flag)) throw new UsageError(`${name} takes no ${flag}.`);
+    if (flag !== '--format' && flag !== spec.flag)
+      throw new UsageError(`${name} takes no ${flag}.`);
   }
-  const arity = (n: number, shape: string) => {
-    if (args.length !== n) throw new UsageError(`${name} takes ${shape}.`);
-  };
+  if (args.length !== spec.arity) throw new UsageError(`${name} takes ${spec.shape}.`);
+  const [scope, key] = args;
   switch (name) {
     case 'inspect':
-      arity(2, '<scope> <key>');
-      return { command: { name, scope: args[0], key: args[1], body: flags.has('--body') }, table };
+      return { command: { name, scope, key, body: flags.has('--body') }, table };
     case 'list': {
-      arity(1, 'in-flight, stuck or abandoned');
       const kind = LIST_KINDS[args[0]];
       if (!kind) throw new UsageError(`list takes in-flight, stuck or abandoned, not ${args[0]}.`);
       const limitText = String(flags.get('--limit') ?? '100');
@@ -108,16 +109,13 @@ export async function parse(
       return { command: { name, kind, limit }, table };
     }
     case 'release':
-      arity(2, '<scope> <key>');
-      return { command: { name, scope: args[0], key: args[1] }, table };
+      return { command: { name, scope, key }, table };
     case 'resolve': {
-      arity(2, '<scope> <key>');
       const file = flags.get('--response-file');
       const resolution = typeof file === 'string' ? await responseFrom(file) : {};
-      return { command: { name, scope: args[0], key: args[1], resolution }, table };
+      return { command: { name, scope, key, resolution }, table };
     }
     default:
-      arity(0, 'no arguments');
       return { command: { name: 'purge' }, table };
   }
 }

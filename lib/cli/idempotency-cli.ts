@@ -40,10 +40,7 @@ export interface IdempotencyCliOptions {
 }
 
 /** What a command printed and its exit code. */
-interface Outcome {
-  output: unknown;
-  code: 0 | 1;
-}
+type Outcome = { output: unknown; code: 0 | 1 };
 
 /**
  * The operator tool: runs one command against the application's own module, prints its result
@@ -126,9 +123,10 @@ async function run(
 ): Promise<Outcome> {
   switch (command.name) {
     case 'inspect': {
-      const record = await operator(app).inspect(command.scope, command.key, command.body);
-      if (!record) return notFound(command);
-      return { output: shown(record), code: 0 };
+      const { name, scope, key, body } = command;
+      const record = await operator(app).inspect(scope, key, body);
+      if (record) return { output: shown(record), code: 0 };
+      return { output: { error: 'not_found', command: name, scope, key }, code: 1 };
     }
     case 'list': {
       const records = await operator(app).list(command.kind, command.limit);
@@ -142,6 +140,7 @@ async function run(
         return { result: 'refused', reason: result };
       });
     case 'resolve': {
+      const { scope, key, resolution } = command;
       const operations = find(app, IdempotencyOperations);
       if (!operations) {
         throw new Error(
@@ -149,14 +148,9 @@ async function run(
         );
       }
       return act(app, command, async () => {
-        const settled = await operations.resolveAbandoned(
-          command.scope,
-          command.key,
-          command.resolution,
-        );
-        if (settled) return { result: 'done' };
+        if (await operations.resolveAbandoned(scope, key, resolution)) return { result: 'done' };
         // Tell a key that is not abandoned from one that does not exist.
-        const record = await operator(app).inspect(command.scope, command.key, false);
+        const record = await operator(app).inspect(scope, key, false);
         return record
           ? { result: 'refused', reason: `not_abandoned (${record.status})` }
           : { result: 'not_found' };
@@ -196,13 +190,6 @@ async function act(
   return {
     output: { action: command.name, ...target, ...outcome },
     code: outcome.result === 'done' ? 0 : 1,
-  };
-}
-
-function notFound(command: { name: string; scope: string; key: string }): Outcome {
-  return {
-    output: { error: 'not_found', command: command.name, scope: command.scope, key: command.key },
-    code: 1,
   };
 }
 
@@ -255,12 +242,6 @@ function asTable(output: unknown): string {
     rows = [['field', 'value'], ...Object.entries(output as object).map(([k, v]) => [k, cell(v)])];
   }
   const widths = rows[0].map((_, i) => Math.max(...rows.map((row) => row[i].length)));
-  return rows
-    .map((row) =>
-      row
-        .map((text, i) => text.padEnd(widths[i]))
-        .join('  ')
-        .trimEnd(),
-    )
-    .join('\n');
+  const line = (row: string[]) => row.map((text, i) => text.padEnd(widths[i])).join('  ');
+  return rows.map((row) => line(row).trimEnd()).join('\n');
 }

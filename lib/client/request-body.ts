@@ -44,9 +44,7 @@ export function isFetchBody(body: unknown): boolean {
 export async function encodeRequestBody(body: unknown): Promise<EncodedBody> {
   if (body === undefined) return {};
   if (typeof body === 'string') return { payload: body, contentType: 'text/plain;charset=UTF-8' };
-  if (!isFetchBody(body)) {
-    return { payload: JSON.stringify(body), contentType: 'application/json' };
-  }
+  if (!isFetchBody(body)) return { payload: JSON.stringify(body), contentType: 'application/json' };
   // `Response` encodes a body exactly as `fetch` does, content type included.
   const encoded = new Response(body as ConstructorParameters<typeof Response>[0]);
   const contentType = encoded.headers.get('content-type') ?? undefined;

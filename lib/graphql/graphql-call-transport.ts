@@ -9,15 +9,6 @@ import { parsePlainKey, readIdempotencyKey } from '../utils/parse-idempotency-ke
 import type { ParsedIdempotencyKey } from '../utils/parse-idempotency-key';
 import { reviveResult } from './replayed-result';
 
-/**
- * The HTTP request of a GraphQL call, where the drivers put it in the context: `req` (Apollo,
- * on Express and on Fastify, and a context function that keeps it) or `reply.request`
- * (Mercurius).
- */
-function requestOf(context: any): any {
-  return context?.req ?? context?.reply?.request;
-}
-
 /** A context with no HTTP request: a context function that dropped it, or a WebSocket. */
 function requestMissing(field: string): IdempotencyConfigurationError {
   return new IdempotencyConfigurationError(
@@ -36,16 +27,6 @@ function argumentKey(value: unknown, name: string): ParsedIdempotencyKey {
 }
 
 /**
- * A mutation's arguments without its key: a retry must send the same arguments, and the key
- * itself names the call rather than being part of it.
- */
-function argumentsWithout(args: Record<string, unknown> | undefined, keyArg?: string): object {
-  const payload: Record<string, unknown> = { ...args };
-  if (keyArg !== undefined) delete payload[keyArg];
-  return payload;
-}
-
-/**
  * How `@IdempotentMutation()` resolvers are read and refused. A call is the mutation field:
  * method `MUTATION`, path its field name, payload its arguments (without the key), scope the
  * module's (or route's) scope of the HTTP request. Refusals are `GraphQLError`s whose
@@ -58,8 +39,14 @@ export function graphqlCallTransport(keyArg: string | undefined): IdempotencyCal
     read(context: ExecutionContext, route: ResolvedIdempotencyRouteOptions): IdempotentCall {
       const args = context.getArgByIndex<Record<string, unknown> | undefined>(1);
       const info = context.getArgByIndex<GraphQLResolveInfo>(3);
-      const request = requestOf(context.getArgByIndex(2));
+      // Where the drivers put the HTTP request: `req` (Apollo, on Express and on Fastify, and a
+      // context function that keeps it) or `reply.request` (Mercurius).
+      const graphqlContext = context.getArgByIndex(2);
+      const request = graphqlContext?.req ?? graphqlContext?.reply?.request;
       if (!request) throw requestMissing(info.fieldName);
+      // A retry must send the same arguments; the key itself names the call, it is not part of it.
+      const payload: Record<string, unknown> = { ...args };
+      if (keyArg !== undefined) delete payload[keyArg];
       return {
         key:
           keyArg === undefined
@@ -71,20 +58,16 @@ export function graphqlCallTransport(keyArg: string | undefined): IdempotencyCal
             : { call: 'mutation', where: `the "${keyArg}" argument` },
         method: 'MUTATION',
         path: info.fieldName,
-        payload: argumentsWithout(args, keyArg),
+        payload,
         scopeSource: request,
         namespace: 'mutation',
       };
     },
 
     refuse(problem: IdempotencyProblemException): GraphQLError {
-      const extensions: Record<string, unknown> = {
-        code: problem.code,
-        status: problem.getStatus(),
-      };
-      if (problem.retryAfterSeconds !== undefined) {
-        extensions.retryAfterSeconds = problem.retryAfterSeconds;
-      }
+      const { code, retryAfterSeconds } = problem;
+      const retry = retryAfterSeconds !== undefined ? { retryAfterSeconds } : {};
+      const extensions = { code, status: problem.getStatus(), ...retry };
       return new GraphQLError(problem.detail, { extensions });
     },
 

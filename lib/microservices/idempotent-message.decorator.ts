@@ -75,10 +75,7 @@ export function IdempotentMessage(options: IdempotentMessageOptions = {}): Metho
       'Use a function (message) => string.',
     );
   }
-  const transport = messageCallTransport({
-    key: messageKeyReader(options.key ?? DEFAULT_IDEMPOTENCY_MESSAGE_OPTIONS.key),
-    ack,
-  });
+  const key = messageKeyReader(options.key ?? DEFAULT_IDEMPOTENCY_MESSAGE_OPTIONS.key);
   // The route options alone: the decorator's own settings stay out of the route's metadata.
   for (const own of OWN_OPTIONS) delete given[own];
   const idempotent = Idempotent({
@@ -88,5 +85,5 @@ export function IdempotentMessage(options: IdempotentMessageOptions = {}): Metho
       scope: (message: IdempotencyMessage) => scope(message),
     },
   });
-  return idempotentCall(idempotent, transport);
+  return idempotentCall(idempotent, messageCallTransport(key, ack));
 }

@@ -91,18 +91,11 @@ export interface IdempotentMessageOptions extends IdempotentMessageRouteOptions 
 }
 
 /** The defaults of `@IdempotentMessage()`'s own options. */
-export const DEFAULT_IDEMPOTENCY_MESSAGE_OPTIONS: {
+export const DEFAULT_IDEMPOTENCY_MESSAGE_OPTIONS = Object.freeze({
   /** The key is the data's `idempotencyKey` field. */
-  readonly key: {
-    /** The field's name. */
-    readonly field: string;
-  };
+  key: Object.freeze({ field: 'idempotencyKey' as string }),
   /** The server acknowledges deliveries itself (Nest's default). */
-  readonly ack: 'auto' | 'manual';
+  ack: 'auto' as 'auto' | 'manual',
   /** One key space per pattern: records under `message:<pattern>`. */
-  readonly scope: IdempotencyMessageScope;
-} = Object.freeze({
-  key: Object.freeze({ field: 'idempotencyKey' }),
-  ack: 'auto',
-  scope: (message: IdempotencyMessage) => message.pattern,
+  scope: ((message: IdempotencyMessage) => message.pattern) as IdempotencyMessageScope,
 });

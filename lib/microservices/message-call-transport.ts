@@ -18,14 +18,6 @@ const EVENT_HANDLER = 2;
 /** The metadata key of the patterns a handler serves. */
 const PATTERN_METADATA = 'microservices:pattern';
 
-/** `@IdempotentMessage()`'s settings, resolved once at class definition. */
-export interface MessageTransportSettings {
-  /** Where the key comes from. */
-  key: MessageKeyReader;
-  /** Whether the library settles the deliveries it answers. */
-  ack: 'auto' | 'manual';
-}
-
 /** Whether a handler is an `@EventPattern()` handler (no one awaits its answer). */
 function isEventHandler(handler: unknown): boolean {
   return (
@@ -50,9 +42,13 @@ function patternOf(context: any, handler: unknown): string {
  * The call transport of `@IdempotentMessage()` handlers: reads the key from the message, keeps
  * the record under `MESSAGE` or `EVENT` and the pattern, refuses with an `RpcException` that
  * carries the problem, and settles the RabbitMQ deliveries it answers when acks are manual.
- * @param settings - the decorator's resolved options
+ * @param key - where the key comes from
+ * @param ack - whether the library settles the deliveries it answers (`manual`)
  */
-export function messageCallTransport(settings: MessageTransportSettings): IdempotencyCallTransport {
+export function messageCallTransport(
+  key: MessageKeyReader,
+  ack: 'auto' | 'manual',
+): IdempotencyCallTransport {
   return {
     read(context: ExecutionContext) {
       const rpc = context.switchToRpc();
@@ -67,8 +63,8 @@ export function messageCallTransport(settings: MessageTransportSettings): Idempo
         context: transportContext,
       };
       return {
-        key: readMessageKey(settings.key, data, transportContext),
-        keyPlace: { call: event ? 'event' : 'message', where: settings.key.name },
+        key: readMessageKey(key, data, transportContext),
+        keyPlace: { call: event ? 'event' : 'message', where: key.name },
         method: event ? 'EVENT' : 'MESSAGE',
         path: message.pattern,
         payload: data,
@@ -80,7 +76,7 @@ export function messageCallTransport(settings: MessageTransportSettings): Idempo
     refuse(problem: IdempotencyProblemException, context: ExecutionContext, handlerRan: boolean) {
       const transportContext = context.switchToRpc().getContext();
       // After the handler ran, its delivery is the handler's own to settle, as it did.
-      if (settings.ack === 'manual' && !handlerRan) {
+      if (ack === 'manual' && !handlerRan) {
         if (isEventHandler(context.getHandler())) settleRefusedEvent(transportContext, problem);
         // A request is answered: its caller has the refusal and decides to send it again.
         else acknowledge(transportContext);
@@ -89,7 +85,7 @@ export function messageCallTransport(settings: MessageTransportSettings): Idempo
     },
 
     replayed(context: ExecutionContext) {
-      if (settings.ack === 'manual') acknowledge(context.switchToRpc().getContext());
+      if (ack === 'manual') acknowledge(context.switchToRpc().getContext());
     },
   };
 }

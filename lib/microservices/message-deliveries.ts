@@ -22,10 +22,14 @@ function rabbitDeliveryOf(context: any): RabbitDelivery | undefined {
   return { channel, message };
 }
 
-/** Settles a delivery; a channel that closed meanwhile has given it back to the queue already. */
-function settle(settlement: () => void): void {
+/**
+ * Settles a delivery: acknowledges it, or rejects it back onto its queue or not. A channel that
+ * closed meanwhile has given it back to the queue already.
+ */
+function settle({ channel, message }: RabbitDelivery, how: 'ack' | 'requeue' | 'reject'): void {
   try {
-    settlement();
+    if (how === 'ack') channel.ack(message);
+    else channel.nack(message, false, how === 'requeue');
   } catch {
     // The channel is closed: RabbitMQ requeues what it had not settled.
   }
@@ -39,7 +43,7 @@ function settle(settlement: () => void): void {
  */
 export function acknowledge(context: unknown): void {
   const delivery = rabbitDeliveryOf(context);
-  if (delivery) settle(() => delivery.channel.ack(delivery.message));
+  if (delivery) settle(delivery, 'ack');
 }
 
 /**
@@ -58,17 +62,10 @@ export function settleRefusedEvent(context: unknown, problem: IdempotencyProblem
   if (!delivery) return;
   if (problem.code === 'idempotency_response_not_stored') {
     // It ran: only its answer, which no one awaits, was not kept.
-    settle(() => delivery.channel.ack(delivery.message));
-    return;
+    return settle(delivery, 'ack');
   }
   const status = problem.getStatus();
-  if (status !== 409 && status < 500) {
-    settle(() => delivery.channel.nack(delivery.message, false, false));
-    return;
-  }
-  const later = setTimeout(
-    () => settle(() => delivery.channel.nack(delivery.message, false, true)),
-    (problem.retryAfterSeconds ?? 1) * 1000,
-  );
-  later.unref();
+  if (status !== 409 && status < 500) return settle(delivery, 'reject');
+  const delayMs = (problem.retryAfterSeconds ?? 1) * 1000;
+  setTimeout(() => settle(delivery, 'requeue'), delayMs).unref();
 }

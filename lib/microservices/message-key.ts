@@ -72,21 +72,15 @@ export function readMessageKey(
  * message headers. NATS's own `get()` matches names exactly, so its names are listed instead.
  */
 function headerOf(context: any, name: string): unknown {
-  const wanted = name.toLowerCase();
+  const named = (header: unknown) => String(header).toLowerCase() === name.toLowerCase();
   const nats = typeof context?.getHeaders === 'function' ? context.getHeaders() : undefined;
   if (nats && typeof nats.get === 'function') {
-    const names: Iterable<unknown> = typeof nats.keys === 'function' ? nats.keys() : [name];
-    for (const header of names) {
-      // NATS answers '' for a header it does not have.
-      if (String(header).toLowerCase() === wanted) return nats.get(header) || undefined;
-    }
-    return undefined;
+    const found = (typeof nats.keys === 'function' ? [...nats.keys()] : [name]).find(named);
+    // NATS answers '' for a header it does not have.
+    return found === undefined ? undefined : nats.get(found) || undefined;
   }
   const message = typeof context?.getMessage === 'function' ? context.getMessage() : undefined;
   const headers = message?.properties?.headers ?? message?.headers;
   if (typeof headers !== 'object' || headers === null) return undefined;
-  for (const [header, value] of Object.entries(headers)) {
-    if (header.toLowerCase() === wanted) return value;
-  }
-  return undefined;
+  return Object.entries(headers).find(([header]) => named(header))?.[1];
 }

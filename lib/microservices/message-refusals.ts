@@ -20,10 +20,7 @@ export interface IdempotencyMessageRefusal {
  * @param problem - the library's refusal
  */
 export function messageRefusal(problem: IdempotencyProblemException): IdempotencyMessageRefusal {
-  const { title, detail, code } = problem;
-  const refusal: IdempotencyMessageRefusal = { status: problem.getStatus(), code, title, detail };
-  if (problem.retryAfterSeconds !== undefined) {
-    refusal.retryAfterSeconds = problem.retryAfterSeconds;
-  }
-  return refusal;
+  const { title, detail, code, retryAfterSeconds } = problem;
+  const retry = retryAfterSeconds !== undefined ? { retryAfterSeconds } : {};
+  return { status: problem.getStatus(), code, title, detail, ...retry };
 }

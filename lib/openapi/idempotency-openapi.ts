@@ -1,14 +1,11 @@
 import { Logger, RequestMethod } from '@nestjs/common';
+import type { OnModuleDestroy } from '@nestjs/common';
 import type { ModulesContainer } from '@nestjs/core';
 import type * as Swagger from '@nestjs/swagger';
 import { loadOptionalPeer } from '../utils/load-optional-peer';
 import { markCoveredControllers } from '../decorators/handler-start';
 import { isIdempotencySkipped } from '../decorators/skip-idempotency.decorator';
-import {
-  IDEMPOTENT_CLASS_METADATA,
-  IDEMPOTENT_METADATA,
-  IDEMPOTENT_REPLAYED_HEADER,
-} from '../config/idempotency.constants';
+import { IDEMPOTENT_CLASS_METADATA, IDEMPOTENT_METADATA } from '../config/idempotency.constants';
 import { mergeRouteOptions } from '../config/idempotency.defaults';
 import { keySourceOf } from '../decorators/idempotency-key-source';
 import { IDEMPOTENCY_OPTIONS } from '../config/idempotency.tokens';
@@ -18,13 +15,7 @@ import type {
   FlatIdempotencyRouteOptions,
   ResolvedIdempotencyOptions,
 } from '../interfaces/idempotency-module-options.interface';
-import {
-  keyParameter,
-  PREFERENCE_APPLIED_HEADER,
-  preferenceApplied,
-  preferParameter,
-  REPLAYED_HEADER,
-} from './openapi-headers';
+import { requestParameters, successHeaders } from './openapi-headers';
 import { mergeResponse, problemResponses } from './openapi-problem-responses';
 import { problemModelOf } from './openapi-problem-schema';
 
@@ -35,6 +26,11 @@ type SwaggerApi = typeof Swagger;
 type Handler = (...args: unknown[]) => unknown;
 
 type NestModule = ModulesContainer extends Map<string, infer M> ? M : never;
+
+type Controller = abstract new (...args: any[]) => unknown;
+
+/** Route options as `@Idempotent()` leaves them on a class or a handler, when it does. */
+type OptionsOnTarget = FlatIdempotencyRouteOptions | undefined;
 
 /** Injection token of the provider that documents the routes (its value is not used). */
 export const IDEMPOTENCY_OPENAPI = Symbol('IDEMPOTENCY_OPENAPI');
@@ -56,11 +52,6 @@ const HTTP_CODE_METADATA = '__httpCode__';
 
 /** A handler's own swagger metadata before the library documented it, by metadata key. */
 type Saved = Map<Handler, Map<string, unknown>>;
-
-/** What the documenting provider gives back: it puts the application's own metadata back. */
-export interface IdempotencyOpenApiWrites {
-  onModuleDestroy(): void;
-}
 
 /**
  * `@nestjs/swagger`, when the application has it (an optional peer, see `loadOptionalPeer`). A
@@ -89,8 +80,9 @@ function loadSwagger(): Promise<SwaggerApi | undefined> {
  * module options, the routes a class-level `@Idempotent()` covers (inherited ones included) and
  * the application's own `@ApiResponse()` / `@ApiHeader()` declarations all known. Nothing is
  * written at decoration. Without `@nestjs/swagger`, or with `openApi: false`, nothing is loaded.
- * When the application closes, each handler gets back the metadata it declared, so a later
- * application in the same process (with other options, or `openApi: false`) starts from it.
+ * When the application closes (the provider's `onModuleDestroy`), each handler gets back the
+ * metadata it declared, so a later application in the same process (with other options, or
+ * `openApi: false`) starts from it.
  *
  * @param options - this module instance's resolved options
  * @param modules - the application's modules
@@ -98,44 +90,47 @@ function loadSwagger(): Promise<SwaggerApi | undefined> {
 export async function documentIdempotentRoutes(
   options: ResolvedIdempotencyOptions,
   modules: ModulesContainer,
-): Promise<IdempotencyOpenApiWrites> {
+): Promise<OnModuleDestroy> {
   const saved: Saved = new Map();
   const writes = { onModuleDestroy: () => restore(saved) };
   const controllers = controllersOf(options, modules);
   // The routes of covered classes get their own handlers first (as the module does anyway),
   // so documenting an inherited route never writes on the base class's function.
   markCoveredControllers(controllers);
-  const covered = controllers.flatMap(routesOf).filter((route) => route.options !== undefined);
+  const covered = controllers.flatMap(routesOf);
   if (!options.openApi || covered.length === 0) return writes;
   const swagger = await loadSwagger();
   if (!swagger) return writes;
   const model = problemModelOf(swagger);
+  const { API_PARAMETERS, API_RESPONSE, API_EXTRA_MODELS } = swagger.DECORATORS;
   for (const route of covered) {
-    const { API_PARAMETERS, API_RESPONSE, API_EXTRA_MODELS } = swagger.DECORATORS;
-    save(saved, route.handler, [API_PARAMETERS, API_RESPONSE, API_EXTRA_MODELS]);
-    document(swagger, model, route, mergeRouteOptions(options, ...route.options!), options);
+    const keys = [API_PARAMETERS, API_RESPONSE, API_EXTRA_MODELS];
+    saved.set(
+      route.handler,
+      new Map(keys.map((k) => [k, Reflect.getOwnMetadata(k, route.handler)])),
+    );
+    document(swagger, model, route, mergeRouteOptions(options, ...route.options), options);
   }
   return writes;
 }
 
 interface Route {
-  controller: abstract new (...args: any[]) => unknown;
+  controller: Controller;
   name: string | symbol;
   handler: Handler;
-  /** Class then handler options, when `@Idempotent()` covers the route. */
-  options?: [FlatIdempotencyRouteOptions | undefined, FlatIdempotencyRouteOptions | undefined];
+  /** Class then handler options. */
+  options: [OptionsOnTarget, OptionsOnTarget];
 }
 
-/** The route handlers a controller serves, its own and inherited ones, as Swagger sees them. */
-function routesOf(controller: abstract new (...args: any[]) => unknown): Route[] {
+/**
+ * The route handlers a controller serves, its own and inherited ones, as Swagger sees them,
+ * that `@Idempotent()` covers.
+ */
+function routesOf(controller: Controller): Route[] {
   const routes: Route[] = [];
-  const prototype = controller.prototype;
   const seen = new Set<string | symbol>(['constructor']);
-  const onClass: FlatIdempotencyRouteOptions | undefined = Reflect.getMetadata(
-    IDEMPOTENT_CLASS_METADATA,
-    controller,
-  );
-  for (let p = prototype; p && p !== Object.prototype; p = Object.getPrototypeOf(p)) {
+  const onClass: OptionsOnTarget = Reflect.getMetadata(IDEMPOTENT_CLASS_METADATA, controller);
+  for (let p = controller.prototype; p && p !== Object.prototype; p = Object.getPrototypeOf(p)) {
     for (const name of Reflect.ownKeys(p)) {
       if (seen.has(name)) continue;
       seen.add(name);
@@ -143,21 +138,15 @@ function routesOf(controller: abstract new (...args: any[]) => unknown): Route[]
       if (typeof handler !== 'function') continue;
       if (Reflect.getMetadata(PATH_METADATA, handler) === undefined) continue;
       const method: number | undefined = Reflect.getMetadata(METHOD_METADATA, handler);
-      const onHandler: FlatIdempotencyRouteOptions | undefined = Reflect.getMetadata(
-        IDEMPOTENT_METADATA,
-        handler,
-      );
-      const claimed =
+      const onHandler: OptionsOnTarget = Reflect.getMetadata(IDEMPOTENT_METADATA, handler);
+      if (
         method !== undefined &&
         !UNDOCUMENTED_METHODS.has(method) &&
         (onHandler !== undefined || onClass !== undefined) &&
-        !isIdempotencySkipped(handler);
-      routes.push({
-        controller,
-        name,
-        handler,
-        options: claimed ? [onClass, onHandler] : undefined,
-      });
+        !isIdempotencySkipped(handler)
+      ) {
+        routes.push({ controller, name, handler, options: [onClass, onHandler] });
+      }
     }
   }
   return routes;
@@ -172,7 +161,7 @@ function routesOf(controller: abstract new (...args: any[]) => unknown): Route[]
 export function controllersOf(
   options: ResolvedIdempotencyOptions,
   modules: ModulesContainer,
-): (abstract new (...args: any[]) => unknown)[] {
+): Controller[] {
   const all = [...modules.values()];
   const instances = all.filter((m) => m.providers.has(IDEMPOTENCY_OPTIONS));
   const own = instances.find((m) => m.providers.get(IDEMPOTENCY_OPTIONS)?.instance === options);
@@ -189,7 +178,7 @@ export function controllersOf(
   return all
     .filter((m) => instances.length <= 1 || (own !== undefined && servedBy(m) === own))
     .flatMap((m) => [...m.controllers.values()].map((wrapper) => wrapper.metatype))
-    .filter((c): c is abstract new (...args: any[]) => unknown => typeof c === 'function');
+    .filter((c): c is Controller => typeof c === 'function');
 }
 
 /** Puts back each handler's own swagger metadata as the application declared it. */
@@ -203,10 +192,6 @@ function restore(saved: Saved): void {
   saved.clear();
 }
 
-function save(saved: Saved, handler: Handler, keys: string[]): void {
-  saved.set(handler, new Map(keys.map((key) => [key, Reflect.getOwnMetadata(key, handler)])));
-}
-
 /** Writes one idempotent route's documentation on its handler. */
 function document(
   swagger: SwaggerApi,
@@ -217,52 +202,39 @@ function document(
 ): void {
   const { handler } = target;
   const { API_PARAMETERS, API_RESPONSE, API_EXTRA_MODELS } = swagger.DECORATORS;
+  const own = (key: string) => Reflect.getOwnMetadata(key, handler);
+  const write = (key: string, value: unknown) => Reflect.defineMetadata(key, value, handler);
 
-  const parameters: Record<string, any>[] = Reflect.getOwnMetadata(API_PARAMETERS, handler) ?? [];
-  // The key header, or the headers of the route's own key source (a webhook's signature), and
-  // Prefer on a route that may wait.
+  const parameters: Record<string, any>[] = own(API_PARAMETERS) ?? [];
+  // A header the application declared itself stays as it is.
+  const declared = new Set(
+    parameters.filter((p) => p.in === 'header').map((p) => String(p.name).toLowerCase()),
+  );
   const source = keySourceOf(handler);
-  const waits = route.wait.maxSeconds > 0;
-  const added = [
-    ...(source.openApi?.parameters ?? [keyParameter(route)]),
-    ...(waits ? [preferParameter(route)] : []),
-  ].filter(
-    (added) =>
-      !parameters.some(
-        (p) =>
-          p.in === 'header' && String(p.name).toLowerCase() === String(added.name).toLowerCase(),
-      ),
+  const added = requestParameters(route, source).filter(
+    (parameter) => !declared.has(String(parameter.name).toLowerCase()),
   );
-  if (added.length > 0) Reflect.defineMetadata(API_PARAMETERS, [...parameters, ...added], handler);
+  if (added.length > 0) write(API_PARAMETERS, [...parameters, ...added]);
 
-  const declared: Record<string, Record<string, any>> | undefined = Reflect.getOwnMetadata(
-    API_RESPONSE,
-    handler,
-  );
-  const responses: Record<string, Record<string, any>> = { ...(declared ?? successOf(target)) };
+  const responses: Record<string, Record<string, any>> = {
+    ...(own(API_RESPONSE) ?? successOf(target)),
+  };
   for (const [status, response] of Object.entries(responses)) {
     if (/^2\d\d$/.test(status)) {
       responses[status] = {
         ...response,
-        headers: {
-          [IDEMPOTENT_REPLAYED_HEADER]: REPLAYED_HEADER,
-          ...(waits ? { [PREFERENCE_APPLIED_HEADER]: preferenceApplied(route) } : {}),
-          ...response.headers,
-        },
+        headers: { ...successHeaders(route), ...response.headers },
       };
     }
   }
   for (const [status, problem] of Object.entries(problemResponses(route, module, source))) {
-    const existing = responses[status];
-    responses[status] = existing ? mergeResponse(existing, problem) : problem;
+    responses[status] = responses[status] ? mergeResponse(responses[status], problem) : problem;
   }
-  Reflect.defineMetadata(API_RESPONSE, responses, handler);
+  write(API_RESPONSE, responses);
 
-  if (module.errorBody === null) {
-    const models: unknown[] = Reflect.getOwnMetadata(API_EXTRA_MODELS, handler) ?? [];
-    if (!models.includes(model)) {
-      Reflect.defineMetadata(API_EXTRA_MODELS, [...models, model], handler);
-    }
+  const models: unknown[] = own(API_EXTRA_MODELS) ?? [];
+  if (module.errorBody === null && !models.includes(model)) {
+    write(API_EXTRA_MODELS, [...models, model]);
   }
 }
 

@@ -1,3 +1,5 @@
+import { IDEMPOTENT_REPLAYED_HEADER } from '../config/idempotency.constants';
+import type { IdempotencyKeySource } from '../decorators/idempotency-key-source';
 import type { ResolvedIdempotencyRouteOptions } from '../interfaces/idempotency-module-options.interface';
 
 // The headers an idempotent route's documentation adds: the key, `Prefer`, and the replay's.
@@ -12,8 +14,23 @@ const KEY_PATTERN =
 
 const KEY_EXAMPLE = '8e03978e-40d5-43e8-bc93-6894a57f9324';
 
+/**
+ * The request headers of a route, in the shape `@ApiHeader()` gives them: the key header, or the
+ * headers of the route's own key source (a webhook's signature), and `Prefer` on a route that
+ * may wait.
+ */
+export function requestParameters(
+  route: ResolvedIdempotencyRouteOptions,
+  source: IdempotencyKeySource,
+): Record<string, unknown>[] {
+  return [
+    ...(source.openApi?.parameters ?? [keyParameter(route)]),
+    ...(route.wait.maxSeconds > 0 ? [preferParameter(route)] : []),
+  ];
+}
+
 /** The key header parameter, in the shape `@ApiHeader()` gives it. */
-export function keyParameter(route: ResolvedIdempotencyRouteOptions): Record<string, unknown> {
+function keyParameter(route: ResolvedIdempotencyRouteOptions): Record<string, unknown> {
   const use = route.required
     ? 'Required: a request without it is refused (400 idempotency_key_missing).'
     : 'Optional: a request without it runs without idempotency protection.';
@@ -35,7 +52,7 @@ export function keyParameter(route: ResolvedIdempotencyRouteOptions): Record<str
  * The `Prefer` request header of a route that may wait (RFC 7240 `wait`), in the shape
  * `@ApiHeader()` gives it. No `pattern`: the header may carry other preferences too.
  */
-export function preferParameter(route: ResolvedIdempotencyRouteOptions): Record<string, unknown> {
+function preferParameter(route: ResolvedIdempotencyRouteOptions): Record<string, unknown> {
   const { maxSeconds, defaultSeconds } = route.wait;
   const without =
     defaultSeconds > 0
@@ -54,17 +71,21 @@ export function preferParameter(route: ResolvedIdempotencyRouteOptions): Record<
   };
 }
 
-export const PREFERENCE_APPLIED_HEADER = 'Preference-Applied';
+/** The `Preference-Applied` response header of a route that may wait, by name; none otherwise. */
+export function preferenceAppliedHeader(
+  route: ResolvedIdempotencyRouteOptions,
+): Record<string, unknown> {
+  if (route.wait.maxSeconds <= 0) return {};
+  const description =
+    'Present when the request asked to wait (Prefer: wait=N) and waited for a request in ' +
+    `flight with the same key: wait= the seconds it was allowed (N, capped at ${route.wait.maxSeconds}).`;
+  const schema = { type: 'string', pattern: '^wait=\\d+$', example: waitExample(route) };
+  return { 'Preference-Applied': { description, schema } };
+}
 
-/** The `Preference-Applied` response header of a route that may wait. */
-export function preferenceApplied(route: ResolvedIdempotencyRouteOptions): Record<string, unknown> {
-  return {
-    description:
-      'Present when the request asked to wait (Prefer: wait=N) and waited for a request in ' +
-      'flight with the same key: wait= the seconds it was allowed (N, capped at ' +
-      `${route.wait.maxSeconds}).`,
-    schema: { type: 'string', pattern: '^wait=\\d+$', example: waitExample(route) },
-  };
+/** The headers a success response adds: `Idempotent-Replayed`, and `Preference-Applied`. */
+export function successHeaders(route: ResolvedIdempotencyRouteOptions): Record<string, unknown> {
+  return { [IDEMPOTENT_REPLAYED_HEADER]: REPLAYED_HEADER, ...preferenceAppliedHeader(route) };
 }
 
 /** `wait=10`, or the route's cap when it is lower. */
@@ -72,7 +93,7 @@ function waitExample(route: ResolvedIdempotencyRouteOptions): string {
   return `wait=${Math.min(10, Math.ceil(route.wait.maxSeconds))}`;
 }
 
-export const REPLAYED_HEADER = {
+const REPLAYED_HEADER = {
   description:
     'Present (value true) when this is the stored response of an earlier request with the ' +
     'same key, replayed: same status, body and stored headers as the first answer.',

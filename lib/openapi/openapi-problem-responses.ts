@@ -6,7 +6,7 @@ import type {
   ResolvedIdempotencyOptions,
   ResolvedIdempotencyRouteOptions,
 } from '../interfaces/idempotency-module-options.interface';
-import { PREFERENCE_APPLIED_HEADER, preferenceApplied } from './openapi-headers';
+import { preferenceAppliedHeader } from './openapi-headers';
 import { IDEMPOTENCY_PROBLEM_SCHEMA } from './openapi-problem-schema';
 
 // The library's own answers on an idempotent route, as OpenAPI responses.
@@ -41,18 +41,18 @@ export interface ProblemResponse {
 }
 
 /**
- * Each status the library may answer a route with: its description, the problems it stands
- * for (their codes and examples) and whether it carries `Retry-After`.
+ * Each status the library may answer a route with: its description and the problems it stands
+ * for (their codes and examples; those with a `retryAfterSeconds` send `Retry-After`).
  */
 function problemAnswers(
   route: ResolvedIdempotencyRouteOptions,
   source: IdempotencyKeySource,
-): Record<string, [string, IdempotencyProblemException[], boolean]> {
+): Record<string, [string, IdempotencyProblemException[]]> {
   const retry = route.retryAfterSeconds;
   const h = route.header;
   // A scope the application set refuses a request it finds no caller for.
   const scoped = route.scope !== DEFAULT_IDEMPOTENCY_OPTIONS.request.scope;
-  const answers: Record<string, [string, IdempotencyProblemException[], boolean]> = {
+  const answers: Record<string, [string, IdempotencyProblemException[]]> = {
     400: [
       `The ${h} header is ${route.required ? 'missing or ' : ''}malformed` +
         (scoped ? ', or the request does not identify its caller' : '') +
@@ -62,7 +62,6 @@ function problemAnswers(
         IdempotencyProblemException.keyInvalid(h, 'the key is longer than 255 characters'),
         ...(scoped ? [IdempotencyProblemException.scopeMissing()] : []),
       ],
-      false,
     ],
     409: [
       `A request with this ${h} is still being processed (retry with the same key after ` +
@@ -79,18 +78,15 @@ function problemAnswers(
           route.storeBody ? 'too_large' : 'not_kept',
         ),
       ],
-      true,
     ],
     413: [
       `The request body is over ${route.maxRequestBytes} bytes, the most this route compares ` +
         'with a retry. Nothing was processed.',
       [IdempotencyProblemException.requestTooLarge(route.maxRequestBytes)],
-      false,
     ],
     422: [
       `This ${h} was already used with a different request. Use a new key for a new request.`,
       [IdempotencyProblemException.keyReused(h)],
-      false,
     ],
     503: [
       'The request could not be processed now (the idempotency store is unavailable, or an ' +
@@ -99,12 +95,11 @@ function problemAnswers(
         IdempotencyProblemException.storeUnavailable(retry),
         IdempotencyProblemException.retryLater(retry),
       ],
-      true,
     ],
   };
   if (source.openApi) {
     const { description, problems } = source.openApi.badRequest;
-    answers[400] = [description, problems, false];
+    answers[400] = [description, problems];
   }
   if (source.fingerprint) {
     delete answers[413];
@@ -122,44 +117,33 @@ export function problemResponses(
   module: ResolvedIdempotencyOptions,
   source: IdempotencyKeySource,
 ): Record<string, ProblemResponse> {
-  const retry = route.retryAfterSeconds;
   const responses: Record<string, ProblemResponse> = {};
-  for (const [status, [description, problems, retries]] of Object.entries(
-    problemAnswers(route, source),
-  )) {
+  for (const [status, [description, problems]] of Object.entries(problemAnswers(route, source))) {
     const codes = problems.map((p) => p.code).join(', ');
+    const retrying = problems.filter((p) => p.retryAfterSeconds !== undefined).map((p) => p.code);
     const headers: Record<string, unknown> = {
       'Cache-Control': {
         description: 'Never cached.',
         schema: { type: 'string', enum: ['no-store'] },
       },
+      ...(status === '409' ? preferenceAppliedHeader(route) : {}),
     };
-    if (status === '409' && route.wait.maxSeconds > 0) {
-      headers[PREFERENCE_APPLIED_HEADER] = preferenceApplied(route);
-    }
-    if (retries) {
+    if (retrying.length > 0) {
       headers['Retry-After'] = {
-        description: `Seconds to wait before retrying with the same key (sent with ${problems
-          .filter((p) => p.retryAfterSeconds !== undefined)
-          .map((p) => p.code)
-          .join(' and ')}).`,
-        schema: { type: 'integer', minimum: 0, example: retry },
+        description: `Seconds to wait before retrying with the same key (sent with ${retrying.join(' and ')}).`,
+        schema: { type: 'integer', minimum: 0, example: route.retryAfterSeconds },
       };
     }
     const response: ProblemResponse = { description: `${description} Codes: ${codes}.`, headers };
     if (module.errorBody === null) {
+      const example = (p: IdempotencyProblemException) => {
+        const value = p.toProblem(module.problemTypeBaseUri);
+        return [p.code, { summary: value.title, value }];
+      };
       response.content = {
         [PROBLEM_CONTENT_TYPE]: {
           schema: { $ref: `#/components/schemas/${IDEMPOTENCY_PROBLEM_SCHEMA}` },
-          examples: Object.fromEntries(
-            problems.map((p) => [
-              p.code,
-              {
-                summary: p.toProblem(module.problemTypeBaseUri).title,
-                value: p.toProblem(module.problemTypeBaseUri),
-              },
-            ]),
-          ),
+          examples: Object.fromEntries(problems.map(example)),
         },
       };
     } else {

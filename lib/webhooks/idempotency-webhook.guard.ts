@@ -8,7 +8,7 @@ import { routeLabelOf } from '../utils/route-label';
 import { IDEMPOTENCY_WEBHOOK_CLOCK } from './idempotent-webhook.options';
 import type { IdempotencyWebhookClock } from './idempotent-webhook.options';
 import { deliveryPartsOf, signedBodyOf, webhookEventIdOf } from './webhook-key-source';
-import { keysOf, webhookRouteOf } from './webhook-route';
+import { keysOf, WEBHOOK_ROUTE_METADATA } from './webhook-route';
 import type { ResolvedWebhookRoute } from './webhook-route';
 import { verifyWebhookSignature } from './webhook-signatures';
 
@@ -25,8 +25,6 @@ export class IdempotencyWebhookGuard implements CanActivate {
   private readonly logger = new Logger('Idempotency');
   /** Routes already told about a missing raw body (once each). */
   private readonly warned = new Set<string>();
-  /** The providers each secrets factory gets, found once. */
-  private readonly dependencies = new WeakMap<ResolvedWebhookRoute, unknown[]>();
 
   /** Built by Nest's injector, in the module of the webhook's controller. @internal */
   constructor(
@@ -40,7 +38,10 @@ export class IdempotencyWebhookGuard implements CanActivate {
   /** @inheritDoc */
   async canActivate(context: ExecutionContext): Promise<boolean> {
     if (context.getType() !== 'http') return true;
-    const route = webhookRouteOf(context.getHandler());
+    const route: ResolvedWebhookRoute | undefined = Reflect.getMetadata(
+      WEBHOOK_ROUTE_METADATA,
+      context.getHandler(),
+    );
     if (!route) return true;
     const request = context.switchToHttp().getRequest();
     const rawBody = this.rawBodyOf(request);
@@ -79,15 +80,12 @@ export class IdempotencyWebhookGuard implements CanActivate {
     );
   }
 
-  /** The HMAC keys of the route's secrets: given once, or from its factory on each delivery. */
+  /** The HMAC keys of the route's secrets, from its factory on each delivery. */
   private async keysOf(route: ResolvedWebhookRoute): Promise<readonly Buffer[]> {
     const { secrets } = route;
-    if (secrets.kind === 'keys') return secrets.keys;
-    let dependencies = this.dependencies.get(route);
-    if (!dependencies) {
-      dependencies = secrets.inject.map((token) => this.moduleRef.get(token, { strict: false }));
-      this.dependencies.set(route, dependencies);
-    }
+    const dependencies = secrets.inject.map((token) =>
+      this.moduleRef.get(token, { strict: false }),
+    );
     return keysOf(
       route.signature.scheme,
       await secrets.useFactory(...dependencies),

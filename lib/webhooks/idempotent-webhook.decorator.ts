@@ -4,7 +4,7 @@ import { setKeySource } from '../decorators/idempotency-key-source';
 import { IdempotencyWebhookGuard } from './idempotency-webhook.guard';
 import type { IdempotentWebhookOptions } from './idempotent-webhook.options';
 import { webhookKeySource } from './webhook-key-source';
-import { resolveWebhookRoute, setWebhookRoute } from './webhook-route';
+import { resolveWebhookRoute, WEBHOOK_ROUTE_METADATA } from './webhook-route';
 
 /**
  * Makes a webhook route process each event once, however many times the provider delivers it.
@@ -54,7 +54,7 @@ export function IdempotentWebhook(options: IdempotentWebhookOptions): MethodDeco
     UseGuards(IdempotencyWebhookGuard)(target, propertyKey, descriptor);
     idempotent(target, propertyKey, descriptor);
     // On the function Nest routes to, once @Idempotent() wrapped it.
-    setWebhookRoute(descriptor.value as object, route);
+    Reflect.defineMetadata(WEBHOOK_ROUTE_METADATA, route, descriptor.value as object);
     setKeySource(descriptor.value as object, webhookKeySource(route));
     return descriptor;
   };

@@ -44,65 +44,54 @@ export function webhookEventIdOf(route: ResolvedWebhookRoute, request: any): Par
   const rawBody = signedBodyOf(request);
   if (!rawBody) return { kind: 'missing' };
   const delivery = deliveryPartsOf(request, rawBody);
-  let id: unknown;
   if (route.unsignedKeyHeader !== undefined) {
-    id = unsignedHeaderOf(delivery, route.unsignedKeyHeader);
-  } else {
-    let payload: unknown;
-    try {
-      payload = JSON.parse(rawBody.toString('utf8'));
-    } catch {
-      payload = undefined;
-    }
-    id = route.key({ payload, rawBody, signedId: signedIdOf(route.signature, delivery) });
+    return parseKeyValue(unsignedHeaderOf(delivery, route.unsignedKeyHeader));
   }
-  return parseKeyValue(id);
+  let payload: unknown;
+  try {
+    payload = JSON.parse(rawBody.toString('utf8'));
+  } catch {
+    // Not JSON: the key function gets no payload.
+  }
+  return parseKeyValue(
+    route.key({ payload, rawBody, signedId: signedIdOf(route.signature, delivery) }),
+  );
 }
 
 /** The signature headers of a scheme, as the OpenAPI document shows them. */
 function signatureHeaders(route: ResolvedWebhookRoute): Record<string, unknown>[] {
   const { signature, provider } = route;
-  const parameter = (name: string, description: string) => ({
+  const described: [name: string, description: string][] = [];
+  if (signature.scheme === 'stripe') {
+    described.push([
+      signature.header,
+      `The ${provider} signature: t=<unix seconds>,v1=<hex HMAC-SHA256 of "t.body">. A ` +
+        `delivery signed more than ${signature.toleranceSeconds} seconds from now is refused.`,
+    ]);
+  } else if (signature.scheme === 'standard-webhooks') {
+    const { id, timestamp, signature: signatures } = signature.headers;
+    described.push(
+      [id, 'The message id: the same on every delivery of it.'],
+      [timestamp, 'When the delivery was signed, in unix seconds.'],
+      [signatures, 'Space-separated v1,<base64 HMAC-SHA256 of "id.timestamp.body"> signatures.'],
+    );
+  } else {
+    const { header, prefix, encoding } = signature;
+    described.push([header, `${prefix}<${encoding} HMAC-SHA256 of the raw body>.`]);
+  }
+  if (route.unsignedKeyHeader !== undefined) {
+    described.push([
+      route.unsignedKeyHeader,
+      'The event id (not signed: a delivery sent again under a new id runs again).',
+    ]);
+  }
+  return described.map(([name, description]) => ({
     name,
     in: 'header',
     required: true,
     description,
     schema: { type: 'string' },
-  });
-  switch (signature.scheme) {
-    case 'stripe':
-      return [
-        parameter(
-          signature.header,
-          `The ${provider} signature: t=<unix seconds>,v1=<hex HMAC-SHA256 of "t.body">. A ` +
-            `delivery signed more than ${signature.toleranceSeconds} seconds from now is refused.`,
-        ),
-      ];
-    case 'standard-webhooks':
-      return [
-        parameter(signature.headers.id, 'The message id: the same on every delivery of it.'),
-        parameter(signature.headers.timestamp, 'When the delivery was signed, in unix seconds.'),
-        parameter(
-          signature.headers.signature,
-          'Space-separated v1,<base64 HMAC-SHA256 of "id.timestamp.body"> signatures.',
-        ),
-      ];
-    case 'hmac':
-      return [
-        parameter(
-          signature.header,
-          `${signature.prefix}<${signature.encoding} HMAC-SHA256 of the raw body>.`,
-        ),
-        ...(route.unsignedKeyHeader === undefined
-          ? []
-          : [
-              parameter(
-                route.unsignedKeyHeader,
-                'The event id (not signed: a delivery sent again under a new id runs again).',
-              ),
-            ]),
-      ];
-  }
+  }));
 }
 
 /**

@@ -5,6 +5,7 @@ import { checkNumber, limit } from '../config/idempotency.defaults';
 import { DEFAULT_IDEMPOTENCY_WEBHOOK_OPTIONS } from './idempotent-webhook.options';
 import type {
   IdempotencyWebhookEvent,
+  IdempotencyWebhookSecretList,
   IdempotencyWebhookSecrets,
   IdempotencyWebhookSecretsFactory,
   IdempotentWebhookOptions,
@@ -12,19 +13,14 @@ import type {
 import { signingKeyOf } from './webhook-signatures';
 import type { ResolvedWebhookSignature } from './webhook-signatures';
 
-/** Where a webhook route's secrets come from, checked. */
-export type WebhookSecretsSource =
-  | { kind: 'keys'; keys: Buffer[] }
-  | ({ kind: 'factory' } & Required<IdempotencyWebhookSecretsFactory>);
-
 /** A webhook route's settings, checked, with every default filled in. */
 export interface ResolvedWebhookRoute {
   /** The provider's name: the scope, in the `webhook` namespace (`webhook:<provider>`). */
   provider: string;
   /** How deliveries are signed. */
   signature: ResolvedWebhookSignature;
-  /** The secrets, or the factory that gives them on each delivery. */
-  secrets: WebhookSecretsSource;
+  /** What gives the secrets on each delivery (secrets given as they are were checked already). */
+  secrets: Required<IdempotencyWebhookSecretsFactory>;
   /** The event id of a verified delivery, from what its signature covers. */
   key: (event: IdempotencyWebhookEvent) => unknown;
   /** The unsigned header the key is read from instead, when the route opted in (`hmac`). */
@@ -73,13 +69,9 @@ function signatureOf(provider: unknown, given: unknown): ResolvedWebhookSignatur
       };
     case 'standard-webhooks': {
       const given = (s.headers ?? {}) as Record<string, unknown>;
-      const named = (part: keyof typeof defaults.standardWebhooks.headers) =>
-        header(
-          provider,
-          `signature.headers.${part}`,
-          given[part],
-          defaults.standardWebhooks.headers[part],
-        );
+      const names = defaults.standardWebhooks.headers;
+      const named = (part: keyof typeof names) =>
+        header(provider, `signature.headers.${part}`, given[part], names[part]);
       return {
         scheme: 'standard-webhooks',
         headers: { id: named('id'), timestamp: named('timestamp'), signature: named('signature') },
@@ -146,8 +138,8 @@ function secretsOf(
   provider: string,
   scheme: ResolvedWebhookSignature['scheme'],
   given: IdempotencyWebhookSecrets,
-): WebhookSecretsSource {
-  if (typeof given === 'function') return { kind: 'factory', inject: [], useFactory: given };
+): Required<IdempotencyWebhookSecretsFactory> {
+  if (typeof given === 'function') return { inject: [], useFactory: given };
   if (typeof given === 'object' && given !== null && !Array.isArray(given)) {
     const factory = given as { inject?: unknown; useFactory?: unknown };
     if (typeof factory.useFactory !== 'function') {
@@ -157,37 +149,22 @@ function secretsOf(
       fail(provider, 'secrets.inject', 'Use an array of providers, e.g. [ConfigService].');
     }
     return {
-      kind: 'factory',
       inject: (factory.inject as InjectionToken[] | undefined) ?? [],
       useFactory: factory.useFactory as IdempotencyWebhookSecretsFactory['useFactory'],
     };
   }
-  return {
-    kind: 'keys',
-    keys: keysOf(scheme, given, `@IdempotentWebhook({ provider: '${provider}' })`),
-  };
+  // Secrets given as they are: checked now, at class definition.
+  keysOf(scheme, given, `@IdempotentWebhook({ provider: '${provider}' })`);
+  return { inject: [], useFactory: () => given as IdempotencyWebhookSecretList };
 }
 
-/** The SHA-256 of the signed body: the key of a scheme that signs the body alone. */
-const bodyDigest = (event: IdempotencyWebhookEvent) =>
-  `sha256:${createHash('sha256').update(event.rawBody).digest('hex')}`;
-
-function keyOf(
-  provider: string,
-  signature: ResolvedWebhookSignature,
-  given: unknown,
-): ResolvedWebhookRoute['key'] {
-  if (typeof given === 'function') return given as ResolvedWebhookRoute['key'];
-  if (given !== undefined) fail(provider, 'key', 'Use a function (event) => the event id.');
-  switch (signature.scheme) {
-    case 'stripe':
-      return (event) => event.payload?.id;
-    case 'standard-webhooks':
-      return (event) => event.signedId;
-    case 'hmac':
-      return bodyDigest;
-  }
-}
+/** The event id each scheme's signature covers, when the route gives no `key`. */
+const DEFAULT_KEYS: Record<ResolvedWebhookSignature['scheme'], ResolvedWebhookRoute['key']> = {
+  stripe: (event) => event.payload?.id,
+  'standard-webhooks': (event) => event.signedId,
+  // The SHA-256 of the signed body: the key of a scheme that signs the body alone.
+  hmac: (event) => `sha256:${createHash('sha256').update(event.rawBody).digest('hex')}`,
+};
 
 function unsignedKeyHeaderOf(
   provider: string,
@@ -203,9 +180,7 @@ function unsignedKeyHeaderOf(
       `The ${signature.scheme} scheme signs its event id: remove it, the key comes from there.`,
     );
   }
-  if (options.key !== undefined) {
-    fail(provider, 'unsignedKeyHeader', 'Give it or key, not both.');
-  }
+  if (options.key !== undefined) fail(provider, 'unsignedKeyHeader', 'Give it or key, not both.');
   return header(provider, 'unsignedKeyHeader', given, 'X-GitHub-Delivery');
 }
 
@@ -219,32 +194,18 @@ export function resolveWebhookRoute(options: IdempotentWebhookOptions): Resolved
     fail(provider, 'provider', 'Use 1 to 100 letters, digits, ".", "_" or "-", e.g. "stripe".');
   }
   const signature = signatureOf(provider, options.signature);
+  const secrets = secretsOf(provider, signature.scheme, options.secrets);
+  if (options.key !== undefined && typeof options.key !== 'function') {
+    fail(provider, 'key', 'Use a function (event) => the event id.');
+  }
   return {
     provider,
     signature,
-    secrets: secretsOf(provider, signature.scheme, options.secrets),
-    key: keyOf(provider, signature, options.key),
+    secrets,
+    key: options.key ?? DEFAULT_KEYS[signature.scheme],
     unsignedKeyHeader: unsignedKeyHeaderOf(provider, signature, options),
   };
 }
 
-/** Metadata key of a webhook route's settings, on its handler. */
-const WEBHOOK_ROUTE_METADATA = 'nest-idempotency:webhook-route';
-
-/**
- * Gives a handler its webhook settings, read by the webhook guard.
- * @param handler - the route handler, once every wrapper is applied
- */
-export function setWebhookRoute(handler: object, route: ResolvedWebhookRoute): void {
-  Reflect.defineMetadata(WEBHOOK_ROUTE_METADATA, route, handler);
-}
-
-/**
- * A handler's webhook settings, when `@IdempotentWebhook()` decorates it.
- * @param handler - `ExecutionContext.getHandler()`
- */
-export function webhookRouteOf(handler: unknown): ResolvedWebhookRoute | undefined {
-  return typeof handler === 'function'
-    ? Reflect.getMetadata(WEBHOOK_ROUTE_METADATA, handler)
-    : undefined;
-}
+/** Metadata key of a webhook route's settings, on its handler: what the webhook guard reads. */
+export const WEBHOOK_ROUTE_METADATA = 'nest-idempotency:webhook-route';

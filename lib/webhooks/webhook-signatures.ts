@@ -74,12 +74,25 @@ function anyMatches(keys: readonly Buffer[], content: (string | Buffer)[], given
   return false;
 }
 
-/** The only value of a header, or why there is none. */
-function single(parts: WebhookDeliveryParts, name: string): { value: string } | { reason: string } {
+/** Why a delivery is refused before any signature is compared (thrown, caught by the verify). */
+class Refusal extends Error {}
+
+/** The only value of a header; a `Refusal` when it is missing or sent more than once. */
+function single(parts: WebhookDeliveryParts, name: string): string {
   const lines = parts.header(name);
-  if (lines.length === 0) return { reason: `the ${name} header is missing` };
-  if (lines.length > 1) return { reason: `the ${name} header appears more than once` };
-  return { value: lines[0].trim() };
+  if (lines.length === 0) throw new Refusal(`the ${name} header is missing`);
+  if (lines.length > 1) throw new Refusal(`the ${name} header appears more than once`);
+  return lines[0].trim();
+}
+
+/**
+ * The only value of a header, as it came; `undefined` when it is missing or sent more than once.
+ * @param delivery - the delivery's headers and raw body
+ * @param name - the header's name (any case)
+ */
+export function unsignedHeaderOf(delivery: WebhookDeliveryParts, name: string): string | undefined {
+  const lines = delivery.header(name);
+  return lines.length === 1 ? lines[0].trim() : undefined;
 }
 
 /**
@@ -93,29 +106,12 @@ export function signedIdOf(
   delivery: WebhookDeliveryParts,
 ): string | undefined {
   if (signature.scheme !== 'standard-webhooks') return undefined;
-  const id = single(delivery, signature.headers.id);
-  return 'value' in id ? id.value : undefined;
-}
-
-/**
- * The only value of a header no signature covers, as it came; `undefined` when it is missing or
- * sent more than once.
- * @param delivery - the delivery's headers and raw body
- * @param name - the header's name (any case)
- */
-export function unsignedHeaderOf(delivery: WebhookDeliveryParts, name: string): string | undefined {
-  const value = single(delivery, name);
-  return 'value' in value ? value.value : undefined;
+  return unsignedHeaderOf(delivery, signature.headers.id);
 }
 
 const NO_MATCH = 'no signature in it matches the body with a configured secret';
 
-/** Ok when a signed unix timestamp is within the tolerance of now, either way. */
-function timely(timestamp: string, nowMs: number, toleranceSeconds: number): WebhookVerdict {
-  if (Math.abs(nowMs / 1000 - Number(timestamp)) <= toleranceSeconds) return { ok: true };
-  const reason = `its timestamp is more than ${toleranceSeconds} seconds from the server's clock (a replayed or delayed delivery)`;
-  return { ok: false, reason };
-}
+const UNIX_TIME = /^\d{1,15}$/;
 
 /**
  * Verifies a delivery's signature over its raw body, with every secret given (any one that
@@ -134,84 +130,76 @@ export function verifyWebhookSignature(
   keys: readonly Buffer[],
   nowMs: number,
 ): WebhookVerdict {
-  const { rawBody } = delivery;
-  switch (signature.scheme) {
-    case 'stripe':
-      return verifyStripe(signature, delivery, keys, nowMs);
-    case 'standard-webhooks': {
-      const names = signature.headers;
-      const id = single(delivery, names.id);
-      if ('reason' in id) return { ok: false, reason: id.reason };
-      const timestamp = single(delivery, names.timestamp);
-      if ('reason' in timestamp) return { ok: false, reason: timestamp.reason };
-      const list = single(delivery, names.signature);
-      if ('reason' in list) return { ok: false, reason: list.reason };
-      if (!/^\d{1,15}$/.test(timestamp.value)) {
-        return { ok: false, reason: `the ${names.timestamp} header is not a unix timestamp` };
-      }
-      const given: Buffer[] = [];
-      for (const entry of list.value.split(' ')) {
-        const comma = entry.indexOf(',');
-        if (comma > 0 && entry.slice(0, comma) === 'v1') {
-          given.push(Buffer.from(entry.slice(comma + 1), 'base64'));
-        }
-      }
-      if (given.length === 0) {
-        return { ok: false, reason: `the ${names.signature} header has no v1 signature` };
-      }
-      if (!anyMatches(keys, [`${id.value}.${timestamp.value}.`, rawBody], given)) {
-        return { ok: false, reason: `the ${names.signature} header: ${NO_MATCH}` };
-      }
-      return timely(timestamp.value, nowMs, signature.toleranceSeconds);
+  try {
+    const { header, signed, given, timestamp } = signedPartsOf(signature, delivery);
+    if (!anyMatches(keys, [signed, delivery.rawBody], given)) {
+      return { ok: false, reason: `the ${header} header: ${NO_MATCH}` };
     }
-    case 'hmac': {
-      const header = single(delivery, signature.header);
-      if ('reason' in header) return { ok: false, reason: header.reason };
-      const { prefix } = signature;
-      if (header.value.slice(0, prefix.length).toLowerCase() !== prefix.toLowerCase()) {
-        return {
-          ok: false,
-          reason: `the ${signature.header} header does not start with ${prefix}`,
-        };
-      }
-      const digest = header.value.slice(prefix.length);
-      const given = signature.encoding === 'hex' ? fromHex(digest) : Buffer.from(digest, 'base64');
-      if (!anyMatches(keys, [rawBody], [given])) {
-        return { ok: false, reason: `the ${signature.header} header: ${NO_MATCH}` };
-      }
-      return { ok: true };
-    }
+    if (signature.scheme === 'hmac') return { ok: true };
+    // The signed unix timestamp must be within the tolerance of now, either way.
+    const tolerance = signature.toleranceSeconds;
+    if (Math.abs(nowMs / 1000 - Number(timestamp)) <= tolerance) return { ok: true };
+    const reason = `its timestamp is more than ${tolerance} seconds from the server's clock (a replayed or delayed delivery)`;
+    return { ok: false, reason };
+  } catch (error) {
+    if (error instanceof Refusal) return { ok: false, reason: error.message };
+    throw error;
   }
 }
 
-/** Stripe's scheme: `t=<timestamp>,v1=<hex>` over `<timestamp>.<body>`. */
-function verifyStripe(
-  signature: Extract<ResolvedWebhookSignature, { scheme: 'stripe' }>,
+/**
+ * What a delivery's scheme signs: the header its signatures came in, what the HMAC covers
+ * before the raw body, the signatures (decoded) and the signed timestamp.
+ * @throws Refusal when a header is missing, repeated or malformed
+ */
+function signedPartsOf(
+  signature: ResolvedWebhookSignature,
   delivery: WebhookDeliveryParts,
-  keys: readonly Buffer[],
-  nowMs: number,
-): WebhookVerdict {
-  const { rawBody } = delivery;
-  const header = single(delivery, signature.header);
-  if ('reason' in header) return { ok: false, reason: header.reason };
-  let timestamp: string | undefined;
-  const given: Buffer[] = [];
-  for (const item of header.value.split(',')) {
-    const at = item.indexOf('=');
-    if (at < 0) continue;
-    const name = item.slice(0, at).trim();
-    const value = item.slice(at + 1).trim();
-    if (name === 't') timestamp = value;
-    else if (name === 'v1') given.push(fromHex(value));
+): { header: string; signed: string; given: Buffer[]; timestamp?: string } {
+  switch (signature.scheme) {
+    case 'stripe': {
+      // `t=<timestamp>,v1=<hex>` over `<timestamp>.<body>`.
+      const { header } = signature;
+      let timestamp: string | undefined;
+      const given: Buffer[] = [];
+      for (const item of single(delivery, header).split(',')) {
+        const at = item.indexOf('=');
+        if (at < 0) continue;
+        const name = item.slice(0, at).trim();
+        const value = item.slice(at + 1).trim();
+        if (name === 't') timestamp = value;
+        else if (name === 'v1') given.push(fromHex(value));
+      }
+      if (timestamp === undefined || !UNIX_TIME.test(timestamp) || given.length === 0) {
+        throw new Refusal(`the ${header} header has no timestamp (t=) or no v1 signature`);
+      }
+      return { header, signed: `${timestamp}.`, given, timestamp };
+    }
+    case 'standard-webhooks': {
+      const names = signature.headers;
+      const id = single(delivery, names.id);
+      const timestamp = single(delivery, names.timestamp);
+      const list = single(delivery, names.signature);
+      if (!UNIX_TIME.test(timestamp)) {
+        throw new Refusal(`the ${names.timestamp} header is not a unix timestamp`);
+      }
+      const given = list
+        .split(' ')
+        .filter((entry) => entry.startsWith('v1,'))
+        .map((entry) => Buffer.from(entry.slice('v1,'.length), 'base64'));
+      if (given.length === 0)
+        throw new Refusal(`the ${names.signature} header has no v1 signature`);
+      return { header: names.signature, signed: `${id}.${timestamp}.`, given, timestamp };
+    }
+    case 'hmac': {
+      const { header, prefix } = signature;
+      const value = single(delivery, header);
+      if (value.slice(0, prefix.length).toLowerCase() !== prefix.toLowerCase()) {
+        throw new Refusal(`the ${header} header does not start with ${prefix}`);
+      }
+      const digest = value.slice(prefix.length);
+      const given = signature.encoding === 'hex' ? fromHex(digest) : Buffer.from(digest, 'base64');
+      return { header, signed: '', given: [given] };
+    }
   }
-  if (timestamp === undefined || !/^\d{1,15}$/.test(timestamp) || given.length === 0) {
-    return {
-      ok: false,
-      reason: `the ${signature.header} header has no timestamp (t=) or no v1 signature`,
-    };
-  }
-  if (!anyMatches(keys, [`${timestamp}.`, rawBody], given)) {
-    return { ok: false, reason: `the ${signature.header} header: ${NO_MATCH}` };
-  }
-  return timely(timestamp, nowMs, signature.toleranceSeconds);
 }
