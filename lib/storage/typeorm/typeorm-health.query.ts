@@ -35,7 +35,7 @@ export async function readTableHealth(
   const started = Date.now();
   const deadline = new Deadline('health check', timeoutMs);
   const { rows } = await deadline.race(
-    store.runStatement('health check', healthStatement(tableName), [countLimit]),
+    store.run('health check', healthStatement(tableName), [countLimit]),
     'PostgreSQL to answer',
   );
   const row = rows[0];

@@ -17,7 +17,7 @@ import { hasPoolAccess, prepareStatements, runOnPool } from './prepared-statemen
 import type { PreparedStatement, StatementRecovery, StatementResult } from './prepared-statement';
 import { recoverCompletion } from './completion-retry';
 import { runOnNewQueryRunner } from './query-runner-statements';
-import { claimOutcomeOf, freshClaimOf, written } from './record-rows';
+import { claimOutcomeOf, freshClaimOf, writtenOf } from './record-rows';
 import { recordStatements } from './record-statements.sql';
 import type { RecordStatementName } from './record-statements.sql';
 import { recordTableProblem } from './record-table-check';
@@ -139,11 +139,8 @@ export class TypeOrmIdempotencyStore extends IdempotencyStore implements TypeOrm
   }
 
   private get dataSource(): DataSource {
-    if (!this.resolved) {
-      this.resolved =
-        typeof this.dataSourceRef === 'function' ? this.dataSourceRef() : this.dataSourceRef;
-    }
-    return this.resolved;
+    const ref = this.dataSourceRef;
+    return (this.resolved ??= typeof ref === 'function' ? ref() : ref);
   }
 
   /** @inheritDoc */
@@ -166,6 +163,7 @@ export class TypeOrmIdempotencyStore extends IdempotencyStore implements TypeOrm
       deadline,
       this.sql.claimFresh,
       params,
+      false,
       (result) => freshClaimOf(result) ?? this.claimExisting(deadline, params),
     );
   }
@@ -190,8 +188,8 @@ export class TypeOrmIdempotencyStore extends IdempotencyStore implements TypeOrm
   ): Promise<boolean> {
     try {
       const { statement, params } = this.completion(ref, response, ttlSeconds, false);
-      const read = (result: StatementResult) => written(result, ref);
-      return this.run('complete', statement, params, read, true, this.completeAfterFailure);
+      const read = (result: StatementResult) => writtenOf(result, ref.announce === true);
+      return this.run('complete', statement, params, true, read, this.completeAfterFailure);
     } catch (error) {
       return Promise.reject(error);
     }
@@ -206,17 +204,13 @@ export class TypeOrmIdempotencyStore extends IdempotencyStore implements TypeOrm
   /** @inheritDoc */
   async release(ref: IdempotencyRecordRef, mode: 'retry' | 'forget'): Promise<boolean> {
     const params = [ref.scope, ref.key, ref.ownerToken];
-    if (ref.announce) {
-      params.push(wakeTokenOf(ref.scope, ref.key));
-      const sql =
-        mode === 'retry' ? this.sql.releaseRetryAnnounced : this.sql.releaseForgetAnnounced;
-      return Number((await this.run('release', sql, params)).rows[0]?.n) === 1;
-    }
-    if (mode === 'retry') {
-      return (await this.run('release', this.sql.releaseRetry, params)).rowCount === 1;
-    }
-    const { rows } = await this.run('release', this.sql.releaseForget, params);
-    return Number(rows[0]?.n) === 1;
+    const announced = ref.announce === true;
+    if (announced) params.push(wakeTokenOf(ref.scope, ref.key));
+    const statement = announced
+      ? { retry: this.sql.releaseRetryAnnounced, forget: this.sql.releaseForgetAnnounced }[mode]
+      : { retry: this.sql.releaseRetry, forget: this.sql.releaseForget }[mode];
+    // A release for good counts its two writes as `n`, as an announced write does.
+    return writtenOf(await this.run('release', statement, params), announced || mode === 'forget');
   }
 
   /** @inheritDoc */
@@ -270,7 +264,7 @@ export class TypeOrmIdempotencyStore extends IdempotencyStore implements TypeOrm
         const { statement, params } = this.completion(ref, response, ttlSeconds, false);
         return tx
           .run('complete (in transaction)', statement, params)
-          .then((result) => written(result, ref));
+          .then((result) => writtenOf(result, ref.announce === true));
       },
       commit: () => tx.commit(),
       rollback: () => tx.rollback(),
@@ -336,16 +330,6 @@ export class TypeOrmIdempotencyStore extends IdempotencyStore implements TypeOrm
     );
   }
 
-  /** Runs one statement outside any transaction, bounded like every store call. @internal */
-  runStatement(
-    operation: string,
-    statement: PreparedStatement,
-    values: unknown[],
-    confirmed = false,
-  ): Promise<StatementResult> {
-    return this.run(operation, statement, values, undefined, confirmed);
-  }
-
   private usesPoolAccess(): boolean {
     if (this.poolAccess !== undefined) return this.poolAccess;
     const access = hasPoolAccess(this.dataSource);
@@ -355,18 +339,20 @@ export class TypeOrmIdempotencyStore extends IdempotencyStore implements TypeOrm
   }
 
   /**
-   * Runs one statement outside any transaction, within `operation`'s deadline.
+   * Runs one statement outside any transaction, within `operation`'s deadline. Internal: used by
+   * the phase and job stores too.
    * @param operation - a deadline shared with other statements, or the name of a new one
-   * @param read - what the caller wants of the result (on the pool, read without a `then()`)
    * @param confirmed - its commit makes an answer final: a WARNING during it rejects (`runOnPool`)
+   * @param read - what the caller wants of the result (on the pool, read without a `then()`)
    * @param recover - what becomes of a failed statement (see `runOnPool`)
+   * @internal
    */
-  private run<T = StatementResult>(
+  run<T = StatementResult>(
     operation: string | Deadline,
     statement: PreparedStatement,
     values: unknown[],
-    read?: (result: StatementResult) => T | PromiseLike<T>,
     confirmed = false,
+    read?: (result: StatementResult) => T | PromiseLike<T>,
     recover?: StatementRecovery<T>,
   ): Promise<T> {
     const deadline =

@@ -161,7 +161,7 @@ export class TypeOrmWakeUps implements IdempotencyStoreWakeUps {
       timer = setTimeout(() => resolve(false), this.connection.timeoutMs);
     });
     try {
-      await this.connection.runStatement('wake-up self-test', this.notify, [payload]);
+      await this.connection.run('wake-up self-test', this.notify, [payload]);
       return await arrived;
     } finally {
       clearTimeout(timer);
