@@ -244,7 +244,7 @@ export class TypeOrmIdempotencyStore extends IdempotencyStore implements TypeOrm
       operations: new TypeOrmPhaseStore(this, this.tableName, jobs),
       jobs,
       health: {
-        read: (limit, timeoutMs) => readTableHealth(this, this.tableName, limit, timeoutMs),
+        read: (limit, timeoutMs) => readTableHealth(this, this.sql.health, limit, timeoutMs),
       },
       operator: new TypeOrmOperator(this, this.tableName),
       verify: () => this.verify(),
