@@ -67,15 +67,12 @@ const CLAIM_ATTEMPTS = 5;
  *   successive full batches of one pass each start where the previous one ended.
  */
 export class TypeOrmIdempotencyStore extends IdempotencyStore implements TypeOrmStoreConnection {
-  private readonly table: string;
-  private readonly jobsTable: string;
   private readonly sql: Record<RecordStatementName, PreparedStatement>;
 
   /** How long one call may take, in milliseconds. */
   readonly timeoutMs: number;
   private readonly preparedStatements: boolean;
   private readonly wakeUps: 'auto' | 'poll';
-  private readonly channel: string;
   private resolved?: DataSource;
   /**
    * Whether statements run on the pg pool of TypeORM's driver (named, prepared once per
@@ -110,9 +107,6 @@ export class TypeOrmIdempotencyStore extends IdempotencyStore implements TypeOrm
     this.timeoutMs = timeoutMsOf(settings);
     this.preparedStatements = settings.preparedStatements ?? true;
     this.wakeUps = settings.wakeUps ?? 'auto';
-    this.channel = wakeUpChannelOf(tableName);
-    this.table = quoteTableName(tableName);
-    this.jobsTable = quoteTableName(jobsTableNameOf(tableName));
     this.sql = prepareStatements(recordStatements(tableName));
   }
 
@@ -131,8 +125,10 @@ export class TypeOrmIdempotencyStore extends IdempotencyStore implements TypeOrm
     const type = String(dataSource.options?.type);
     if (type !== 'postgres') throw IdempotencyConfigurationError.unsupportedDatabase(type);
     this.poolAccess = hasPoolAccess(dataSource);
-    const { rows } = await this.run('verify', this.sql.verify, [this.table, this.jobsTable]);
-    const problem = recordTableProblem(this.table, this.jobsTable, rows[0]);
+    const table = quoteTableName(this.tableName);
+    const jobsTable = quoteTableName(jobsTableNameOf(this.tableName));
+    const { rows } = await this.run('verify', this.sql.verify, [table, jobsTable]);
+    const problem = recordTableProblem(table, jobsTable, rows[0]);
     if (problem) throw problem;
     // A transaction at bootstrap makes the pipeline check (`pipelines`) then, not on a request.
     await (await this.openTransaction()).rollback();
@@ -250,7 +246,7 @@ export class TypeOrmIdempotencyStore extends IdempotencyStore implements TypeOrm
       verify: () => this.verify(),
       wakeUps:
         this.wakeUps === 'auto'
-          ? new TypeOrmWakeUps(this, () => this.dataSource, this.channel)
+          ? new TypeOrmWakeUps(this, () => this.dataSource, wakeUpChannelOf(this.tableName))
           : undefined,
     };
     return this.abilities;
