@@ -49,10 +49,9 @@ interface PgPool {
   ): void;
 }
 
-/** TypeORM's PostgreSQL driver, as far as the store uses it (public members of its typings). */
-interface PostgresDriverLike {
-  /** Its pg pool, once the DataSource is initialised. */
-  master?: PgPool;
+/** The pg pool of TypeORM's PostgreSQL driver (its public `master`), once it is initialised. */
+export function poolOf(dataSource: DataSource): PgPool | undefined {
+  return (dataSource.driver as unknown as { master?: PgPool } | undefined)?.master;
 }
 
 /**
@@ -81,10 +80,8 @@ export function prepareStatements<K extends string>(
  * (a driver without one) the store runs its statements through query runners.
  */
 export function hasPoolAccess(dataSource: DataSource): boolean {
-  const driver = dataSource.driver as unknown as PostgresDriverLike & {
-    options?: { type?: unknown };
-  };
-  return driver?.options?.type === 'postgres' && typeof driver.master?.connect === 'function';
+  const type = dataSource.driver?.options?.type;
+  return type === 'postgres' && typeof poolOf(dataSource)?.connect === 'function';
 }
 
 /**
@@ -121,7 +118,7 @@ export function runOnPool<T = StatementResult>(
   confirmed = false,
   recover?: StatementRecovery<T>,
 ): Promise<T> {
-  const pool = (dataSource.driver as unknown as PostgresDriverLike).master;
+  const pool = poolOf(dataSource);
   // TypeORM's own words for a DataSource not initialised (or destroyed).
   if (!pool) return Promise.reject(new Error('Driver not Connected'));
   return new Promise<T>((resolve, reject) => {

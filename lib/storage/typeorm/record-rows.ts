@@ -1,7 +1,13 @@
-import type { ClaimResult } from '../../interfaces/idempotency-record.interface';
+import type { ClaimResult, StoredResponse } from '../../interfaces/idempotency-record.interface';
 import type { StatementResult } from './prepared-statement';
 
-// What `TypeOrmIdempotencyStore` reads of its statements' rows (record-statements.sql.ts).
+// What the TypeORM store reads of its statements' rows (record-statements.sql.ts), and the
+// values it writes of a response.
+
+/** The values a completion writes: the response's status, headers and body, then its TTL. */
+export function responseValues(response: StoredResponse, ttlSeconds: number): unknown[] {
+  return [response.status, JSON.stringify(response.headers), response.body, ttlSeconds];
+}
 
 /** The claim of a new key, or `undefined` when the key has a record (then the claim runs). */
 export function freshClaimOf(result: StatementResult): ClaimResult | undefined {

@@ -17,7 +17,7 @@ import { hasPoolAccess, prepareStatements, runOnPool } from './prepared-statemen
 import type { PreparedStatement, StatementRecovery, StatementResult } from './prepared-statement';
 import { recoverCompletion } from './completion-retry';
 import { runOnNewQueryRunner } from './query-runner-statements';
-import { claimOutcomeOf, freshClaimOf, writtenOf } from './record-rows';
+import { claimOutcomeOf, freshClaimOf, responseValues, writtenOf } from './record-rows';
 import { recordStatements } from './record-statements.sql';
 import type { RecordStatementName } from './record-statements.sql';
 import { recordTableProblem } from './record-table-check';
@@ -281,15 +281,7 @@ export class TypeOrmIdempotencyStore extends IdempotencyStore implements TypeOrm
     ttlSeconds: number,
     orFail: boolean,
   ): { statement: PreparedStatement; params: unknown[] } {
-    const params = [
-      ref.scope,
-      ref.key,
-      ref.ownerToken,
-      response.status,
-      JSON.stringify(response.headers),
-      response.body,
-      ttlSeconds,
-    ];
+    const params = [ref.scope, ref.key, ref.ownerToken, ...responseValues(response, ttlSeconds)];
     if (!ref.announce) {
       return { statement: orFail ? this.sql.completeOrFail : this.sql.complete, params };
     }

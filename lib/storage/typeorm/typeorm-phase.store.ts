@@ -7,7 +7,7 @@ import { isolationLevelSql, phaseStatements } from './phase-statements.sql';
 import type { PhaseStatementName } from './phase-statements.sql';
 import { prepareStatements } from './prepared-statement';
 import type { PreparedStatement, StatementResult } from './prepared-statement';
-import { writtenOf } from './record-rows';
+import { responseValues, writtenOf } from './record-rows';
 import type {
   AbandonedOperation,
   BoundOperation,
@@ -131,17 +131,8 @@ export class TypeOrmPhaseStore implements OperationRecordStore {
     ttlSeconds: number,
     step?: OperationStepTransaction,
   ): Promise<boolean> {
-    const values = [
-      ref.scope,
-      ref.key,
-      ref.ownerToken,
-      expectedPoint,
-      state,
-      response.status,
-      JSON.stringify(response.headers),
-      response.body,
-      ttlSeconds,
-    ];
+    const guard = [ref.scope, ref.key, ref.ownerToken, expectedPoint, state];
+    const values = [...guard, ...responseValues(response, ttlSeconds)];
     const announce = ref.announce === true;
     if (announce) values.push(wakeTokenOf(ref.scope, ref.key));
     const statement = announce ? this.sql.finishAnnounced : this.sql.finish;
@@ -231,17 +222,9 @@ export class TypeOrmPhaseStore implements OperationRecordStore {
     response: StoredResponse | undefined,
     ttlSeconds: number,
   ): Promise<boolean> {
-    const result = response
-      ? await this.store.run('resolve abandoned', this.sql.resolveComplete, [
-          scope,
-          key,
-          response.status,
-          JSON.stringify(response.headers),
-          response.body,
-          ttlSeconds,
-        ])
-      : await this.store.run('resolve abandoned', this.sql.resolveDelete, [scope, key]);
-    return result.rowCount === 1;
+    const statement = response ? this.sql.resolveComplete : this.sql.resolveDelete;
+    const values = response ? [scope, key, ...responseValues(response, ttlSeconds)] : [scope, key];
+    return (await this.store.run('resolve abandoned', statement, values)).rowCount === 1;
   }
 
   private rows(result: { rows: any[] }): OperationRecordRow[] {
