@@ -67,11 +67,9 @@ export function prepareStatement(text: string): PreparedStatement {
 export function prepareStatements<K extends string>(
   texts: Record<K, string>,
 ): Record<K, PreparedStatement> {
-  const entries = Object.entries<string>(texts).map(([name, text]) => [
-    name,
-    prepareStatement(text),
-  ]);
-  return Object.fromEntries(entries) as Record<K, PreparedStatement>;
+  return Object.fromEntries(
+    Object.entries<string>(texts).map(([name, text]) => [name, prepareStatement(text)]),
+  ) as Record<K, PreparedStatement>;
 }
 
 /**
@@ -114,7 +112,7 @@ export function runOnPool<T = StatementResult>(
   values: unknown[],
   deadline: Deadline,
   prepared = true,
-  read: (result: StatementResult) => T | PromiseLike<T> = asIs as (result: StatementResult) => T,
+  read?: (result: StatementResult) => T | PromiseLike<T>,
   confirmed = false,
   recover?: StatementRecovery<T>,
 ): Promise<T> {
@@ -171,7 +169,7 @@ export function runOnPool<T = StatementResult>(
           giveBack();
           if (unconfirmed) return reject(unconfirmed);
           try {
-            resolve(read(result));
+            resolve(read ? read(result) : (result as T));
           } catch (readError) {
             reject(readError);
           }
@@ -201,10 +199,6 @@ function settleFailed<T>(
   const recovered = recover?.(error, values);
   if (recovered) resolve(recovered);
   else reject(error);
-}
-
-function asIs<T>(value: T): T {
-  return value;
 }
 
 /**
