@@ -18,48 +18,20 @@ const LONGEST_PAUSE_MS = 500;
  * refused (an ERROR), a call that ran out of time, whose statement may still be pending, or a
  * commit that stands but was not confirmed by the standby (sent again, it would hide that).
  */
-export function isCompletionRetryable(error: unknown): boolean {
+function isCompletionRetryable(error: unknown): boolean {
   return isDatabaseUnavailable(error) && !isStoreTimeout(error) && !isCommitUnconfirmed(error);
 }
 
 /**
- * Sends a completion again after its connection failed, on a fresh connection each time, after
- * pauses that double (to half a second), until one gets an answer or the store's timeout, counted from the failure,
- * runs out: a failover's new primary takes a few seconds to take writes. Only the way that
- * failed reaches here.
- * @param send - sends the completion's `completeAgain` statement within `deadline`
- * @param timeoutMs - the store's timeout
- * @param failure - the error of the attempt that failed
- * @returns the answer of the first attempt that got one
+ * What becomes of a completion that failed: when its connection failed, it is sent again as
+ * `completeAgain`, which also counts a record this owner already completed with the same
+ * response (the first may have committed); otherwise undefined. It goes on a fresh connection
+ * each time, after pauses that double (to half a second), until one gets an answer or the
+ * store's timeout, counted from the failure, runs out: a failover's new primary takes a few
+ * seconds to take writes.
+ * @param run - sends the statement with the completion's values within `deadline`
+ * @returns whether the first attempt that got an answer completed the record
  * @throws the last attempt's error when it was not a connection error, or when the time ran out
- */
-export async function sendCompletionAgain(
-  send: (deadline: Deadline) => Promise<StatementResult>,
-  timeoutMs: number,
-  failure: unknown,
-): Promise<StatementResult> {
-  const deadline = new Deadline('complete (again)', timeoutMs);
-  let error = failure;
-  for (
-    let pauseMs = FIRST_PAUSE_MS;
-    deadline.remainingMs() > pauseMs;
-    pauseMs = Math.min(pauseMs * 2, LONGEST_PAUSE_MS)
-  ) {
-    await new Promise((resolve) => setTimeout(resolve, pauseMs));
-    try {
-      return await send(deadline);
-    } catch (next) {
-      if (!isCompletionRetryable(next)) throw next;
-      error = next;
-    }
-  }
-  throw error;
-}
-
-/**
- * What becomes of a completion that failed: when its connection failed, it is sent again
- * (`sendCompletionAgain`) as `completeAgain`, which also counts a record this owner already
- * completed with the same response (the first may have committed); otherwise undefined.
  */
 export function recoverCompletion(
   error: unknown,
@@ -72,7 +44,22 @@ export function recoverCompletion(
   // The completion's values end with the wake token when it announces itself.
   const announced = values.length > COMPLETION_VALUES;
   const statement = announced ? sql.completeAgainAnnounced : sql.completeAgain;
-  return sendCompletionAgain((deadline) => run(deadline, statement), timeoutMs, error).then(
-    (result) => writtenOf(result, announced),
-  );
+  const deadline = new Deadline('complete (again)', timeoutMs);
+  const sendAgain = async (failure: unknown): Promise<boolean> => {
+    for (
+      let pauseMs = FIRST_PAUSE_MS;
+      deadline.remainingMs() > pauseMs;
+      pauseMs = Math.min(pauseMs * 2, LONGEST_PAUSE_MS)
+    ) {
+      await new Promise((resolve) => setTimeout(resolve, pauseMs));
+      try {
+        return writtenOf(await run(deadline, statement), announced);
+      } catch (next) {
+        if (!isCompletionRetryable(next)) throw next;
+        failure = next;
+      }
+    }
+    throw failure;
+  };
+  return sendAgain(error);
 }

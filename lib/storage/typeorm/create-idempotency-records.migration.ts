@@ -5,8 +5,11 @@ import {
   addIdempotencyPhasesSql,
   addIdempotencyPurgeAfterSql,
   createIdempotencyTableSql,
+  createSchemaSql,
   dropIdempotencyTableSql,
-  quoteTableName,
+  dropJobsTableSql,
+  dropOperationSettingsSql,
+  SCHEMA_EXISTS_SQL,
   schemaOf,
 } from './idempotency-table.sql';
 import { DEFAULT_TYPEORM_STORE_OPTIONS } from './typeorm-store.defaults';
@@ -33,35 +36,33 @@ function pascalCase(tableName: string): string {
 
 /**
  * A migration class named `name` (TypeORM records migrations by their name) whose `up()` and
- * `down()` refuse a DataSource that is not PostgreSQL before running a statement. Without
- * `down`, `down()` does nothing.
+ * `down()` refuse a DataSource that is not PostgreSQL before running a statement, then run their
+ * statements one after another. Without `down` statements, `down()` does nothing.
+ * @param before - what `up()` does before its statements
  */
 function postgresMigration(
   name: string,
-  up: (queryRunner: QueryRunner) => Promise<void>,
-  down?: (queryRunner: QueryRunner) => Promise<void>,
+  up: string[],
+  down: string[] = [],
+  before?: (queryRunner: QueryRunner) => Promise<void>,
 ): new () => MigrationInterface {
   const migration = class implements MigrationInterface {
     name = name;
 
     async up(queryRunner: QueryRunner): Promise<void> {
       assertPostgres(queryRunner);
-      await up(queryRunner);
+      await before?.(queryRunner);
+      for (const sql of up) await queryRunner.query(sql);
     }
 
     async down(queryRunner: QueryRunner): Promise<void> {
-      if (!down) return;
+      if (down.length === 0) return;
       assertPostgres(queryRunner);
-      await down(queryRunner);
+      for (const sql of down) await queryRunner.query(sql);
     }
   };
   Object.defineProperty(migration, 'name', { value: name });
   return migration;
-}
-
-/** Runs DDL statements one after another. */
-async function runAll(queryRunner: QueryRunner, statements: string[]): Promise<void> {
-  for (const sql of statements) await queryRunner.query(sql);
 }
 
 /**
@@ -80,24 +81,17 @@ async function runAll(queryRunner: QueryRunner, statements: string[]): Promise<v
  */
 export function createIdempotencyRecordsMigration(tableName: string): new () => MigrationInterface {
   // TypeORM records migrations by name: each table gets its own, e.g. `CreateBillingIdempotencyRecords1732233600000`.
-  const name = `Create${pascalCase(tableName)}1732233600000`;
   const schema = schemaOf(tableName);
   return postgresMigration(
-    name,
+    `Create${pascalCase(tableName)}1732233600000`,
+    createIdempotencyTableSql(tableName),
+    dropIdempotencyTableSql(tableName),
     async (queryRunner) => {
-      if (schema !== undefined) {
-        // CREATE SCHEMA IF NOT EXISTS needs CREATE on the database even when the schema exists.
-        const found: unknown[] = await queryRunner.query(
-          'SELECT 1 FROM pg_namespace WHERE nspname = $1',
-          [schema],
-        );
-        if (found.length === 0) {
-          await queryRunner.query(`CREATE SCHEMA IF NOT EXISTS ${quoteTableName(schema)}`);
-        }
-      }
-      await runAll(queryRunner, createIdempotencyTableSql(tableName));
+      if (schema === undefined) return;
+      // CREATE SCHEMA IF NOT EXISTS needs CREATE on the database even when the schema exists.
+      const found: unknown[] = await queryRunner.query(SCHEMA_EXISTS_SQL, [schema]);
+      if (found.length === 0) await queryRunner.query(createSchemaSql(schema));
     },
-    (queryRunner) => runAll(queryRunner, dropIdempotencyTableSql(tableName)),
   );
 }
 
@@ -125,12 +119,10 @@ export const CreateIdempotencyRecords1732233600000 =
  *   PostgreSQL, before any statement runs
  */
 export function createIdempotencyPhasesMigration(tableName: string): new () => MigrationInterface {
-  const name = `AddPhasesTo${pascalCase(tableName)}1764028800000`;
   return postgresMigration(
-    name,
-    (queryRunner) => runAll(queryRunner, addIdempotencyPhasesSql(tableName)),
-    (queryRunner) =>
-      runAll(queryRunner, [`DROP TABLE IF EXISTS ${quoteTableName(`${tableName}_jobs`)}`]),
+    `AddPhasesTo${pascalCase(tableName)}1764028800000`,
+    addIdempotencyPhasesSql(tableName),
+    dropJobsTableSql(tableName),
   );
 }
 
@@ -163,10 +155,10 @@ export const AddPhasesToIdempotencyRecords1764028800000 =
 export function createIdempotencyPurgeAfterMigration(
   tableName: string,
 ): new () => MigrationInterface {
-  const name = `AddPurgeAfterTo${pascalCase(tableName)}1764201600000`;
   // No down(): nothing to undo would leave a table this version of the library can use.
-  return postgresMigration(name, (queryRunner) =>
-    runAll(queryRunner, addIdempotencyPurgeAfterSql(tableName)),
+  return postgresMigration(
+    `AddPurgeAfterTo${pascalCase(tableName)}1764201600000`,
+    addIdempotencyPurgeAfterSql(tableName),
   );
 }
 
@@ -198,14 +190,10 @@ export const AddPurgeAfterToIdempotencyRecords1764201600000 =
 export function createIdempotencyOperationSettingsMigration(
   tableName: string,
 ): new () => MigrationInterface {
-  const name = `AddOperationSettingsTo${pascalCase(tableName)}1764288000000`;
   return postgresMigration(
-    name,
-    (queryRunner) => runAll(queryRunner, addIdempotencyOperationSettingsSql(tableName)),
-    (queryRunner) =>
-      runAll(queryRunner, [
-        `ALTER TABLE ${quoteTableName(tableName)} DROP COLUMN IF EXISTS "operation_settings"`,
-      ]),
+    `AddOperationSettingsTo${pascalCase(tableName)}1764288000000`,
+    addIdempotencyOperationSettingsSql(tableName),
+    dropOperationSettingsSql(tableName),
   );
 }
 

@@ -251,6 +251,24 @@ export function addIdempotencyPhasesSql(tableName: string): string[] {
   ];
 }
 
+/** DDL of the phases migration's `down()`: the jobs table goes, the added columns stay. */
+export function dropJobsTableSql(tableName: string): string[] {
+  return [`DROP TABLE IF EXISTS ${quoteTableName(jobsTableNameOf(tableName))}`];
+}
+
+/** DDL of the operation-settings migration's `down()`. */
+export function dropOperationSettingsSql(tableName: string): string[] {
+  return [`ALTER TABLE ${quoteTableName(tableName)} DROP COLUMN IF EXISTS "operation_settings"`];
+}
+
+/** Whether the schema `$1` exists: the create migration makes it only when it does not. */
+export const SCHEMA_EXISTS_SQL = 'SELECT 1 FROM pg_namespace WHERE nspname = $1';
+
+/** DDL that creates a record table's schema. */
+export function createSchemaSql(schema: string): string {
+  return `CREATE SCHEMA IF NOT EXISTS ${quoteTableName(schema)}`;
+}
+
 /**
  * DDL that drops the record table, its jobs table and the upgrade's trigger function.
  * @param tableName - table name, optionally schema-qualified

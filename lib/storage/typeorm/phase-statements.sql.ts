@@ -18,6 +18,23 @@ const idle = `r.operation IS NOT NULL AND r.recovery_point <> 'finished'
                   AND (r.status = 'released' OR r.locked_until <= ${at})`;
 const recordColumns = `r.scope, r.idempotency_key, r.record_id, r.operation, r.recovery_point, r.operation_settings`;
 
+/** Marks a record abandoned: no owner, no lease. */
+function abandonSql(t: string): string {
+  return `
+        UPDATE ${t} r SET status = 'abandoned', owner_token = NULL, locked_until = NULL,
+               updated_at = ${written}`;
+}
+
+/** Marks a batch of `$1` idle operations abandoned, those that meet `condition`. */
+function abandonIdleSql(t: string, condition: string): string {
+  return `${abandonSql(t)}
+         WHERE ctid = ANY(ARRAY(
+           SELECT ctid FROM ${t} r
+            WHERE ${idle} AND ${condition}
+            LIMIT $1 FOR UPDATE SKIP LOCKED))
+        RETURNING ${recordColumns}, NULL::uuid AS owner_token, r.attempts`;
+}
+
 /** The statements of a run's steps, each on the lease the run holds. */
 function stepSql(t: string) {
   return {
@@ -50,9 +67,7 @@ function stepSql(t: string) {
                purge_after = LEAST(r.purge_after, ${written} + $9::float8 * interval '1 second'),
                locked_until = NULL, last_run_at = ${written}, updated_at = ${written}
          WHERE ${owned} AND r.recovery_point = $4`,
-    abandon: `
-        UPDATE ${t} r SET status = 'abandoned', owner_token = NULL, locked_until = NULL,
-               updated_at = ${written}
+    abandon: `${abandonSql(t)}
          WHERE ${owned}`,
   };
 }
@@ -72,22 +87,8 @@ function reaperSql(t: string) {
                  LIMIT $1 FOR UPDATE SKIP LOCKED) c
          WHERE r.scope = c.scope AND r.idempotency_key = c.idempotency_key
         RETURNING ${recordColumns}, r.owner_token, r.attempts`,
-    abandonOld: `
-        UPDATE ${t} r SET status = 'abandoned', owner_token = NULL, locked_until = NULL,
-               updated_at = ${written}
-         WHERE ctid = ANY(ARRAY(
-           SELECT ctid FROM ${t} r
-            WHERE ${idle} AND r.created_at <= ${at} - $2::float8 * interval '1 second'
-            LIMIT $1 FOR UPDATE SKIP LOCKED))
-        RETURNING ${recordColumns}, NULL::uuid AS owner_token, r.attempts`,
-    reapExpired: `
-        UPDATE ${t} r SET status = 'abandoned', owner_token = NULL, locked_until = NULL,
-               updated_at = ${written}
-         WHERE ctid = ANY(ARRAY(
-           SELECT ctid FROM ${t} r
-            WHERE ${idle} AND r.expires_at <= ${at}
-            LIMIT $1 FOR UPDATE SKIP LOCKED))
-        RETURNING ${recordColumns}, NULL::uuid AS owner_token, r.attempts`,
+    abandonOld: abandonIdleSql(t, `r.created_at <= ${at} - $2::float8 * interval '1 second'`),
+    reapExpired: abandonIdleSql(t, `r.expires_at <= ${at}`),
     deleteAbandoned: `
         WITH gone AS (
           DELETE FROM ${t} WHERE ctid = ANY(ARRAY(

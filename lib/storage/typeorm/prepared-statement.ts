@@ -49,10 +49,9 @@ interface PgPool {
   ): void;
 }
 
-/** TypeORM's PostgreSQL driver, as far as the store uses it (public members of its typings). */
-interface PostgresDriverLike {
-  /** Its pg pool, once the DataSource is initialised. */
-  master?: PgPool;
+/** The pg pool of TypeORM's PostgreSQL driver (its public `master`), once it is initialised. */
+export function poolOf(dataSource: DataSource): PgPool | undefined {
+  return (dataSource.driver as unknown as { master?: PgPool } | undefined)?.master;
 }
 
 /**
@@ -68,11 +67,9 @@ export function prepareStatement(text: string): PreparedStatement {
 export function prepareStatements<K extends string>(
   texts: Record<K, string>,
 ): Record<K, PreparedStatement> {
-  const entries = Object.entries<string>(texts).map(([name, text]) => [
-    name,
-    prepareStatement(text),
-  ]);
-  return Object.fromEntries(entries) as Record<K, PreparedStatement>;
+  return Object.fromEntries(
+    Object.entries<string>(texts).map(([name, text]) => [name, prepareStatement(text)]),
+  ) as Record<K, PreparedStatement>;
 }
 
 /**
@@ -81,10 +78,8 @@ export function prepareStatements<K extends string>(
  * (a driver without one) the store runs its statements through query runners.
  */
 export function hasPoolAccess(dataSource: DataSource): boolean {
-  const driver = dataSource.driver as unknown as PostgresDriverLike & {
-    options?: { type?: unknown };
-  };
-  return driver?.options?.type === 'postgres' && typeof driver.master?.connect === 'function';
+  const type = dataSource.driver?.options?.type;
+  return type === 'postgres' && typeof poolOf(dataSource)?.connect === 'function';
 }
 
 /**
@@ -117,11 +112,11 @@ export function runOnPool<T = StatementResult>(
   values: unknown[],
   deadline: Deadline,
   prepared = true,
-  read: (result: StatementResult) => T | PromiseLike<T> = asIs as (result: StatementResult) => T,
+  read?: (result: StatementResult) => T | PromiseLike<T>,
   confirmed = false,
   recover?: StatementRecovery<T>,
 ): Promise<T> {
-  const pool = (dataSource.driver as unknown as PostgresDriverLike).master;
+  const pool = poolOf(dataSource);
   // TypeORM's own words for a DataSource not initialised (or destroyed).
   if (!pool) return Promise.reject(new Error('Driver not Connected'));
   return new Promise<T>((resolve, reject) => {
@@ -174,7 +169,7 @@ export function runOnPool<T = StatementResult>(
           giveBack();
           if (unconfirmed) return reject(unconfirmed);
           try {
-            resolve(read(result));
+            resolve(read ? read(result) : (result as T));
           } catch (readError) {
             reject(readError);
           }
@@ -204,10 +199,6 @@ function settleFailed<T>(
   const recovered = recover?.(error, values);
   if (recovered) resolve(recovered);
   else reject(error);
-}
-
-function asIs<T>(value: T): T {
-  return value;
 }
 
 /**

@@ -5,28 +5,6 @@ import { isStoreTimeout } from './with-deadline';
 import type { Deadline } from './with-deadline';
 
 /**
- * Connects a query runner within `deadline`, or releases it. When the connection arrives after
- * the deadline, the runner is released then: released earlier, TypeORM would keep the late
- * connection checked out for good.
- * @returns the runner's connection (a pg client on the PostgreSQL driver)
- * @throws IdempotencyStoreTimeoutError when no connection came in time
- */
-export async function connectQueryRunner(
-  runner: QueryRunner,
-  deadline: Deadline,
-): Promise<unknown> {
-  try {
-    return await deadline.race(runner.connect() as Promise<unknown>, 'a pooled connection', () => {
-      runner.release().catch(() => undefined);
-    });
-  } catch (error) {
-    // After a timeout the late connection releases the runner (above); otherwise release now.
-    if (!isStoreTimeout(error)) await runner.release().catch(() => undefined);
-    throw error;
-  }
-}
-
-/**
  * Closes a query runner's connection and releases the runner, for a runner whose statement ran
  * out of time: the statement may still be pending on it, so the pool must not lend it out again.
  * pg's `Client.end()` destroys the socket when a query is active, and pg-pool drops a client
@@ -80,7 +58,18 @@ export async function runOnNewQueryRunner(
 ): Promise<StatementResult> {
   // The primary even with read replicas: as every store statement (runOnPool lends from `master`).
   const runner = dataSource.createQueryRunner('master');
-  const connection = await connectQueryRunner(runner, deadline);
+  let connection: unknown;
+  try {
+    // A connection that arrives after the deadline releases the runner then: released earlier,
+    // TypeORM would keep the late connection checked out for good.
+    const connecting = runner.connect() as Promise<unknown>;
+    connection = await deadline.race(connecting, 'a pooled connection', () => {
+      runner.release().catch(() => undefined);
+    });
+  } catch (error) {
+    if (!isStoreTimeout(error)) await runner.release().catch(() => undefined);
+    throw error;
+  }
   const endWatch = confirmed ? watchCommitWarnings(connection, deadline.operation) : undefined;
   let discarded = false;
   try {

@@ -1,20 +1,18 @@
-import type {
-  ClaimResult,
-  IdempotencyRecordRef,
-} from '../../interfaces/idempotency-record.interface';
+import type { ClaimResult, StoredResponse } from '../../interfaces/idempotency-record.interface';
 import type { StatementResult } from './prepared-statement';
 
-// What `TypeOrmIdempotencyStore` reads of its statements' rows (record-statements.sql.ts).
+// What the TypeORM store reads of its statements' rows (record-statements.sql.ts), and the
+// values it writes of a response.
+
+/** The values a completion writes: the response's status, headers and body, then its TTL. */
+export function responseValues(response: StoredResponse, ttlSeconds: number): unknown[] {
+  return [response.status, JSON.stringify(response.headers), response.body, ttlSeconds];
+}
 
 /** The claim of a new key, or `undefined` when the key has a record (then the claim runs). */
 export function freshClaimOf(result: StatementResult): ClaimResult | undefined {
   const fresh = result.rows[0];
   return fresh && { outcome: 'claimed', recordId: fresh.record_id, attempt: 1 };
-}
-
-/** Whether a completion changed the record: its row count, or `n` when it announced itself. */
-export function written(result: StatementResult, ref: IdempotencyRecordRef): boolean {
-  return writtenOf(result, ref.announce === true);
 }
 
 /** Whether a write changed the record: its row count, or `n` when it announced itself. */
@@ -27,14 +25,17 @@ export function writtenOf(result: StatementResult, announced: boolean): boolean 
  * abandoned; `undefined` when a concurrent writer changed the row under it (then it runs again).
  */
 export function claimOutcomeOf(row: any): ClaimResult | undefined {
-  if (!row || row.outcome === 'retry') return undefined;
-  switch (row.outcome) {
+  const recordId: string = row?.record_id;
+  switch (row?.outcome) {
+    case undefined:
+    case 'retry':
+      return undefined;
     case 'claimed':
-      return { outcome: 'claimed', recordId: row.record_id, attempt: Number(row.attempts) };
+      return { outcome: 'claimed', recordId, attempt: Number(row.attempts) };
     case 'completed':
       return {
         outcome: 'completed',
-        recordId: row.record_id,
+        recordId,
         response: {
           status: Number(row.response_status),
           headers: row.response_headers ?? {},
@@ -43,10 +44,9 @@ export function claimOutcomeOf(row: any): ClaimResult | undefined {
         expiresInMs: Number(row.expires_in_ms),
       };
     case 'mismatch':
-      return { outcome: 'mismatch', recordId: row.record_id };
     case 'abandoned':
-      return { outcome: 'abandoned', recordId: row.record_id };
+      return { outcome: row.outcome, recordId };
     default:
-      return { outcome: 'in_flight', recordId: row.record_id };
+      return { outcome: 'in_flight', recordId };
   }
 }

@@ -1,3 +1,4 @@
+import { healthSql } from './health-statement.sql';
 import { quoteTableName } from './idempotency-table.sql';
 import { wakeUpChannelOf } from './typeorm-wake-ups';
 import { announcedWrite, failUnlessWritten, notifyWritten } from './wake-up-statements.sql';
@@ -200,6 +201,7 @@ export function recordStatements(tableName: string) {
     ...ownerWriteSql(t),
     purge: purgeSql(t),
     verify: RECORD_TABLE_CHECK_SQL,
+    health: healthSql(tableName),
   };
   // A write of a route that may wait (`ref.announce`) tells the listening instances in the same
   // statement, only when it changed the record: one more statement text, no more round trip.

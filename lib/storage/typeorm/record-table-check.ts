@@ -10,51 +10,21 @@ export interface RecordTableCheckRow {
 }
 
 /** The columns each migration adds to the record table, in the order they shipped. */
-const RECORD_COLUMNS: ReadonlyArray<{ columns: readonly string[]; fix: SchemaFix }> = [
-  {
-    columns: [
-      'scope',
-      'idempotency_key',
-      'record_id',
-      'fingerprint',
-      'status',
-      'owner_token',
-      'locked_until',
-      'expires_at',
-      'attempts',
-      'method',
-      'path',
-      'response_status',
-      'response_headers',
-      'response_body',
-      'created_at',
-      'updated_at',
-    ],
-    fix: 'create',
-  },
-  {
-    columns: ['operation', 'recovery_point', 'operation_input', 'operation_state', 'last_run_at'],
-    fix: 'phases',
-  },
-  { columns: ['purge_after'], fix: 'purgeAfter' },
-  { columns: ['operation_settings'], fix: 'operationSettings' },
+const RECORD_COLUMNS: ReadonlyArray<[SchemaFix, string]> = [
+  [
+    'create',
+    'scope idempotency_key record_id fingerprint status owner_token locked_until expires_at ' +
+      'attempts method path response_status response_headers response_body created_at updated_at',
+  ],
+  ['phases', 'operation recovery_point operation_input operation_state last_run_at'],
+  ['purgeAfter', 'purge_after'],
+  ['operationSettings', 'operation_settings'],
 ];
 
 /** The jobs table's columns, all made by the phases migration. */
-const JOB_COLUMNS = [
-  'id',
-  'name',
-  'args',
-  'job_key',
-  'origin_scope',
-  'origin_key',
-  'status',
-  'attempts',
-  'run_after',
-  'last_error',
-  'created_at',
-  'updated_at',
-];
+const JOB_COLUMNS =
+  'id name args job_key origin_scope origin_key status attempts run_after last_error ' +
+  'created_at updated_at';
 
 /**
  * Turns what the check read into the error that says exactly what is missing and what adds it,
@@ -69,25 +39,18 @@ export function recordTableProblem(
   row: RecordTableCheckRow | undefined,
 ): IdempotencyConfigurationError | undefined {
   if (row?.present !== true) return IdempotencyConfigurationError.tableMissing(table);
-  const have = new Set(row.columns);
   const missing: string[] = [];
   const fixes = new Set<SchemaFix>();
-  for (const { columns, fix } of RECORD_COLUMNS) {
-    const absent = columns.filter((column) => !have.has(column));
-    if (absent.length === 0) continue;
-    missing.push(...absent.map((column) => `column "${column}" of ${table}`));
-    fixes.add(fix);
-  }
-  if (row.jobs !== true) {
+  const look = (name: string, have: string[], columns: string, fix: SchemaFix) => {
+    const absent = columns.split(' ').filter((column) => !have.includes(column));
+    missing.push(...absent.map((column) => `column "${column}" of ${name}`));
+    if (absent.length > 0) fixes.add(fix);
+  };
+  for (const [fix, columns] of RECORD_COLUMNS) look(table, row.columns, columns, fix);
+  if (row.jobs === true) look(jobsTable, row.job_columns, JOB_COLUMNS, 'jobsTable');
+  else {
     missing.push(`table ${jobsTable}`);
     fixes.add('phases');
-  } else {
-    const haveJobs = new Set(row.job_columns);
-    const absent = JOB_COLUMNS.filter((column) => !haveJobs.has(column));
-    if (absent.length > 0) {
-      missing.push(...absent.map((column) => `column "${column}" of ${jobsTable}`));
-      fixes.add('jobsTable');
-    }
   }
   if (missing.length === 0) return undefined;
   return IdempotencyConfigurationError.schemaIncomplete(table, missing, [...fixes]);

@@ -14,7 +14,7 @@ export interface TypeOrmStoreConnection {
    * Runs one statement outside any transaction, bounded like every store call; `confirmed`: its
    * commit makes an answer final, and a WARNING during it rejects (`IdempotencyCommitUnconfirmedError`).
    */
-  runStatement(
+  run(
     operation: string,
     statement: PreparedStatement,
     values: unknown[],

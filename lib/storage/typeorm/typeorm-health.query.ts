@@ -1,41 +1,28 @@
 import type { IdempotencyTableHealth } from '../idempotency-store.capabilities';
-import { healthSql } from './health-statement.sql';
-import { prepareStatement } from './prepared-statement';
 import type { PreparedStatement } from './prepared-statement';
 import type { TypeOrmStoreConnection } from './store-connection';
 import { Deadline } from './with-deadline';
-
-const statements = new Map<string, PreparedStatement>();
-
-/** The health statement of a record table, prepared once per table. */
-function healthStatement(tableName: string): PreparedStatement {
-  let statement = statements.get(tableName);
-  if (statement) return statement;
-  statement = prepareStatement(healthSql(tableName));
-  statements.set(tableName, statement);
-  return statement;
-}
 
 /**
  * Reads the record table's health through the store's statement runner (its pool, its own
  * timeout), answering within `timeoutMs` whatever the store's timeout is.
  *
  * @param store - the TypeORM store
- * @param tableName - the record table
+ * @param statement - the record table's health statement (`healthSql`)
  * @param countLimit - the most rows each count reads
  * @param timeoutMs - how long the read may take
  * @throws IdempotencyStoreTimeoutError when the database does not answer within `timeoutMs`
  */
 export async function readTableHealth(
   store: TypeOrmStoreConnection,
-  tableName: string,
+  statement: PreparedStatement,
   countLimit: number,
   timeoutMs: number,
 ): Promise<IdempotencyTableHealth> {
   const started = Date.now();
   const deadline = new Deadline('health check', timeoutMs);
   const { rows } = await deadline.race(
-    store.runStatement('health check', healthStatement(tableName), [countLimit]),
+    store.run('health check', statement, [countLimit]),
     'PostgreSQL to answer',
   );
   const row = rows[0];

@@ -17,7 +17,7 @@ import { hasPoolAccess, prepareStatements, runOnPool } from './prepared-statemen
 import type { PreparedStatement, StatementRecovery, StatementResult } from './prepared-statement';
 import { recoverCompletion } from './completion-retry';
 import { runOnNewQueryRunner } from './query-runner-statements';
-import { claimOutcomeOf, freshClaimOf, written } from './record-rows';
+import { claimOutcomeOf, freshClaimOf, responseValues, writtenOf } from './record-rows';
 import { recordStatements } from './record-statements.sql';
 import type { RecordStatementName } from './record-statements.sql';
 import { recordTableProblem } from './record-table-check';
@@ -67,15 +67,12 @@ const CLAIM_ATTEMPTS = 5;
  *   successive full batches of one pass each start where the previous one ended.
  */
 export class TypeOrmIdempotencyStore extends IdempotencyStore implements TypeOrmStoreConnection {
-  private readonly table: string;
-  private readonly jobsTable: string;
   private readonly sql: Record<RecordStatementName, PreparedStatement>;
 
   /** How long one call may take, in milliseconds. */
   readonly timeoutMs: number;
   private readonly preparedStatements: boolean;
   private readonly wakeUps: 'auto' | 'poll';
-  private readonly channel: string;
   private resolved?: DataSource;
   /**
    * Whether statements run on the pg pool of TypeORM's driver (named, prepared once per
@@ -110,9 +107,6 @@ export class TypeOrmIdempotencyStore extends IdempotencyStore implements TypeOrm
     this.timeoutMs = timeoutMsOf(settings);
     this.preparedStatements = settings.preparedStatements ?? true;
     this.wakeUps = settings.wakeUps ?? 'auto';
-    this.channel = wakeUpChannelOf(tableName);
-    this.table = quoteTableName(tableName);
-    this.jobsTable = quoteTableName(jobsTableNameOf(tableName));
     this.sql = prepareStatements(recordStatements(tableName));
   }
 
@@ -131,19 +125,18 @@ export class TypeOrmIdempotencyStore extends IdempotencyStore implements TypeOrm
     const type = String(dataSource.options?.type);
     if (type !== 'postgres') throw IdempotencyConfigurationError.unsupportedDatabase(type);
     this.poolAccess = hasPoolAccess(dataSource);
-    const { rows } = await this.run('verify', this.sql.verify, [this.table, this.jobsTable]);
-    const problem = recordTableProblem(this.table, this.jobsTable, rows[0]);
+    const table = quoteTableName(this.tableName);
+    const jobsTable = quoteTableName(jobsTableNameOf(this.tableName));
+    const { rows } = await this.run('verify', this.sql.verify, [table, jobsTable]);
+    const problem = recordTableProblem(table, jobsTable, rows[0]);
     if (problem) throw problem;
     // A transaction at bootstrap makes the pipeline check (`pipelines`) then, not on a request.
     await (await this.openTransaction()).rollback();
   }
 
   private get dataSource(): DataSource {
-    if (!this.resolved) {
-      this.resolved =
-        typeof this.dataSourceRef === 'function' ? this.dataSourceRef() : this.dataSourceRef;
-    }
-    return this.resolved;
+    const ref = this.dataSourceRef;
+    return (this.resolved ??= typeof ref === 'function' ? ref() : ref);
   }
 
   /** @inheritDoc */
@@ -166,6 +159,7 @@ export class TypeOrmIdempotencyStore extends IdempotencyStore implements TypeOrm
       deadline,
       this.sql.claimFresh,
       params,
+      false,
       (result) => freshClaimOf(result) ?? this.claimExisting(deadline, params),
     );
   }
@@ -190,8 +184,8 @@ export class TypeOrmIdempotencyStore extends IdempotencyStore implements TypeOrm
   ): Promise<boolean> {
     try {
       const { statement, params } = this.completion(ref, response, ttlSeconds, false);
-      const read = (result: StatementResult) => written(result, ref);
-      return this.run('complete', statement, params, read, true, this.completeAfterFailure);
+      const read = (result: StatementResult) => writtenOf(result, ref.announce === true);
+      return this.run('complete', statement, params, true, read, this.completeAfterFailure);
     } catch (error) {
       return Promise.reject(error);
     }
@@ -206,17 +200,13 @@ export class TypeOrmIdempotencyStore extends IdempotencyStore implements TypeOrm
   /** @inheritDoc */
   async release(ref: IdempotencyRecordRef, mode: 'retry' | 'forget'): Promise<boolean> {
     const params = [ref.scope, ref.key, ref.ownerToken];
-    if (ref.announce) {
-      params.push(wakeTokenOf(ref.scope, ref.key));
-      const sql =
-        mode === 'retry' ? this.sql.releaseRetryAnnounced : this.sql.releaseForgetAnnounced;
-      return Number((await this.run('release', sql, params)).rows[0]?.n) === 1;
-    }
-    if (mode === 'retry') {
-      return (await this.run('release', this.sql.releaseRetry, params)).rowCount === 1;
-    }
-    const { rows } = await this.run('release', this.sql.releaseForget, params);
-    return Number(rows[0]?.n) === 1;
+    const announced = ref.announce === true;
+    if (announced) params.push(wakeTokenOf(ref.scope, ref.key));
+    const statement = announced
+      ? { retry: this.sql.releaseRetryAnnounced, forget: this.sql.releaseForgetAnnounced }[mode]
+      : { retry: this.sql.releaseRetry, forget: this.sql.releaseForget }[mode];
+    // A release for good counts its two writes as `n`, as an announced write does.
+    return writtenOf(await this.run('release', statement, params), announced || mode === 'forget');
   }
 
   /** @inheritDoc */
@@ -250,13 +240,13 @@ export class TypeOrmIdempotencyStore extends IdempotencyStore implements TypeOrm
       operations: new TypeOrmPhaseStore(this, this.tableName, jobs),
       jobs,
       health: {
-        read: (limit, timeoutMs) => readTableHealth(this, this.tableName, limit, timeoutMs),
+        read: (limit, timeoutMs) => readTableHealth(this, this.sql.health, limit, timeoutMs),
       },
       operator: new TypeOrmOperator(this, this.tableName),
       verify: () => this.verify(),
       wakeUps:
         this.wakeUps === 'auto'
-          ? new TypeOrmWakeUps(this, () => this.dataSource, this.channel)
+          ? new TypeOrmWakeUps(this, () => this.dataSource, wakeUpChannelOf(this.tableName))
           : undefined,
     };
     return this.abilities;
@@ -270,7 +260,7 @@ export class TypeOrmIdempotencyStore extends IdempotencyStore implements TypeOrm
         const { statement, params } = this.completion(ref, response, ttlSeconds, false);
         return tx
           .run('complete (in transaction)', statement, params)
-          .then((result) => written(result, ref));
+          .then((result) => writtenOf(result, ref.announce === true));
       },
       commit: () => tx.commit(),
       rollback: () => tx.rollback(),
@@ -291,15 +281,7 @@ export class TypeOrmIdempotencyStore extends IdempotencyStore implements TypeOrm
     ttlSeconds: number,
     orFail: boolean,
   ): { statement: PreparedStatement; params: unknown[] } {
-    const params = [
-      ref.scope,
-      ref.key,
-      ref.ownerToken,
-      response.status,
-      JSON.stringify(response.headers),
-      response.body,
-      ttlSeconds,
-    ];
+    const params = [ref.scope, ref.key, ref.ownerToken, ...responseValues(response, ttlSeconds)];
     if (!ref.announce) {
       return { statement: orFail ? this.sql.completeOrFail : this.sql.complete, params };
     }
@@ -336,16 +318,6 @@ export class TypeOrmIdempotencyStore extends IdempotencyStore implements TypeOrm
     );
   }
 
-  /** Runs one statement outside any transaction, bounded like every store call. @internal */
-  runStatement(
-    operation: string,
-    statement: PreparedStatement,
-    values: unknown[],
-    confirmed = false,
-  ): Promise<StatementResult> {
-    return this.run(operation, statement, values, undefined, confirmed);
-  }
-
   private usesPoolAccess(): boolean {
     if (this.poolAccess !== undefined) return this.poolAccess;
     const access = hasPoolAccess(this.dataSource);
@@ -355,18 +327,20 @@ export class TypeOrmIdempotencyStore extends IdempotencyStore implements TypeOrm
   }
 
   /**
-   * Runs one statement outside any transaction, within `operation`'s deadline.
+   * Runs one statement outside any transaction, within `operation`'s deadline. Internal: used by
+   * the phase and job stores too.
    * @param operation - a deadline shared with other statements, or the name of a new one
-   * @param read - what the caller wants of the result (on the pool, read without a `then()`)
    * @param confirmed - its commit makes an answer final: a WARNING during it rejects (`runOnPool`)
+   * @param read - what the caller wants of the result (on the pool, read without a `then()`)
    * @param recover - what becomes of a failed statement (see `runOnPool`)
+   * @internal
    */
-  private run<T = StatementResult>(
+  run<T = StatementResult>(
     operation: string | Deadline,
     statement: PreparedStatement,
     values: unknown[],
-    read?: (result: StatementResult) => T | PromiseLike<T>,
     confirmed = false,
+    read?: (result: StatementResult) => T | PromiseLike<T>,
     recover?: StatementRecovery<T>,
   ): Promise<T> {
     const deadline =

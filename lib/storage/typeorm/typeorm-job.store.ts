@@ -1,4 +1,5 @@
 import type { DeadJob } from '../../phases/jobs/staged-job.interface';
+import type { NewStagedJob } from '../../phases/operation-record.store';
 import type {
   ClaimedJob,
   DueJobs,
@@ -12,15 +13,6 @@ import { prepareStatements } from './prepared-statement';
 import type { PreparedStatement } from './prepared-statement';
 import type { TypeOrmStoreConnection } from './store-connection';
 import type { TypeOrmStoreTransaction } from './typeorm-store-transaction';
-
-/** A job to stage, with where it came from. */
-export interface NewJob {
-  name: string;
-  args: unknown;
-  key: string;
-  originScope: string;
-  originKey: string;
-}
 
 /**
  * The statements of staged jobs (docs/design/contract.md#operations-in-phases) on `<tableName>_jobs`, and the drainer's port on them
@@ -50,7 +42,7 @@ export class TypeOrmJobStore implements StagedJobStore {
   }
 
   /** Writes a job in a local step's transaction, and tells this process's drainer. */
-  async stage(tx: TypeOrmStoreTransaction, job: NewJob): Promise<void> {
+  async stage(tx: TypeOrmStoreTransaction, job: NewStagedJob): Promise<void> {
     await tx.run('stage job', this.sql.stage, [
       job.name,
       JSON.stringify(job.args ?? null),
@@ -75,10 +67,7 @@ export class TypeOrmJobStore implements StagedJobStore {
 
   /** @inheritDoc */
   async findDue(limit: number, cutoff: string | null): Promise<DueJobs> {
-    const { rows } = await this.store.runStatement('find due jobs', this.sql.findDue, [
-      cutoff,
-      limit,
-    ]);
+    const { rows } = await this.store.run('find due jobs', this.sql.findDue, [cutoff, limit]);
     const ids: string[] = [];
     let nextDueInSeconds: number | undefined;
     for (const row of rows) {
@@ -95,7 +84,7 @@ export class TypeOrmJobStore implements StagedJobStore {
     maxAttempts: number,
     leaseSeconds: number,
   ): Promise<ClaimedJob | undefined> {
-    const { rows } = await this.store.runStatement('claim job', this.sql.claim, [
+    const { rows } = await this.store.run('claim job', this.sql.claim, [
       id,
       cutoff,
       maxAttempts,
@@ -105,10 +94,7 @@ export class TypeOrmJobStore implements StagedJobStore {
     const row = rows[0];
     if (!row) return undefined;
     return {
-      id: row.id,
-      name: row.name,
-      args: row.args,
-      key: row.job_key,
+      ...jobOf(row),
       attempt: Number(row.attempts),
       originScope: row.origin_scope,
       originKey: row.origin_key,
@@ -145,7 +131,7 @@ export class TypeOrmJobStore implements StagedJobStore {
     delaySeconds: number,
     maxAttempts: number,
   ): Promise<JobFailureOutcome> {
-    const { rows } = await this.store.runStatement('fail job', this.sql.fail, [
+    const { rows } = await this.store.run('fail job', this.sql.fail, [
       job.id,
       job.attempt,
       error,
@@ -158,12 +144,9 @@ export class TypeOrmJobStore implements StagedJobStore {
 
   /** @inheritDoc */
   async listDead(limit: number): Promise<DeadJob[]> {
-    const { rows } = await this.store.runStatement('list dead jobs', this.sql.listDead, [limit]);
+    const { rows } = await this.store.run('list dead jobs', this.sql.listDead, [limit]);
     return rows.map((row) => ({
-      id: row.id,
-      name: row.name,
-      args: row.args,
-      key: row.job_key,
+      ...jobOf(row),
       attempts: Number(row.attempts),
       lastError: row.last_error,
       origin: { scope: row.origin_scope, key: row.origin_key },
@@ -174,16 +157,12 @@ export class TypeOrmJobStore implements StagedJobStore {
 
   /** @inheritDoc */
   async retryDead(id: string): Promise<boolean> {
-    return (
-      (await this.store.runStatement('retry dead job', this.sql.retryDead, [id])).rowCount === 1
-    );
+    return (await this.store.run('retry dead job', this.sql.retryDead, [id])).rowCount === 1;
   }
 
   /** @inheritDoc */
   async deleteDead(id: string): Promise<boolean> {
-    return (
-      (await this.store.runStatement('delete dead job', this.sql.deleteDead, [id])).rowCount === 1
-    );
+    return (await this.store.run('delete dead job', this.sql.deleteDead, [id])).rowCount === 1;
   }
 }
 
@@ -191,3 +170,13 @@ export class TypeOrmJobStore implements StagedJobStore {
 const EXHAUSTED =
   'nest-idempotency: no outcome was recorded for the last delivery (the drainer stopped, lost ' +
   'its connection or could not write the failure), and no attempts are left';
+
+/** The job a row of the job statements names. */
+function jobOf(row: any) {
+  return {
+    id: row.id as string,
+    name: row.name as string,
+    args: row.args,
+    key: row.job_key as string,
+  };
+}

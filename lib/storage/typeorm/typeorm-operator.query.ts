@@ -36,7 +36,7 @@ export class TypeOrmOperator implements IdempotencyStoreOperator {
     withBody: boolean,
   ): Promise<IdempotencyOperatorRecord | undefined> {
     const statement = withBody ? this.sql.inspectWithBody : this.sql.inspect;
-    const { rows } = await this.store.runStatement('operator inspect', statement, [scope, key]);
+    const { rows } = await this.store.run('operator inspect', statement, [scope, key]);
     return rows[0] && recordOf(rows[0], withBody);
   }
 
@@ -45,18 +45,13 @@ export class TypeOrmOperator implements IdempotencyStoreOperator {
     kind: IdempotencyOperatorListKind,
     limit: number,
   ): Promise<IdempotencyOperatorRecord[]> {
-    const { rows } = await this.store.runStatement(`operator list ${kind}`, this.sql[kind], [
-      limit,
-    ]);
+    const { rows } = await this.store.run(`operator list ${kind}`, this.sql[kind], [limit]);
     return rows.map((row) => recordOf(row, false));
   }
 
   /** @inheritDoc */
   async releaseStuck(scope: string, key: string): Promise<IdempotencyOperatorReleaseResult> {
-    const { rows } = await this.store.runStatement('operator release', this.sql.release, [
-      scope,
-      key,
-    ]);
+    const { rows } = await this.store.run('operator release', this.sql.release, [scope, key]);
     const row = rows[0];
     if (Number(row.freed) === 1) return 'released';
     if (row.status === null || row.status === undefined) return 'not_found';

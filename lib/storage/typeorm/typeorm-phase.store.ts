@@ -1,4 +1,3 @@
-import type { EntityManager } from 'typeorm';
 import type {
   IdempotencyRecordRef,
   IdempotencyRunSettings,
@@ -7,11 +6,11 @@ import type {
 import { isolationLevelSql, phaseStatements } from './phase-statements.sql';
 import type { PhaseStatementName } from './phase-statements.sql';
 import { prepareStatements } from './prepared-statement';
-import type { PreparedStatement } from './prepared-statement';
+import type { PreparedStatement, StatementResult } from './prepared-statement';
+import { responseValues, writtenOf } from './record-rows';
 import type {
   AbandonedOperation,
   BoundOperation,
-  NewStagedJob,
   OperationRecordRow,
   OperationRecordStore,
   OperationStepTransaction,
@@ -21,34 +20,8 @@ import { TypeOrmJobStore } from './typeorm-job.store';
 import { wakeTokenOf } from '../../waiting/wake-token';
 import type { TypeOrmStoreTransaction } from './typeorm-store-transaction';
 
-/** A local step's transaction on the TypeORM store. */
-class TypeOrmStepTransaction implements OperationStepTransaction {
-  constructor(
-    readonly tx: TypeOrmStoreTransaction,
-    readonly state: Record<string, unknown>,
-    private readonly jobs: TypeOrmJobStore,
-  ) {}
-
-  get manager(): EntityManager {
-    return this.tx.manager;
-  }
-
-  stage(job: NewStagedJob): Promise<void> {
-    return this.jobs.stage(this.tx, job);
-  }
-
-  commit(): Promise<void> {
-    return this.tx.commit();
-  }
-
-  rollback(): Promise<void> {
-    return this.tx.rollback();
-  }
-
-  abandon(): Promise<void> {
-    return this.tx.abandon();
-  }
-}
+/** A local step's transaction on the TypeORM store, with the store transaction it writes in. */
+type TypeOrmStepTransaction = OperationStepTransaction & { readonly tx: TypeOrmStoreTransaction };
 
 /**
  * The statements of operations in phases (docs/design/contract.md#operations-in-phases) on the TypeORM store's record table. Every
@@ -80,7 +53,7 @@ export class TypeOrmPhaseStore implements OperationRecordStore {
     settings: IdempotencyRunSettings,
   ): Promise<BoundOperation | undefined> {
     const { ttlSeconds, replayHeaders, storeBody, maxResponseBytes } = settings;
-    const { rows } = await this.store.runStatement('bind operation', this.sql.bind, [
+    const { rows } = await this.store.run('bind operation', this.sql.bind, [
       ref.scope,
       ref.key,
       ref.ownerToken,
@@ -121,7 +94,16 @@ export class TypeOrmPhaseStore implements OperationRecordStore {
         await tx.rollback();
         return undefined;
       }
-      return new TypeOrmStepTransaction(tx, rows[0].operation_state ?? {}, this.jobs);
+      const step: TypeOrmStepTransaction = {
+        tx,
+        state: rows[0].operation_state ?? {},
+        manager: tx.manager,
+        stage: (job) => this.jobs.stage(tx, job),
+        commit: () => tx.commit(),
+        rollback: () => tx.rollback(),
+        abandon: () => tx.abandon(),
+      };
+      return step;
     } catch (error) {
       await tx.rollback().catch(() => undefined);
       throw error;
@@ -136,12 +118,8 @@ export class TypeOrmPhaseStore implements OperationRecordStore {
     state: Record<string, unknown>,
     step?: OperationStepTransaction,
   ): Promise<boolean> {
-    const tx = (step as TypeOrmStepTransaction | undefined)?.tx;
     const values = [ref.scope, ref.key, ref.ownerToken, expectedPoint, nextPoint, state];
-    const result = tx
-      ? await tx.run('advance operation', this.sql.advance, values)
-      : await this.store.runStatement('advance operation', this.sql.advance, values);
-    return result.rowCount === 1;
+    return (await this.write('advance operation', this.sql.advance, values, step)).rowCount === 1;
   }
 
   /** @inheritDoc */
@@ -153,31 +131,32 @@ export class TypeOrmPhaseStore implements OperationRecordStore {
     ttlSeconds: number,
     step?: OperationStepTransaction,
   ): Promise<boolean> {
-    const tx = (step as TypeOrmStepTransaction | undefined)?.tx;
-    const values = [
-      ref.scope,
-      ref.key,
-      ref.ownerToken,
-      expectedPoint,
-      state,
-      response.status,
-      JSON.stringify(response.headers),
-      response.body,
-      ttlSeconds,
-    ];
+    const guard = [ref.scope, ref.key, ref.ownerToken, expectedPoint, state];
+    const values = [...guard, ...responseValues(response, ttlSeconds)];
     const announce = ref.announce === true;
     if (announce) values.push(wakeTokenOf(ref.scope, ref.key));
     const statement = announce ? this.sql.finishAnnounced : this.sql.finish;
-    const result = tx
-      ? await tx.run('finish operation', statement, values)
-      : await this.store.runStatement('finish operation', statement, values, true);
-    return announce ? Number(result.rows[0]?.n) === 1 : result.rowCount === 1;
+    return writtenOf(await this.write('finish operation', statement, values, step, true), announce);
+  }
+
+  /** In the step's transaction when there is one, else on its own (`confirmed`: see `run`). */
+  private write(
+    operation: string,
+    statement: PreparedStatement,
+    values: unknown[],
+    step: OperationStepTransaction | undefined,
+    confirmed = false,
+  ): Promise<StatementResult> {
+    const tx = (step as TypeOrmStepTransaction | undefined)?.tx;
+    return tx
+      ? tx.run(operation, statement, values)
+      : this.store.run(operation, statement, values, confirmed);
   }
 
   /** @inheritDoc */
   async abandon(ref: IdempotencyRecordRef): Promise<boolean> {
     const values = [ref.scope, ref.key, ref.ownerToken];
-    return (await this.store.runStatement('abandon', this.sql.abandon, values)).rowCount === 1;
+    return (await this.store.run('abandon', this.sql.abandon, values)).rowCount === 1;
   }
 
   /** @inheritDoc */
@@ -188,23 +167,23 @@ export class TypeOrmPhaseStore implements OperationRecordStore {
     lockTimeoutSeconds: number,
   ): Promise<OperationRecordRow[]> {
     const values = [batchSize, afterSeconds, maxAgeSeconds, lockTimeoutSeconds];
-    return this.rows(await this.store.runStatement('take over', this.sql.takeOver, values));
+    return this.rows(await this.store.run('take over', this.sql.takeOver, values));
   }
 
   /** @inheritDoc */
   async abandonOld(batchSize: number, maxAgeSeconds: number): Promise<OperationRecordRow[]> {
     const values = [batchSize, maxAgeSeconds];
-    return this.rows(await this.store.runStatement('abandon old', this.sql.abandonOld, values));
+    return this.rows(await this.store.run('abandon old', this.sql.abandonOld, values));
   }
 
   /** @inheritDoc */
   async reapExpired(batchSize: number): Promise<OperationRecordRow[]> {
-    return this.rows(await this.store.runStatement('reap', this.sql.reapExpired, [batchSize]));
+    return this.rows(await this.store.run('reap', this.sql.reapExpired, [batchSize]));
   }
 
   /** @inheritDoc */
   async deleteAbandoned(batchSize: number, retentionSeconds: number): Promise<number> {
-    const { rows } = await this.store.runStatement('delete abandoned', this.sql.deleteAbandoned, [
+    const { rows } = await this.store.run('delete abandoned', this.sql.deleteAbandoned, [
       batchSize,
       retentionSeconds,
     ]);
@@ -213,15 +192,9 @@ export class TypeOrmPhaseStore implements OperationRecordStore {
 
   /** @inheritDoc */
   async listAbandoned(limit: number): Promise<AbandonedOperation[]> {
-    const { rows } = await this.store.runStatement('list abandoned', this.sql.listAbandoned, [
-      limit,
-    ]);
+    const { rows } = await this.store.run('list abandoned', this.sql.listAbandoned, [limit]);
     return rows.map((row) => ({
-      scope: row.scope,
-      key: row.idempotency_key,
-      recordId: row.record_id,
-      operation: row.operation,
-      recoveryPoint: row.recovery_point,
+      ...operationOf(row),
       input: row.operation_input,
       state: row.operation_state,
       attempts: Number(row.attempts),
@@ -235,7 +208,7 @@ export class TypeOrmPhaseStore implements OperationRecordStore {
     scope: string,
     key: string,
   ): Promise<IdempotencyRunSettings | null | undefined> {
-    const { rows } = await this.store.runStatement('read abandoned', this.sql.abandonedSettings, [
+    const { rows } = await this.store.run('read abandoned', this.sql.abandonedSettings, [
       scope,
       key,
     ]);
@@ -249,31 +222,30 @@ export class TypeOrmPhaseStore implements OperationRecordStore {
     response: StoredResponse | undefined,
     ttlSeconds: number,
   ): Promise<boolean> {
-    const result = response
-      ? await this.store.runStatement('resolve abandoned', this.sql.resolveComplete, [
-          scope,
-          key,
-          response.status,
-          JSON.stringify(response.headers),
-          response.body,
-          ttlSeconds,
-        ])
-      : await this.store.runStatement('resolve abandoned', this.sql.resolveDelete, [scope, key]);
-    return result.rowCount === 1;
+    const statement = response ? this.sql.resolveComplete : this.sql.resolveDelete;
+    const values = response ? [scope, key, ...responseValues(response, ttlSeconds)] : [scope, key];
+    return (await this.store.run('resolve abandoned', statement, values)).rowCount === 1;
   }
 
   private rows(result: { rows: any[] }): OperationRecordRow[] {
     return result.rows.map((row) => ({
-      scope: row.scope,
-      key: row.idempotency_key,
-      recordId: row.record_id,
-      operation: row.operation,
-      recoveryPoint: row.recovery_point,
+      ...operationOf(row),
       ownerToken: row.owner_token,
       attempt: Number(row.attempts),
       settings: settingsOf(row.operation_settings),
     }));
   }
+}
+
+/** The record and operation a row of the phase statements names. */
+function operationOf(row: any) {
+  return {
+    scope: row.scope as string,
+    key: row.idempotency_key as string,
+    recordId: row.record_id as string,
+    operation: row.operation as string,
+    recoveryPoint: row.recovery_point as string | null,
+  };
 }
 
 /** The route settings stored on a record, or null when it has none (or they are not valid). */

@@ -113,7 +113,7 @@ export class TypeOrmStoreTransaction {
     values: unknown[],
   ): Promise<StatementResult> {
     const refused = this.refusal(operation);
-    if (refused) return Promise.reject(refused);
+    if (refused) return refused;
     const deadline = new Deadline(operation, this.timeoutMs);
     if (!this.client) {
       return runOnQueryRunner(this.runner, statement, values, deadline).catch((error: unknown) => {
@@ -138,9 +138,7 @@ export class TypeOrmStoreTransaction {
    *   cancelled wait for a synchronous standby): nothing is to be rolled back
    */
   commit(): Promise<void> {
-    const refused = this.refusal('commit');
-    if (refused) return Promise.reject(refused);
-    return this.finish('commit', () => this.confirmedCommit('commit'));
+    return this.refusal('commit') ?? this.finish('commit', () => this.confirmedCommit('commit'));
   }
 
   /** TypeORM's COMMIT, rejected with `IdempotencyCommitUnconfirmedError` after a WARNING. */
@@ -171,7 +169,7 @@ export class TypeOrmStoreTransaction {
    */
   commitWith(operation: string, statement: PreparedStatement, values: unknown[]): Promise<boolean> {
     const refused = this.refusal(operation);
-    if (refused) return Promise.reject(refused);
+    if (refused) return refused;
     if (!this.client || !this.pipelined) return this.commitAfter(operation, statement, values);
     this.state = 'finished';
     const client = this.client;
@@ -267,14 +265,14 @@ export class TypeOrmStoreTransaction {
     return timer;
   }
 
-  private refusal(operation: string): Error | undefined {
+  /** A rejection when the transaction is no longer open, else undefined. */
+  private refusal(operation: string): Promise<never> | undefined {
     if (this.state === 'open') return undefined;
-    return new Error(
+    const why =
       this.state === 'abandoned'
-        ? `nest-idempotency: ${operation} refused: the transaction was abandoned after a timeout ` +
-            'and its connection closed'
-        : `nest-idempotency: ${operation} refused: the transaction has already ended`,
-    );
+        ? 'the transaction was abandoned after a timeout and its connection closed'
+        : 'the transaction has already ended';
+    return Promise.reject(new Error(`nest-idempotency: ${operation} refused: ${why}`));
   }
 }
 

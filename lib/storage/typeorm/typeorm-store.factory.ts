@@ -74,7 +74,10 @@ export function typeOrmStore(
   const given = Object.fromEntries(
     Object.entries(options).filter(([, value]) => value !== undefined),
   ) as IdempotencyTypeOrmStoreOptions;
-  const { tableName, dataSource } = { ...DEFAULT_TYPEORM_STORE_OPTIONS, ...given };
+  const { tableName, dataSource, wakeUps, ...rest } = {
+    ...DEFAULT_TYPEORM_STORE_OPTIONS,
+    ...given,
+  };
   check(
     typeof tableName === 'string' && TABLE_NAME.test(tableName),
     'tableName',
@@ -90,17 +93,12 @@ export function typeOrmStore(
     'Use the name given to TypeOrmModule.forRoot({ name }), the DataSource itself, or leave it ' +
       'out for the default DataSource.',
   );
-  const timeoutSeconds = checkNumber(
-    'timeoutSeconds',
-    given.timeoutSeconds ?? DEFAULT_TYPEORM_STORE_OPTIONS.timeoutSeconds,
-    TIMEOUT,
-  );
+  const timeoutSeconds = checkNumber('timeoutSeconds', rest.timeoutSeconds, TIMEOUT);
   const preparedStatements = checkBoolean(
     'preparedStatements',
-    given.preparedStatements ?? DEFAULT_TYPEORM_STORE_OPTIONS.preparedStatements,
+    rest.preparedStatements,
     'Use true, or false behind PgBouncer in transaction pooling mode before 1.21.',
   );
-  const wakeUps = given.wakeUps ?? DEFAULT_TYPEORM_STORE_OPTIONS.wakeUps;
   check(
     wakeUps === 'auto' || wakeUps === 'poll',
     'wakeUps',
@@ -123,7 +121,7 @@ function findDataSource(name: string | undefined, moduleRef: ModuleRef): DataSou
   try {
     dataSource = moduleRef.get(getDataSourceToken(name), { strict: false });
   } catch {
-    throw IdempotencyConfigurationError.dataSourceMissing(name);
+    // Not registered: said below, as for a provider that holds nothing.
   }
   if (!dataSource) throw IdempotencyConfigurationError.dataSourceMissing(name);
   return dataSource;

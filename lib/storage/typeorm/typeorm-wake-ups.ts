@@ -5,7 +5,7 @@ import type {
   IdempotencyStoreWakeUps,
   IdempotencyWakeUpListener,
 } from '../idempotency-store.capabilities';
-import { hasPoolAccess, prepareStatement } from './prepared-statement';
+import { hasPoolAccess, poolOf, prepareStatement } from './prepared-statement';
 import type { PreparedStatement } from './prepared-statement';
 import type { TypeOrmStoreConnection } from './store-connection';
 import { listenSql, notifySql, unlistenSql } from './wake-up-statements.sql';
@@ -161,7 +161,7 @@ export class TypeOrmWakeUps implements IdempotencyStoreWakeUps {
       timer = setTimeout(() => resolve(false), this.connection.timeoutMs);
     });
     try {
-      await this.connection.runStatement('wake-up self-test', this.notify, [payload]);
+      await this.connection.run('wake-up self-test', this.notify, [payload]);
       return await arrived;
     } finally {
       clearTimeout(timer);
@@ -226,8 +226,7 @@ export class TypeOrmWakeUps implements IdempotencyStoreWakeUps {
  */
 function listenClientOf(dataSource: DataSource): ListenClient | undefined {
   if (!hasPoolAccess(dataSource)) return undefined;
-  const pool = (dataSource.driver as unknown as { master?: { Client?: unknown; options?: any } })
-    .master;
+  const pool = poolOf(dataSource) as { Client?: unknown; options?: any } | undefined;
   if (typeof pool?.Client !== 'function' || typeof pool.options !== 'object') return undefined;
   const Client = pool.Client as new (options: object) => ListenClient;
   // The pool keeps the password as a non-enumerable property: copied by name.

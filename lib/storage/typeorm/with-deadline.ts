@@ -63,7 +63,7 @@ export class Deadline {
    * @returns the timer, waiting for a pooled connection until told otherwise
    */
   startTimer(expired: (timeout: IdempotencyStoreTimeoutError) => void): DeadlineTimer {
-    return new CallTimer(this.operation, this.timeoutMs, this.endsAt - Date.now(), expired);
+    return new DeadlineTimer(this.operation, this.timeoutMs, this.endsAt - Date.now(), expired);
   }
 
   /**
@@ -76,51 +76,24 @@ export class Deadline {
    */
   race<T>(step: Promise<T>, waitingFor: DeadlineWait, abandon?: (late: T) => void): Promise<T> {
     return new Promise<T>((resolve, reject) => {
-      let expired = false;
-      const timer = setTimeout(
-        () => {
-          expired = true;
-          reject(new IdempotencyStoreTimeoutError(this.operation, this.timeoutMs, waitingFor));
-        },
-        Math.max(0, this.endsAt - Date.now()),
-      );
-      // The timer alone must not keep a process alive that has nothing else to do.
-      timer.unref?.();
+      const timer = this.startTimer(reject);
+      timer.waitingFor = waitingFor;
       step.then(
-        (value) => {
-          if (expired) return abandon?.(value);
-          clearTimeout(timer);
-          resolve(value);
-        },
+        (value) => (timer.stop() ? resolve(value) : abandon?.(value)),
         (error: unknown) => {
-          if (expired) return;
-          clearTimeout(timer);
-          reject(error);
+          if (timer.stop()) reject(error);
         },
       );
     });
   }
 }
 
-/** A timer started by `Deadline.startTimer()`. */
-export interface DeadlineTimer {
-  /** What the call waits for now, named in the timeout error. */
-  waitingFor: DeadlineWait;
-  /** Whether the deadline passed or the call settled: whatever arrives now comes too late. */
-  readonly done: boolean;
-  /**
-   * Stops the timer as the call settles.
-   * @returns false when the deadline passed first or the call already settled: the caller must
-   *   not settle it again
-   */
-  stop(): boolean;
-}
-
 /**
- * `startTimer()`'s timer: a class rather than an object literal with a getter, which V8 builds
- * more slowly, since every statement of the request path starts one.
+ * A timer started by `Deadline.startTimer()`: a class rather than an object literal with a
+ * getter, which V8 builds more slowly, since every statement of the request path starts one.
  */
-class CallTimer implements DeadlineTimer {
+export class DeadlineTimer {
+  /** What the call waits for now, named in the timeout error. */
   waitingFor: DeadlineWait = 'a pooled connection';
   private settled = false;
   private readonly handle: ReturnType<typeof setTimeout>;
@@ -142,10 +115,16 @@ class CallTimer implements DeadlineTimer {
     this.handle.unref?.();
   }
 
+  /** Whether the deadline passed or the call settled: whatever arrives now comes too late. */
   get done(): boolean {
     return this.settled;
   }
 
+  /**
+   * Stops the timer as the call settles.
+   * @returns false when the deadline passed first or the call already settled: the caller must
+   *   not settle it again
+   */
   stop(): boolean {
     if (this.settled) return false;
     this.settled = true;
