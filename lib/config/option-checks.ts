@@ -1,16 +1,6 @@
-import { IdempotencyConfigurationError } from './idempotency-configuration.error';
 import { OPTION_LIMITS } from './option-limits';
-import { optionPlace } from './option-groups';
+import { check } from './option-groups';
 import type { IdempotencyLimitedOption, IdempotencyOptionLimit } from './option-limits';
-
-/**
- * Refuses an option's value, naming the option where it is written (`responses.ttlSeconds` for
- * `ttlSeconds`) and how to fix it. Internal (the TypeORM store's options use it too).
- * @throws IdempotencyConfigurationError when `ok` is false
- */
-export function check(ok: boolean, option: string, value: unknown, fix: string): void {
-  if (!ok) throw IdempotencyConfigurationError.invalidOption(optionPlace(option), value, fix);
-}
 
 /** A decimal number as written in an environment variable: `3`, `-0.5`, `1e3`. */
 const DECIMAL = /^[+-]?(\d+(\.\d*)?|\.\d+)(e[+-]?\d+)?$/i;
