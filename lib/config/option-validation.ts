@@ -77,10 +77,7 @@ const ROUTE_CHECKS: Readonly<Record<string, OptionCheck>> = {
   wait: checkWait,
   storeStatuses: accept(
     (value) =>
-      Array.isArray(value) &&
-      value.every(
-        (s: unknown) => Number.isInteger(s) && (s as number) >= 100 && (s as number) <= 599,
-      ),
+      Array.isArray(value) && value.every((s) => Number.isInteger(s) && s >= 100 && s <= 599),
     'Use an array of HTTP status codes (whole numbers from 100 to 599).',
   ),
 };
