@@ -107,14 +107,11 @@ export function firstOptionSet(
 ): { place: string; value: unknown } | undefined {
   for (const place of places) {
     const [group, field] = place.split('.');
-    const inGroup = (given as Record<string, unknown>)[group];
-    if (
-      field === undefined
-        ? group in given
-        : typeof inGroup === 'object' && inGroup !== null && field in inGroup
-    ) {
-      const value = field === undefined ? inGroup : (inGroup as Record<string, unknown>)[field];
-      return { place, value };
+    const inGroup: any = (given as Record<string, unknown>)[group];
+    if (field === undefined) {
+      if (group in given) return { place, value: inGroup };
+    } else if (typeof inGroup === 'object' && inGroup !== null && field in inGroup) {
+      return { place, value: inGroup[field] };
     }
   }
   return undefined;
