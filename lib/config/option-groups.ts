@@ -54,9 +54,8 @@ function groupFields(
   const entries = Object.entries(given as object);
   for (const [field, value] of entries) {
     const place = `${group}.${field}`;
-    if (level === 'route' && MODULE_ONLY.has(field)) {
-      check(false, place, value, 'It is not taken per route: set it in forRoot().');
-    }
+    const taken = level === 'module' || !MODULE_ONLY.has(field);
+    check(taken, place, value, 'It is not taken per route: set it in forRoot().');
     check(fields.includes(field), place, value, fix);
   }
   return entries;
