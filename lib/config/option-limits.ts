@@ -25,13 +25,13 @@ export function limit(spec: IdempotencyOptionLimit): IdempotencyOptionLimit {
   return Object.freeze(spec);
 }
 
-/** A range of seconds, fractions accepted. Internal. */
-export function seconds(min: number, max: number, example: number, note?: string) {
+/** A range of seconds, fractions accepted. */
+function seconds(min: number, max: number, example: number, note?: string) {
   return limit({ min, max, integer: false, unit: 'seconds', example, note });
 }
 
-/** A range of whole `unit`s. Internal. */
-export function count(min: number, max: number, unit: string, example: number, note?: string) {
+/** A range of whole `unit`s. */
+function count(min: number, max: number, unit: string, example: number, note?: string) {
   return limit({ min, max, integer: true, unit, example, note });
 }
 
