@@ -54,10 +54,8 @@ export function resolveIdempotencyOptions(
   options: IdempotencyModuleOptions = {},
 ): ResolvedIdempotencyOptions {
   const given = withoutUndefined(flattenOptionGroups(options, 'module'));
-  return validateRouteOptions(
-    { ...RESOLVED_DEFAULTS, ...given, wait: mergeWait(RESOLVED_DEFAULTS.wait, given.wait) },
-    MODULE_CHECKS,
-  ) as ResolvedIdempotencyOptions;
+  const resolved = validateRouteOptions({ ...RESOLVED_DEFAULTS, ...given }, MODULE_CHECKS);
+  return { ...resolved, wait: mergeWait(RESOLVED_DEFAULTS.wait, resolved.wait) };
 }
 
 /**

@@ -127,6 +127,9 @@ function rangedSection(defaults: Readonly<{ enabled: boolean }>): OptionCheck {
 export const MODULE_CHECKS: Readonly<Record<string, OptionCheck>> = {
   purge: rangedSection(DEFAULT_IDEMPOTENCY_OPTIONS.purge),
   replayCache: rangedSection(DEFAULT_IDEMPOTENCY_OPTIONS.replayCache),
+  // A spread keeps a key's first place: the module's `wait` is checked right after the sections,
+  // before the other route options.
+  wait: checkWait,
   ...ROUTE_CHECKS,
   maxWaiters: ranged,
   store: accept(
