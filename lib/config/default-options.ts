@@ -7,10 +7,10 @@ import type {
   ResolvedIdempotencyOptions,
 } from '../interfaces/idempotency-module-options.interface';
 
-const DEFAULT_STORE_STATUSES: number[] = [];
-for (let status = 200; status < 500; status++) {
-  if (![408, 409, 425, 429].includes(status)) DEFAULT_STORE_STATUSES.push(status);
-}
+/** 2xx, 3xx and 4xx but those a retry may change: 408, 409, 425 and 429. */
+const DEFAULT_STORE_STATUSES = Array.from({ length: 300 }, (_, i) => 200 + i).filter(
+  (status) => ![408, 409, 425, 429].includes(status),
+);
 
 /**
  * Scope of a request by default: the authenticated user's id when there is one. Returned as it

@@ -1,6 +1,6 @@
 import { createSecretKey } from 'node:crypto';
 import type { KeyObject } from 'node:crypto';
-import { IdempotencyConfigurationError } from './idempotency-configuration.error';
+import { check } from './option-groups';
 
 /**
  * One key of `encryption.keys`: an id kept on every record it seals, and its 32-byte secret.
@@ -53,11 +53,6 @@ export interface ResolvedIdempotencyEncryption {
   readonly keys: ReadonlyArray<{ readonly id: string; readonly secret: KeyObject }>;
   /** Until when (epoch milliseconds) a record stored in the clear is read; null: never. */
   readonly plaintextUntil: number | null;
-}
-
-/** Refuses an `encryption` value (never a secret: `shown` describes it). */
-function check(ok: boolean, option: string, shown: unknown, fix: string): void {
-  if (!ok) throw IdempotencyConfigurationError.invalidOption(option, shown, fix);
 }
 
 const KEY_ID = /^[A-Za-z0-9._~-]{1,64}$/;

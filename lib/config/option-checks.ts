@@ -1,34 +1,19 @@
-import { IdempotencyConfigurationError } from './idempotency-configuration.error';
 import { OPTION_LIMITS } from './option-limits';
-import { optionPlace } from './option-groups';
+import { check } from './option-groups';
 import type { IdempotencyLimitedOption, IdempotencyOptionLimit } from './option-limits';
-
-/**
- * Refuses an option's value, naming the option where it is written (`responses.ttlSeconds` for
- * `ttlSeconds`) and how to fix it. Internal (the TypeORM store's options use it too).
- * @throws IdempotencyConfigurationError when `ok` is false
- */
-export function check(ok: boolean, option: string, value: unknown, fix: string): void {
-  if (!ok) throw IdempotencyConfigurationError.invalidOption(optionPlace(option), value, fix);
-}
 
 /** A decimal number as written in an environment variable: `3`, `-0.5`, `1e3`. */
 const DECIMAL = /^[+-]?(\d+(\.\d*)?|\.\d+)(e[+-]?\d+)?$/i;
 
 /**
  * An option read from the environment (through `ConfigService`, say) arrives as a string even
- * when typed as a number or a boolean: the value it stands for, or `undefined` when it stands
- * for none, with the sentence the refusal then ends with.
+ * when typed as a number or a boolean: the value a string stands for, or `undefined` when it
+ * stands for none, with the sentence the refusal then ends with. Any other value is itself.
  */
-function fromEnvironment(
-  value: string,
-  parse: (text: string) => unknown,
-  expected: string,
-): { value: unknown; hint: string } {
-  return {
-    value: parse(value.trim()),
-    hint: ` (environment values are strings: ${JSON.stringify(value)} is not ${expected})`,
-  };
+function fromEnvironment(given: unknown, parse: (text: string) => unknown, expected: string) {
+  if (typeof given !== 'string') return { value: given, hint: '' };
+  const hint = ` (environment values are strings: ${JSON.stringify(given)} is not ${expected})`;
+  return { value: parse(given.trim()), hint };
 }
 
 /**
@@ -47,10 +32,8 @@ export function checkRange(option: IdempotencyLimitedOption, given: unknown): nu
  */
 export function checkNumber(option: string, given: unknown, range: IdempotencyOptionLimit): number {
   const { min, max, integer, unit, example, note } = range;
-  const { value, hint } =
-    typeof given === 'string'
-      ? fromEnvironment(given, (t) => (DECIMAL.test(t) ? Number(t) : undefined), 'a number')
-      : { value: given, hint: '' };
+  const number = (text: string) => (DECIMAL.test(text) ? Number(text) : undefined);
+  const { value, hint } = fromEnvironment(given, number, 'a number');
   const ok =
     typeof value === 'number' &&
     Number.isFinite(value) &&
@@ -59,7 +42,7 @@ export function checkNumber(option: string, given: unknown, range: IdempotencyOp
     (!integer || Number.isInteger(value));
   const kind = integer ? `a whole number of ${unit}` : `a number of ${unit}`;
   const fix = `Use ${kind} from ${min} to ${max}, e.g. ${example}.${note ? ` ${note}` : ''}`;
-  check(ok, option, given, value === undefined ? `${fix}${hint}` : fix);
+  check(ok, option, given, value === undefined ? fix + hint : fix);
   return value as number;
 }
 
@@ -70,10 +53,7 @@ export function checkNumber(option: string, given: unknown, range: IdempotencyOp
  */
 export function checkBoolean(option: string, given: unknown, fix = 'Use true or false.'): boolean {
   const words: Record<string, boolean> = { true: true, false: false };
-  const { value, hint } =
-    typeof given === 'string'
-      ? fromEnvironment(given, (t) => words[t.toLowerCase()], 'true or false')
-      : { value: given, hint: '' };
+  const { value, hint } = fromEnvironment(given, (t) => words[t.toLowerCase()], 'true or false');
   check(typeof value === 'boolean', option, given, `${fix}${hint}`);
   return value as boolean;
 }

@@ -32,9 +32,13 @@ export function optionPlace(field: string): string {
   return group === undefined ? field : `${group}.${field}`;
 }
 
-/** Refuses a group's value, naming it as written. */
-function refuse(ok: boolean, place: string, value: unknown, fix: string): void {
-  if (!ok) throw IdempotencyConfigurationError.invalidOption(place, value, fix);
+/**
+ * Refuses an option's value, naming the option where it is written (`responses.ttlSeconds` for
+ * `ttlSeconds`) and how to fix it. Internal (the TypeORM store's options use it too).
+ * @throws IdempotencyConfigurationError when `ok` is false
+ */
+export function check(ok: boolean, option: string, value: unknown, fix: string): void {
+  if (!ok) throw IdempotencyConfigurationError.invalidOption(optionPlace(option), value, fix);
 }
 
 /** A group's given fields, checked against the fields it has. */
@@ -46,14 +50,13 @@ function groupFields(
   const fields = [...GROUP_OF].filter(([, g]) => g === group).map(([field]) => field);
   const offered = fields.filter((field) => level === 'module' || !MODULE_ONLY.has(field));
   const fix = `Use an object such as ${EXAMPLES[group]} (${offered.join(', ')}), or leave it out.`;
-  refuse(typeof given === 'object' && given !== null && !Array.isArray(given), group, given, fix);
+  check(typeof given === 'object' && given !== null && !Array.isArray(given), group, given, fix);
   const entries = Object.entries(given as object);
   for (const [field, value] of entries) {
     const place = `${group}.${field}`;
-    if (level === 'route' && MODULE_ONLY.has(field)) {
-      refuse(false, place, value, 'It is not taken per route: set it in forRoot().');
-    }
-    refuse(fields.includes(field), place, value, fix);
+    const taken = level === 'module' || !MODULE_ONLY.has(field);
+    check(taken, place, value, 'It is not taken per route: set it in forRoot().');
+    check(fields.includes(field), place, value, fix);
   }
   return entries;
 }
@@ -103,14 +106,11 @@ export function firstOptionSet(
 ): { place: string; value: unknown } | undefined {
   for (const place of places) {
     const [group, field] = place.split('.');
-    const inGroup = (given as Record<string, unknown>)[group];
-    if (
-      field === undefined
-        ? group in given
-        : typeof inGroup === 'object' && inGroup !== null && field in inGroup
-    ) {
-      const value = field === undefined ? inGroup : (inGroup as Record<string, unknown>)[field];
-      return { place, value };
+    const inGroup: any = (given as Record<string, unknown>)[group];
+    if (field === undefined) {
+      if (group in given) return { place, value: inGroup };
+    } else if (typeof inGroup === 'object' && inGroup !== null && field in inGroup) {
+      return { place, value: inGroup[field] };
     }
   }
   return undefined;

@@ -25,130 +25,75 @@ export function limit(spec: IdempotencyOptionLimit): IdempotencyOptionLimit {
   return Object.freeze(spec);
 }
 
+/** A range of seconds, fractions accepted. */
+function seconds(min: number, max: number, example: number, note?: string) {
+  return limit({ min, max, integer: false, unit: 'seconds', example, note });
+}
+
+/** A range of whole `unit`s. */
+function count(min: number, max: number, unit: string, example: number, note?: string) {
+  return limit({ min, max, integer: true, unit, example, note });
+}
+
+const { request, execution, wait, responses, errors, purge, replayCache } =
+  DEFAULT_IDEMPOTENCY_OPTIONS;
+const GIB = 1024 ** 3;
+const CACHE_OFF = 'replayCache: false turns the cache off.';
+
 /**
  * The ranges the library can honour for each numeric option, checked at bootstrap (and at
  * decoration for route options). Internal: the messages and the tests read the bounds from here.
  */
 export const OPTION_LIMITS = Object.freeze({
-  ttlSeconds: limit({
-    min: 0.1,
-    max: 315_360_000,
-    integer: false,
-    unit: 'seconds',
-    example: DEFAULT_IDEMPOTENCY_OPTIONS.responses.ttlSeconds,
-    note: 'At most 10 years, so PostgreSQL timestamps and JavaScript timers stay in range.',
-  }),
-  lockTimeoutSeconds: limit({
-    min: 0.1,
-    max: 86_400,
-    integer: false,
-    unit: 'seconds',
-    example: DEFAULT_IDEMPOTENCY_OPTIONS.execution.lockTimeoutSeconds,
-    note:
-      'The lease is renewed every third of it (never more often than every 20 ms), so a shorter ' +
+  ttlSeconds: seconds(
+    0.1,
+    315_360_000,
+    responses.ttlSeconds,
+    'At most 10 years, so PostgreSQL timestamps and JavaScript timers stay in range.',
+  ),
+  lockTimeoutSeconds: seconds(
+    0.1,
+    86_400,
+    execution.lockTimeoutSeconds,
+    'The lease is renewed every third of it (never more often than every 20 ms), so a shorter ' +
       'one lapses before it can be renewed; values under 1 s are for tests.',
-  }),
-  maxLockHoldSeconds: limit({
-    min: 0.1,
-    max: 31_536_000,
-    integer: false,
-    unit: 'seconds',
-    example: DEFAULT_IDEMPOTENCY_OPTIONS.execution.maxLockHoldSeconds,
-    note: 'At most 1 year.',
-  }),
-  retryAfterSeconds: limit({
-    min: 0,
-    max: 86_400,
-    integer: true,
-    unit: 'seconds',
-    example: DEFAULT_IDEMPOTENCY_OPTIONS.errors.retryAfterSeconds,
-  }),
-  maxRequestBytes: limit({
-    min: 1,
-    max: 1_073_741_824,
-    integer: true,
-    unit: 'bytes',
-    example: DEFAULT_IDEMPOTENCY_OPTIONS.request.maxRequestBytes,
-    note: 'At most 1 GiB.',
-  }),
-  maxResponseBytes: limit({
-    min: 0,
-    max: 1_073_741_824,
-    integer: true,
-    unit: 'bytes',
-    example: DEFAULT_IDEMPOTENCY_OPTIONS.responses.maxResponseBytes,
-    note: 'At most 1 GiB, the most a PostgreSQL bytea value holds.',
-  }),
-  'purge.intervalSeconds': limit({
-    min: 0.1,
-    max: 2_147_483,
-    integer: false,
-    unit: 'seconds',
-    example: DEFAULT_IDEMPOTENCY_OPTIONS.purge.intervalSeconds,
-    note:
-      'Longer periods overflow setInterval (2^31-1 ms), which then fires every millisecond; ' +
+  ),
+  maxLockHoldSeconds: seconds(0.1, 31_536_000, execution.maxLockHoldSeconds, 'At most 1 year.'),
+  retryAfterSeconds: count(0, 86_400, 'seconds', errors.retryAfterSeconds),
+  maxRequestBytes: count(1, GIB, 'bytes', request.maxRequestBytes, 'At most 1 GiB.'),
+  maxResponseBytes: count(
+    0,
+    GIB,
+    'bytes',
+    responses.maxResponseBytes,
+    'At most 1 GiB, the most a PostgreSQL bytea value holds.',
+  ),
+  'purge.intervalSeconds': seconds(
+    0.1,
+    2_147_483,
+    purge.intervalSeconds,
+    'Longer periods overflow setInterval (2^31-1 ms), which then fires every millisecond; ' +
       'purge: false turns the schedule off.',
-  }),
-  'purge.batchSize': limit({
-    min: 1,
-    max: 100_000,
-    integer: true,
-    unit: 'rows',
-    example: DEFAULT_IDEMPOTENCY_OPTIONS.purge.batchSize,
-  }),
-  'purge.abandonedRetentionSeconds': limit({
-    min: 1,
-    max: 315_360_000,
-    integer: false,
-    unit: 'seconds',
-    example: DEFAULT_IDEMPOTENCY_OPTIONS.purge.abandonedRetentionSeconds,
-  }),
-  'replayCache.maxEntries': limit({
-    min: 1,
-    max: 10_000_000,
-    integer: true,
-    unit: 'entries',
-    example: DEFAULT_IDEMPOTENCY_OPTIONS.replayCache.maxEntries,
-    note: 'replayCache: false turns the cache off.',
-  }),
-  'wait.maxSeconds': limit({
-    min: 0,
-    max: 300,
-    integer: false,
-    unit: 'seconds',
-    example: 10,
-    note: 'A waiting request holds its connection (and, behind a proxy, a worker): keep it short.',
-  }),
-  'wait.defaultSeconds': limit({
-    min: 0,
-    max: 300,
-    integer: false,
-    unit: 'seconds',
-    example: DEFAULT_IDEMPOTENCY_OPTIONS.wait.defaultSeconds,
-    note: 'It is capped by wait.maxSeconds.',
-  }),
-  'wait.pollIntervalSeconds': limit({
-    min: 0.05,
-    max: 60,
-    integer: false,
-    unit: 'seconds',
-    example: DEFAULT_IDEMPOTENCY_OPTIONS.wait.pollIntervalSeconds,
-  }),
-  maxWaiters: limit({
-    min: 1,
-    max: 1_000_000,
-    integer: true,
-    unit: 'requests',
-    example: DEFAULT_IDEMPOTENCY_OPTIONS.wait.maxWaiters,
-  }),
-  'replayCache.maxBytes': limit({
-    min: 1,
-    max: 4 * 1024 ** 3,
-    integer: true,
-    unit: 'bytes',
-    example: DEFAULT_IDEMPOTENCY_OPTIONS.replayCache.maxBytes,
-    note: 'At most 4 GiB; replayCache: false turns the cache off.',
-  }),
+  ),
+  'purge.batchSize': count(1, 100_000, 'rows', purge.batchSize),
+  'purge.abandonedRetentionSeconds': seconds(1, 315_360_000, purge.abandonedRetentionSeconds),
+  'replayCache.maxEntries': count(1, 10_000_000, 'entries', replayCache.maxEntries, CACHE_OFF),
+  'wait.maxSeconds': seconds(
+    0,
+    300,
+    10,
+    'A waiting request holds its connection (and, behind a proxy, a worker): keep it short.',
+  ),
+  'wait.defaultSeconds': seconds(0, 300, wait.defaultSeconds, 'It is capped by wait.maxSeconds.'),
+  'wait.pollIntervalSeconds': seconds(0.05, 60, wait.pollIntervalSeconds),
+  maxWaiters: count(1, 1_000_000, 'requests', wait.maxWaiters),
+  'replayCache.maxBytes': count(
+    1,
+    4 * GIB,
+    'bytes',
+    replayCache.maxBytes,
+    `At most 4 GiB; ${CACHE_OFF}`,
+  ),
 });
 
 /** A numeric option with a range in `OPTION_LIMITS`. */

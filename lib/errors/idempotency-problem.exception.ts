@@ -197,8 +197,7 @@ export class IdempotencyProblemException extends HttpException {
       'What the server stored for this key cannot be read now, so it is neither replayed nor ' +
         'run again. Do not retry it with a new key before checking its outcome.',
     );
-    exception.message = developerMessage;
-    return exception;
+    return Object.assign(exception, { message: developerMessage });
   }
 
   /** The request body is over the route's `maxRequestBytes`: nothing was claimed. */
@@ -238,8 +237,7 @@ export class IdempotencyProblemException extends HttpException {
       undefined,
       typeof place === 'string' ? undefined : 'The result for this idempotency key was not stored',
     );
-    exception.completed = completed;
-    return exception;
+    return Object.assign(exception, { completed });
   }
 
   /**
@@ -298,8 +296,7 @@ export class IdempotencyProblemException extends HttpException {
       'The server could not process this request because of a configuration error. Its response ' +
         'was not stored.',
     );
-    exception.message = developerMessage;
-    return exception;
+    return Object.assign(exception, { message: developerMessage });
   }
 
   /**
@@ -349,9 +346,6 @@ export class IdempotencyProblemException extends HttpException {
 
 /** The stored headers a client may see: all but the library's own reserved entries. */
 function replayableHeaders(stored: StoredResponse | undefined): StoredResponse['headers'] {
-  const headers: StoredResponse['headers'] = {};
-  for (const [name, value] of Object.entries(stored?.headers ?? {})) {
-    if (!name.startsWith(RESERVED_HEADER_PREFIX)) headers[name] = value;
-  }
-  return headers;
+  const headers = Object.entries(stored?.headers ?? {});
+  return Object.fromEntries(headers.filter(([name]) => !name.startsWith(RESERVED_HEADER_PREFIX)));
 }

@@ -13,7 +13,6 @@ export function renderProblem(
   options: Pick<ResolvedIdempotencyOptions, 'problemTypeBaseUri' | 'errorBody'>,
   logger: Logger,
 ): StoredResponse {
-  if (!options.errorBody) return exception.toResponse(options.problemTypeBaseUri);
   try {
     return exception.toResponse(options.problemTypeBaseUri, options.errorBody);
   } catch (error) {

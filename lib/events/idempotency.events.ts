@@ -2,43 +2,77 @@ import { Injectable, Logger } from '@nestjs/common';
 import type { IdempotencyErrorCode } from '../errors/idempotency-error-codes';
 
 /**
+ * The key an event of a request or an operation is about.
+ * @inline
+ */
+interface KeyedEvent {
+  /** Caller identity the key belongs to (`''` when none). */
+  scope: string;
+  /** The Idempotency-Key. */
+  key: string;
+}
+
+/**
+ * The route of a request's event.
+ * @inline
+ */
+interface RouteEvent {
+  /** The route, as `METHOD /pattern`. */
+  route?: string;
+}
+
+/**
+ * The operation in phases an event is about.
+ * @inline
+ */
+interface OperationEvent extends KeyedEvent {
+  /** The operation's registered name. */
+  operation: string;
+}
+
+/**
+ * The staged job an event is about.
+ * @inline
+ */
+interface JobEvent {
+  /** The job's row id. */
+  id: string;
+  /** The job handler's name. */
+  name: string;
+  /** The job's stable key (`StagedJob.key`). */
+  key: string;
+  /** 1 on the first delivery. */
+  attempt: number;
+}
+
+/**
  * Something the library did, for logs and metrics. Events of a request carry `route`, the route
  * it matched as `METHOD /pattern` (e.g. `POST /payments/:id`); events of background work (the
  * purge, the completer) do not.
  */
 export type IdempotencyEvent =
   /** The handler ran for a claimed key. */
-  | {
+  | ({
       /** Which event this is. */
       type: 'executed';
-      /** Caller identity the key belongs to (`''` when none). */
-      scope: string;
-      /** The Idempotency-Key. */
-      key: string;
       /** The handler's response status. */
       status: number;
       /** Whether the response was stored for replays (a final outcome). */
       stored: boolean;
       /** 1 on the first run of the key; more when it runs again after a release or takeover. */
       attempt: number;
-      /** The route, as `METHOD /pattern`. */
-      route?: string;
-    }
+    } & KeyedEvent &
+      RouteEvent)
   /** A stored response was replayed; the handler did not run. */
-  | {
+  | ({
       /** Which event this is. */
       type: 'replayed';
-      /** Caller identity the key belongs to (`''` when none). */
-      scope: string;
-      /** The Idempotency-Key. */
-      key: string;
       /** The replayed status. */
       status: number;
-      /** The route, as `METHOD /pattern`. */
-      route?: string;
-    }
+    } & KeyedEvent &
+      RouteEvent)
   /** The request was answered with one of the library's errors (400, 409, 422, 503). */
-  | {
+  | ({
       /** Which event this is. */
       type: 'rejected';
       /** Caller identity, when the key was read far enough to have one. */
@@ -49,20 +83,14 @@ export type IdempotencyEvent =
       code: IdempotencyErrorCode;
       /** The error's HTTP status. */
       status: number;
-      /** The route, as `METHOD /pattern`. */
-      route?: string;
-    }
+    } & RouteEvent)
   /**
    * A duplicate found its key in flight on a route with `wait` and waited for the first request,
    * or was refused a wait. Once per such request, before its answer's own event.
    */
-  | {
+  | ({
       /** Which event this is. */
       type: 'waited';
-      /** Caller identity the key belongs to (`''` when none). */
-      scope: string;
-      /** The Idempotency-Key. */
-      key: string;
       /**
        * `replayed`: the key completed, its stored response is replayed; `claimed`: the key was
        * given up (or its lease lapsed), the request claimed it and runs the handler;
@@ -82,39 +110,28 @@ export type IdempotencyEvent =
         | 'error';
       /** How long the request waited, in milliseconds (0 when refused). */
       waitedMs: number;
-      /** The route, as `METHOD /pattern`. */
-      route?: string;
-    }
+    } & KeyedEvent &
+      RouteEvent)
   /** The key was given up, so a retry can run it again. */
-  | {
+  | ({
       /** Which event this is. */
       type: 'released';
-      /** Caller identity the key belongs to (`''` when none). */
-      scope: string;
-      /** The Idempotency-Key. */
-      key: string;
       /**
        * `not_final`: a status outside `storeStatuses`; `rejected_before_handler`: refused before
        * the handler started; `unstorable`: the response could not be stored; `abandoned` and
        * `retry_later`: an operation in phases gave the key up.
        */
       reason: 'not_final' | 'rejected_before_handler' | 'unstorable' | 'abandoned' | 'retry_later';
-      /** The route, as `METHOD /pattern`. */
-      route?: string;
-    }
+    } & KeyedEvent &
+      RouteEvent)
   /** The request's lease was taken over by another caller; its write changed nothing. */
-  | {
+  | ({
       /** Which event this is. */
       type: 'lock_lost';
-      /** Caller identity the key belongs to (`''` when none). */
-      scope: string;
-      /** The Idempotency-Key. */
-      key: string;
       /** The store call that found the lease lost. */
       during: 'renew' | 'complete' | 'release';
-      /** The route, as `METHOD /pattern`. */
-      route?: string;
-    }
+    } & KeyedEvent &
+      RouteEvent)
   /** A purge run ended. */
   | {
       /** Which event this is. */
@@ -125,44 +142,26 @@ export type IdempotencyEvent =
       durationMs: number;
     }
   /** An operation in phases reached a recovery point (a step committed). */
-  | {
+  | ({
       /** Which event this is. */
       type: 'operation_advanced';
-      /** Caller identity the key belongs to (`''` when none). */
-      scope: string;
-      /** The Idempotency-Key. */
-      key: string;
-      /** The operation's registered name. */
-      operation: string;
       /** The recovery point reached: the name of the step that committed. */
       recoveryPoint: string;
-    }
+    } & OperationEvent)
   /** An operation in phases stored its final response. */
-  | {
+  | ({
       /** Which event this is. */
       type: 'operation_finished';
-      /** Caller identity the key belongs to (`''` when none). */
-      scope: string;
-      /** The Idempotency-Key. */
-      key: string;
-      /** The operation's registered name. */
-      operation: string;
       /** The stored response's status. */
       status: number;
-    }
+    } & OperationEvent)
   /**
    * An unfinished operation was handed to a human: older than `maxAgeSeconds`
    * (`max_age`), or past its TTL when the purge ran (`expired`). See `listAbandoned()`.
    */
-  | {
+  | ({
       /** Which event this is. */
       type: 'operation_abandoned';
-      /** Caller identity the key belongs to (`''` when none). */
-      scope: string;
-      /** The Idempotency-Key. */
-      key: string;
-      /** The operation's registered name. */
-      operation: string;
       /** The last recovery point it reached; `null` before its first step committed. */
       recoveryPoint: string | null;
       /**
@@ -170,50 +169,28 @@ export type IdempotencyEvent =
        * `unrecordable`: a foreign step's outcome could not be stored, so it is not called again.
        */
       reason: 'max_age' | 'expired' | 'unrecordable';
-    }
+    } & OperationEvent)
   /** The completer took over an unfinished operation, and how its run ended. */
-  | {
+  | ({
       /** Which event this is. */
       type: 'operation_completed_by_completer';
-      /** Caller identity the key belongs to (`''` when none). */
-      scope: string;
-      /** The Idempotency-Key. */
-      key: string;
-      /** The operation's registered name. */
-      operation: string;
       /** How the completer's run ended. */
       outcome: 'completed' | 'released' | 'lost' | 'abandoned' | 'failed';
-    }
+    } & OperationEvent)
   /** A staged job was delivered to its handler (its deletion commits next). */
-  | {
+  | ({
       /** Which event this is. */
       type: 'job_delivered';
-      /** The job's row id. */
-      id: string;
-      /** The job handler's name. */
-      name: string;
-      /** The job's stable key (`StagedJob.key`). */
-      key: string;
-      /** 1 on the first delivery. */
-      attempt: number;
-    }
+    } & JobEvent)
   /** A delivery failed; the job is retried later, or is now dead (see `listDeadJobs()`). */
-  | {
+  | ({
       /** Which event this is. */
       type: 'job_failed';
-      /** The job's row id. */
-      id: string;
-      /** The job handler's name. */
-      name: string;
-      /** The job's stable key (`StagedJob.key`). */
-      key: string;
-      /** 1 on the first delivery. */
-      attempt: number;
       /** Whether no attempts are left: the job is kept for a human. */
       dead: boolean;
       /** What the handler threw, or the timeout. */
       error: unknown;
-    }
+    } & JobEvent)
   /**
    * An operator changed records through the operator tool (`nest-idempotency/cli`), for the
    * audit trail: emitted once per `release`, `resolve` or `purge`, whatever its result.
@@ -238,16 +215,14 @@ export type IdempotencyEvent =
       count?: number;
     }
   /** A store call failed (the request failed closed, or background work retries later). */
-  | {
+  | ({
       /** Which event this is. */
       type: 'store_error';
       /** The call that failed, e.g. `claim`, `complete`, `purge`. */
       operation: string;
       /** What the store threw. */
       error: unknown;
-      /** The route, as `METHOD /pattern`, for a request's call. */
-      route?: string;
-    };
+    } & RouteEvent);
 
 /** Listener of `IdempotencyEvents`. */
 export type IdempotencyEventListener = (event: IdempotencyEvent) => void;

@@ -1,6 +1,7 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { HealthIndicatorService } from '@nestjs/terminus';
 import type { HealthIndicatorResult } from '@nestjs/terminus';
+import { withoutUndefined } from '../config/idempotency.defaults';
 import { IDEMPOTENCY_STORE_CAPABILITIES } from '../config/idempotency.tokens';
 import type { IdempotencyStoreCapabilities } from '../storage/idempotency-store.capabilities';
 
@@ -63,7 +64,7 @@ export class IdempotencyHealthIndicator {
     bounds: IdempotencyHealthOptions = {},
   ): Promise<HealthIndicatorResult<Key>> {
     const session = this.indicator.check(key);
-    const limits = { ...DEFAULT_IDEMPOTENCY_HEALTH_OPTIONS, ...definedOnly(bounds) };
+    const limits = { ...DEFAULT_IDEMPOTENCY_HEALTH_OPTIONS, ...withoutUndefined(bounds) };
     const query = this.capabilities.health;
     if (!query) return session.up({ store: 'not checked (the store reports no health counts)' });
     let health;
@@ -73,24 +74,16 @@ export class IdempotencyHealthIndicator {
       return session.down({ message: `store unavailable: ${(error as Error)?.message ?? error}` });
     }
     const { stuckInFlight, idleOperations, abandonedOperations, purgeBacklog } = health;
-    const data = { ...health };
-    const problems: string[] = [];
-    if (stuckInFlight > limits.maxStuckInFlight) {
-      problems.push(`${stuckInFlight} records stuck in flight (max ${limits.maxStuckInFlight})`);
-    }
-    if (purgeBacklog > limits.maxPurgeBacklog) {
-      problems.push(`purge backlog of ${purgeBacklog} (max ${limits.maxPurgeBacklog})`);
-    }
     const unfinished = idleOperations + abandonedOperations;
-    if (unfinished > limits.maxUnfinishedOperations) {
-      problems.push(`${unfinished} unfinished operations (max ${limits.maxUnfinishedOperations})`);
-    }
-    return problems.length === 0
-      ? session.up(data)
-      : session.down({ ...data, message: problems.join('; ') });
+    const problems = [
+      [stuckInFlight, limits.maxStuckInFlight, `${stuckInFlight} records stuck in flight`],
+      [purgeBacklog, limits.maxPurgeBacklog, `purge backlog of ${purgeBacklog}`],
+      [unfinished, limits.maxUnfinishedOperations, `${unfinished} unfinished operations`],
+    ] as const;
+    const message = problems
+      .filter(([count, max]) => count > max)
+      .map(([, max, problem]) => `${problem} (max ${max})`)
+      .join('; ');
+    return message ? session.down({ ...health, message }) : session.up({ ...health });
   }
-}
-
-function definedOnly<T extends object>(value: T): Partial<T> {
-  return Object.fromEntries(Object.entries(value).filter(([, v]) => v !== undefined)) as Partial<T>;
 }

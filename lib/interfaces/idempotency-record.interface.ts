@@ -47,22 +47,19 @@ export interface ClaimRequest {
 }
 
 /** What one atomic claim found. */
-export type ClaimResult =
-  /** The caller won the key and runs the handler. */
+export type ClaimResult = {
+  /** Stable id of the record: kept across releases and takeovers, new after expiry. */
+  recordId: string;
+} & (
   | {
-      /** What the claim found. */
+      /** What the claim found: the caller won the key and runs the handler. */
       outcome: 'claimed';
-      /** Stable id of the record: kept across releases and takeovers, new after expiry. */
-      recordId: string;
       /** 1 for a fresh key; more when a released or lapsed record was taken again. */
       attempt: number;
     }
-  /** The key has a stored response: it is replayed. */
   | {
-      /** What the claim found. */
+      /** What the claim found: the key has a stored response, which is replayed. */
       outcome: 'completed';
-      /** Stable id of the record. */
-      recordId: string;
       /** The response to replay. */
       response: StoredResponse;
       /**
@@ -71,27 +68,16 @@ export type ClaimResult =
        */
       expiresInMs?: number;
     }
-  /** Another caller holds a live lease on the key (409). */
   | {
-      /** What the claim found. */
-      outcome: 'in_flight';
-      /** Stable id of the record. */
-      recordId: string;
+      /**
+       * What the claim found: another caller holds a live lease on the key (`in_flight`, 409),
+       * an operation in phases was left for a human (`abandoned`, never run again automatically:
+       * docs/design/contract.md#operations-in-phases), or the key was used with another
+       * fingerprint (`mismatch`, 422).
+       */
+      outcome: 'in_flight' | 'abandoned' | 'mismatch';
     }
-  /** An operation in phases left for a human (docs/design/contract.md#operations-in-phases): never run again automatically. */
-  | {
-      /** What the claim found. */
-      outcome: 'abandoned';
-      /** Stable id of the record. */
-      recordId: string;
-    }
-  /** The key was used with another fingerprint (422). */
-  | {
-      /** What the claim found. */
-      outcome: 'mismatch';
-      /** Stable id of the record. */
-      recordId: string;
-    };
+);
 
 /** A claim's answer other than a key won: what the caller learns about a key someone has. */
 export type KnownClaimResult = Exclude<ClaimResult, { outcome: 'claimed' }>;

@@ -10,23 +10,6 @@ import type { ResolvedIdempotencyOptions } from '../interfaces/idempotency-modul
 type Api = typeof OpenTelemetry;
 type Attributes = OpenTelemetry.Attributes;
 
-/** The instruments, made from one MeterProvider. */
-interface Instruments {
-  provider: OpenTelemetry.MeterProvider;
-  /** False while the provider is the API's no-op one (no SDK registered). */
-  recording: boolean;
-  executed: OpenTelemetry.Counter;
-  replayed: OpenTelemetry.Counter;
-  rejected: OpenTelemetry.Counter;
-  released: OpenTelemetry.Counter;
-  lockLost: OpenTelemetry.Counter;
-  storeErrors: OpenTelemetry.Counter;
-  purged: OpenTelemetry.Counter;
-  claimDuration: OpenTelemetry.Histogram;
-  completionDuration: OpenTelemetry.Histogram;
-  waitDuration: OpenTelemetry.Histogram;
-}
-
 /** What a claim came to, for the claim latency histogram. */
 export type ClaimOutcome =
   'claimed' | 'completed' | 'in_flight' | 'mismatch' | 'abandoned' | 'error';
@@ -65,7 +48,8 @@ export class IdempotencyMetrics implements OnModuleInit, OnModuleDestroy {
   /** Loads `@opentelemetry/api` when metrics are on, and listens to the events. */
   async onModuleInit(): Promise<void> {
     if (!this.options.metrics) return;
-    this.api = await loadOpenTelemetry();
+    // Installed but broken: metrics are off.
+    this.api = await loadOptionalPeer<Api>('@opentelemetry/api').catch(() => undefined);
     if (this.api) this.unsubscribe = this.events.subscribe((event) => this.onEvent(event));
   }
 
@@ -81,9 +65,8 @@ export class IdempotencyMetrics implements OnModuleInit, OnModuleDestroy {
    * @param seconds - from sending the claim to its answer
    */
   claimed(route: string, seconds: number, outcome: ClaimOutcome): void {
-    const meters = this.meters();
-    if (!meters) return;
-    meters.claimDuration.record(seconds, {
+    // Optional chaining skips the attributes too while nothing records.
+    this.meters()?.claimDuration.record(seconds, {
       ...routeAttributes(route),
       'idempotency.outcome': outcome,
     });
@@ -94,9 +77,7 @@ export class IdempotencyMetrics implements OnModuleInit, OnModuleDestroy {
    * is transactional).
    */
   completed(route: string, seconds: number, stored: boolean): void {
-    const meters = this.meters();
-    if (!meters) return;
-    meters.completionDuration.record(seconds, {
+    this.meters()?.completionDuration.record(seconds, {
       ...routeAttributes(route),
       'idempotency.stored': stored,
     });
@@ -105,54 +86,18 @@ export class IdempotencyMetrics implements OnModuleInit, OnModuleDestroy {
   private onEvent(event: IdempotencyEvent): void {
     const meters = this.meters();
     if (!meters) return;
-    switch (event.type) {
-      case 'executed':
-        meters.executed.add(1, {
-          ...routeAttributes(event.route),
-          'http.response.status_class': `${Math.floor(event.status / 100)}xx`,
-          'idempotency.stored': event.stored,
-        });
-        break;
-      case 'replayed':
-        meters.replayed.add(1, {
-          ...routeAttributes(event.route),
-          'http.response.status_class': `${Math.floor(event.status / 100)}xx`,
-        });
-        break;
-      case 'rejected':
-        meters.rejected.add(1, {
-          ...routeAttributes(event.route),
-          'idempotency.code': event.code,
-          'http.response.status_code': event.status,
-        });
-        break;
-      case 'released':
-        meters.released.add(1, {
-          ...routeAttributes(event.route),
-          'idempotency.reason': event.reason,
-        });
-        break;
-      case 'lock_lost':
-        meters.lockLost.add(1, {
-          ...routeAttributes(event.route),
-          'idempotency.during': event.during,
-        });
-        break;
-      case 'store_error':
-        meters.storeErrors.add(1, {
-          ...routeAttributes(event.route),
-          'idempotency.operation': event.operation,
-        });
-        break;
-      case 'purged':
-        meters.purged.add(event.count);
-        break;
-      case 'waited':
-        meters.waitDuration.record(event.waitedMs / 1000, {
-          ...routeAttributes(event.route),
-          'idempotency.wait.outcome': event.outcome,
-        });
-        break;
+    if (event.type === 'purged') meters.purged.add(event.count);
+    else if (event.type === 'waited') {
+      meters.waitDuration.record(event.waitedMs / 1000, {
+        ...routeAttributes(event.route),
+        'idempotency.wait.outcome': event.outcome,
+      });
+    } else if (event.type in COUNTED) {
+      const type = event.type as CountedType;
+      meters.counters[type].add(1, {
+        ...routeAttributes((event as { route?: string }).route),
+        ...(COUNTED[type] as (counted: IdempotencyEvent) => Attributes)(event),
+      });
     }
   }
 
@@ -161,50 +106,77 @@ export class IdempotencyMetrics implements OnModuleInit, OnModuleDestroy {
     const api = this.api;
     if (!api) return undefined;
     const provider = api.metrics.getMeterProvider();
-    if (this.instruments?.provider === provider) {
-      return this.instruments.recording ? this.instruments : undefined;
-    }
-    const meter = provider.getMeter(IDEMPOTENCY_METER_NAME);
-    const counter = (name: string, description: string, unit = '{request}') =>
-      meter.createCounter(name, { description, unit });
-    const duration = (name: string, description: string, buckets = DURATION_BUCKETS) =>
-      meter.createHistogram(name, {
-        description,
-        unit: 's',
-        advice: { explicitBucketBoundaries: buckets },
-      });
-    const executed = counter(
-      'idempotency.executed',
-      'Requests whose handler ran, by status class and whether the response was stored',
-    );
-    this.instruments = {
-      provider,
-      // No SDK registered: the API hands out its shared no-op instruments, and the request path
-      // skips building attributes for them until a real provider is set.
-      recording: executed !== api.createNoopMeter().createCounter('idempotency.executed'),
-      executed,
-      replayed: counter('idempotency.replayed', 'Stored responses replayed'),
-      rejected: counter('idempotency.rejected', 'Requests answered with an idempotency error'),
-      released: counter('idempotency.released', 'Keys given back without a stored response'),
-      lockLost: counter('idempotency.lock_lost', 'Leases found taken over by another request'),
-      storeErrors: counter('idempotency.store_errors', 'Store calls that failed', '{error}'),
-      purged: counter('idempotency.purged', 'Expired records deleted by the purge', '{record}'),
-      claimDuration: duration('idempotency.claim.duration', 'Time to claim a key'),
-      completionDuration: duration(
-        'idempotency.completion.duration',
-        'Time to store a response (complete, and commit on transactional routes)',
-      ),
-      waitDuration: duration(
-        'idempotency.wait.duration',
-        'Time a duplicate waited for the request in flight with its key, by how the wait ended',
-        WAIT_BUCKETS,
-      ),
-    };
+    if (this.instruments?.provider !== provider) this.instruments = makeInstruments(api, provider);
     return this.instruments.recording ? this.instruments : undefined;
   }
 }
 
-/** `http.route` and `http.request.method` from a `METHOD /pattern` label. */
+type EventOf<T extends IdempotencyEvent['type']> = Extract<IdempotencyEvent, { type: T }>;
+type CountedType = 'executed' | 'replayed' | 'rejected' | 'released' | 'lock_lost' | 'store_error';
+
+const statusClass = (status: number) => `${Math.floor(status / 100)}xx`;
+
+/** The events each counted by one: the attributes of each (its route's besides). */
+const COUNTED: { [T in CountedType]: (event: EventOf<T>) => Attributes } = {
+  executed: (event) => ({
+    'http.response.status_class': statusClass(event.status),
+    'idempotency.stored': event.stored,
+  }),
+  replayed: (event) => ({ 'http.response.status_class': statusClass(event.status) }),
+  rejected: (event) => ({
+    'idempotency.code': event.code,
+    'http.response.status_code': event.status,
+  }),
+  released: (event) => ({ 'idempotency.reason': event.reason }),
+  lock_lost: (event) => ({ 'idempotency.during': event.during }),
+  store_error: (event) => ({ 'idempotency.operation': event.operation }),
+};
+
+/** The instruments, made from one MeterProvider. */
+type Instruments = ReturnType<typeof makeInstruments>;
+
+/** Every instrument of the library, made from `provider`. */
+function makeInstruments(api: Api, provider: OpenTelemetry.MeterProvider) {
+  const meter = provider.getMeter(IDEMPOTENCY_METER_NAME);
+  const counter = (name: string, description: string, unit = '{request}') =>
+    meter.createCounter(name, { description, unit });
+  const duration = (name: string, description: string, buckets = DURATION_BUCKETS) =>
+    meter.createHistogram(name, {
+      description,
+      unit: 's',
+      advice: { explicitBucketBoundaries: buckets },
+    });
+  const executed = counter(
+    'idempotency.executed',
+    'Requests whose handler ran, by status class and whether the response was stored',
+  );
+  return {
+    provider,
+    // No SDK registered: the API hands out its shared no-op instruments, and the request path
+    // skips building attributes for them until a real provider is set.
+    recording: executed !== api.createNoopMeter().createCounter('idempotency.executed'),
+    counters: {
+      executed,
+      replayed: counter('idempotency.replayed', 'Stored responses replayed'),
+      rejected: counter('idempotency.rejected', 'Requests answered with an idempotency error'),
+      released: counter('idempotency.released', 'Keys given back without a stored response'),
+      lock_lost: counter('idempotency.lock_lost', 'Leases found taken over by another request'),
+      store_error: counter('idempotency.store_errors', 'Store calls that failed', '{error}'),
+    } satisfies Record<CountedType, OpenTelemetry.Counter>,
+    purged: counter('idempotency.purged', 'Expired records deleted by the purge', '{record}'),
+    claimDuration: duration('idempotency.claim.duration', 'Time to claim a key'),
+    completionDuration: duration(
+      'idempotency.completion.duration',
+      'Time to store a response (complete, and commit on transactional routes)',
+    ),
+    waitDuration: duration(
+      'idempotency.wait.duration',
+      'Time a duplicate waited for the request in flight with its key, by how the wait ended',
+      WAIT_BUCKETS,
+    ),
+  };
+}
+
 /** `http.request.method` and `http.route` of each route label seen, computed once per label. */
 const routeAttributeCache = new Map<string, Attributes>();
 
@@ -212,25 +184,13 @@ function routeAttributes(route: string | undefined): Attributes {
   if (!route) return {};
   let attributes = routeAttributeCache.get(route);
   if (!attributes) {
-    attributes = splitRoute(route);
+    const space = route.indexOf(' ');
+    attributes =
+      space < 0
+        ? { 'http.route': route }
+        : { 'http.request.method': route.slice(0, space), 'http.route': route.slice(space + 1) };
     // Labels are route patterns (bounded by the application's routes), never URLs.
     routeAttributeCache.set(route, attributes);
   }
   return attributes;
-}
-
-function splitRoute(route: string): Attributes {
-  const space = route.indexOf(' ');
-  return space < 0
-    ? { 'http.route': route }
-    : { 'http.request.method': route.slice(0, space), 'http.route': route.slice(space + 1) };
-}
-
-/** `@opentelemetry/api`, when the application has it (see `loadOptionalPeer`). */
-async function loadOpenTelemetry(): Promise<Api | undefined> {
-  try {
-    return await loadOptionalPeer<Api>('@opentelemetry/api');
-  } catch {
-    return undefined; // installed but broken: metrics are off
-  }
 }

@@ -4,13 +4,8 @@ export type ParsedIdempotencyKey =
 
 const MAX_KEY_LENGTH = 255;
 
-function isPrintable(text: string): boolean {
-  for (let i = 0; i < text.length; i++) {
-    const c = text.charCodeAt(i);
-    if (c < 0x20 || c > 0x7e) return false;
-  }
-  return true;
-}
+/** Printable ASCII only. */
+const PRINTABLE = /^[\x20-\x7e]*$/;
 
 /**
  * Unquotes an RFC 8941 sf-string: `"` ... `"` where only `\"` and `\\` are escapes.
@@ -50,7 +45,7 @@ export function parseIdempotencyKey(values: readonly string[]): ParsedIdempotenc
   if (values.length === 0) return { kind: 'missing' };
   if (values.length > 1) return { kind: 'invalid', reason: 'the header appears more than once' };
   const raw = values[0].replace(/^[ \t]+|[ \t]+$/g, '');
-  if (!isPrintable(raw)) {
+  if (!PRINTABLE.test(raw)) {
     return { kind: 'invalid', reason: 'the key has characters outside printable ASCII' };
   }
   let key: string;

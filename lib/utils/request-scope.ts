@@ -66,9 +66,8 @@ function storedAsIs(scope: string, maxBytes: number, reserved: readonly string[]
 /** What a refused scope was, for the error message; never the value itself. */
 function describe(value: unknown): string {
   if (typeof value === 'number') return `the number ${String(value)}`;
-  if (typeof value === 'boolean') return 'a boolean';
-  if (typeof value === 'symbol') return 'a symbol';
-  if (typeof value === 'function') return 'a function';
+  // A boolean, a symbol or a function: strings, bigints and nothing never get here.
+  if (typeof value !== 'object') return `a ${typeof value}`;
   if (Array.isArray(value)) return 'an array';
   const name = (Object.getPrototypeOf(value) as { constructor?: { name?: unknown } } | null)
     ?.constructor?.name;

@@ -19,11 +19,6 @@ export class UnparsedContentTypeWarnings {
   /** @param logger - where the warnings go */
   constructor(private readonly logger: Pick<LoggerService, 'warn'>) {}
 
-  /** How many media types are remembered (at most `MAX_UNPARSED_TYPES_LOGGED`). */
-  get size(): number {
-    return this.logged.size;
-  }
-
   /**
    * Warns about `contentType` unless its media type was warned about already or the limit was
    * reached.
