@@ -93,7 +93,10 @@ export interface IdempotentMessageOptions extends IdempotentMessageRouteOptions 
 /** The defaults of `@IdempotentMessage()`'s own options. */
 export const DEFAULT_IDEMPOTENCY_MESSAGE_OPTIONS = Object.freeze({
   /** The key is the data's `idempotencyKey` field. */
-  key: Object.freeze({ field: 'idempotencyKey' as string }),
+  key: Object.freeze({
+    /** The field's name. */
+    field: 'idempotencyKey' as string,
+  }),
   /** The server acknowledges deliveries itself (Nest's default). */
   ack: 'auto' as 'auto' | 'manual',
   /** One key space per pattern: records under `message:<pattern>`. */
