@@ -22,10 +22,7 @@ export function withoutSchedules<T>(create: () => Promise<T>): Promise<T> {
 export type PeriodicRunOutcome<T> = { result: T; error?: undefined } | { error: unknown };
 
 /** The part of `@nestjs/schedule`'s SchedulerRegistry a periodic task uses. */
-interface IntervalRegistry {
-  addInterval(name: string, id: NodeJS.Timeout): void;
-  deleteInterval(name: string): void;
-}
+type IntervalRegistry = Pick<Schedule.SchedulerRegistry, 'addInterval' | 'deleteInterval'>;
 
 /**
  * Background work of the module (the purge, the completer, the job drainer) on an interval

@@ -166,19 +166,18 @@ export class IdempotencyJobs implements OnApplicationBootstrap, OnApplicationShu
 
   /** Delivers one claimed job in its own transaction; a failure is recorded on its own. */
   private async deliver(store: StagedJobStore, job: ClaimedJob, run: DrainRun): Promise<void> {
-    const staged = this.staged(job);
     let delivery: JobDelivery | undefined;
     try {
       delivery = await store.deliver(job);
       if (!delivery) return; // its claim lapsed and another drainer took it over
-      await this.runHandler(staged, delivery);
+      await this.runHandler(this.staged(job), delivery);
       await delivery.commit();
     } catch (error) {
       await delivery?.rollback().catch(() => undefined);
-      return this.failed(store, job, staged, error, run);
+      return this.failed(store, job, error, run);
     }
     run.delivered++;
-    this.events.emit({ type: 'job_delivered', ...this.describe(staged) });
+    this.events.emit({ type: 'job_delivered', ...this.describe(job) });
   }
 
   /**
@@ -222,7 +221,6 @@ export class IdempotencyJobs implements OnApplicationBootstrap, OnApplicationShu
   private async failed(
     store: StagedJobStore,
     job: ClaimedJob,
-    staged: StagedJob,
     error: unknown,
     run: DrainRun,
   ): Promise<void> {
@@ -247,14 +245,8 @@ export class IdempotencyJobs implements OnApplicationBootstrap, OnApplicationShu
           return false;
         },
       );
-    run.failed++;
-    if (dead) run.dead++;
-    this.events.emit({ type: 'job_failed', ...this.describe(staged), dead, error });
-    if (dead) {
-      this.logger.error(
-        `Job ${job.name} (${job.id}) is dead after ${job.attempt} attempts: ${message}`,
-      );
-    }
+    const why = `Job ${job.name} (${job.id}) is dead after ${job.attempt} attempts: ${message}`;
+    this.reportFailure(job, run, error, dead, why);
   }
 
   /** A job its claim made dead: its last delivery left no outcome and no attempts are left. */
@@ -263,10 +255,21 @@ export class IdempotencyJobs implements OnApplicationBootstrap, OnApplicationShu
       `nest-idempotency: job ${job.name} (${job.id}) has no attempts left; its last delivery ` +
         'recorded no outcome',
     );
+    this.reportFailure(job, run, error, true, error.message);
+  }
+
+  /** Counts and reports a failed delivery; a dead job is also logged, as `why`, for a human. */
+  private reportFailure(
+    job: ClaimedJob,
+    run: DrainRun,
+    error: unknown,
+    dead: boolean,
+    why: string,
+  ) {
     run.failed++;
-    run.dead++;
-    this.events.emit({ type: 'job_failed', ...this.describe(this.staged(job)), dead: true, error });
-    this.logger.error(error.message);
+    if (dead) run.dead++;
+    this.events.emit({ type: 'job_failed', ...this.describe(job), dead, error });
+    if (dead) this.logger.error(why);
   }
 
   private staged(job: ClaimedJob): StagedJob {
@@ -274,7 +277,7 @@ export class IdempotencyJobs implements OnApplicationBootstrap, OnApplicationShu
     return { id, name, args, key, attempt, origin: { scope: job.originScope, key: job.originKey } };
   }
 
-  private describe(job: StagedJob) {
+  private describe(job: ClaimedJob) {
     return { id: job.id, name: job.name, key: job.key, attempt: job.attempt };
   }
 }
