@@ -231,32 +231,24 @@ export class OperationRunner {
       };
     }
     if (run.lease.signal.aborted) return { kind: 'lost' };
-    const unrecordable = this.unrecordable(call, outcome, state);
-    if (unrecordable) {
+    try {
+      // What settle() checks before it writes: a state or a response the store cannot record.
+      if (outcome?.kind === 'proceed') this.storable(call, { ...state, ...outcome.state });
+      if (outcome?.kind === 'respond') {
+        this.render(call, outcome);
+        this.storable(call, state);
+      }
+    } catch (unrecordable) {
       // The call happened and its outcome cannot be written: calling again is no answer.
       this.logger.error(
-        `${unrecordable.message} The foreign call was made: the operation is abandoned for an ` +
-          'operator (listAbandoned()) instead of calling it again.',
+        `${(unrecordable as Error).message} The foreign call was made: the operation is ` +
+          'abandoned for an operator (listAbandoned()) instead of calling it again.',
       );
       return this.abandon(run, operation.name, call.expected, 'unrecordable');
     }
     return this.settle(call, outcome, state).catch((error: unknown) =>
       this.failClosed(error, `step "${step.name}"`),
     );
-  }
-
-  /** Why the store cannot record what a step produced (its state or its response), if so. */
-  private unrecordable(call: StepCall, outcome: StepOutcome, carried: Record<string, unknown>) {
-    try {
-      if (outcome?.kind === 'proceed') this.storable(call, { ...carried, ...outcome.state });
-      if (outcome?.kind === 'respond') {
-        this.render(call, outcome);
-        this.storable(call, carried);
-      }
-      return undefined;
-    } catch (error) {
-      return error as Error;
-    }
   }
 
   /** Throws when a step's state cannot be stored (a NUL character in a string). */
