@@ -68,36 +68,32 @@ export class IdempotencyPurgeService implements OnApplicationBootstrap, OnApplic
 
   /** One run, scheduled or called: a failure is a `store_error` event, whoever started it. */
   private async purgeAll(): Promise<number> {
+    const started = Date.now();
+    const { batchSize, abandonedRetentionSeconds } = this.options.purge;
     try {
-      return await this.purgeAndReap();
+      let total = await inBatches(batchSize, () => this.store.purgeExpired(batchSize));
+      // The reaper: unfinished operations past their TTL are marked abandoned, never deleted;
+      // abandoned ones kept long enough are.
+      const phases = this.capabilities.operations;
+      if (phases) {
+        await inBatches(batchSize, async () => {
+          const reaped = await phases.reapExpired(batchSize);
+          for (const row of reaped) this.events.emit(abandonedEvent(row, 'expired'));
+          return reaped.length;
+        });
+        total += await inBatches(batchSize, () =>
+          phases.deleteAbandoned(batchSize, abandonedRetentionSeconds),
+        );
+      }
+      // An idle purge is silent: a `purged` event per interval that deleted nothing is noise.
+      if (total > 0) {
+        this.events.emit({ type: 'purged', count: total, durationMs: Date.now() - started });
+      }
+      return total;
     } catch (error) {
       this.events.emit({ type: 'store_error', operation: 'purge', error });
       throw error;
     }
-  }
-
-  private async purgeAndReap(): Promise<number> {
-    const started = Date.now();
-    const { batchSize, abandonedRetentionSeconds } = this.options.purge;
-    let total = await inBatches(batchSize, () => this.store.purgeExpired(batchSize));
-    // The reaper: unfinished operations past their TTL are marked abandoned, never deleted;
-    // abandoned ones kept long enough are.
-    const phases = this.capabilities.operations;
-    if (phases) {
-      await inBatches(batchSize, async () => {
-        const reaped = await phases.reapExpired(batchSize);
-        for (const row of reaped) this.events.emit(abandonedEvent(row, 'expired'));
-        return reaped.length;
-      });
-      total += await inBatches(batchSize, () =>
-        phases.deleteAbandoned(batchSize, abandonedRetentionSeconds),
-      );
-    }
-    // An idle purge is silent: a `purged` event per interval that deleted nothing is noise.
-    if (total > 0) {
-      this.events.emit({ type: 'purged', count: total, durationMs: Date.now() - started });
-    }
-    return total;
   }
 }
 

@@ -145,9 +145,7 @@ export class PeriodicTask<T> {
 async function findSchedulerRegistry(moduleRef: ModuleRef): Promise<IntervalRegistry | undefined> {
   try {
     const schedule = await loadOptionalPeer<typeof Schedule>('@nestjs/schedule');
-    if (!schedule) return undefined;
-    const { SchedulerRegistry } = schedule;
-    return moduleRef.get(SchedulerRegistry, { strict: false });
+    return schedule && moduleRef.get(schedule.SchedulerRegistry, { strict: false });
   } catch {
     return undefined; // no @nestjs/schedule, or no ScheduleModule.forRoot()
   }
