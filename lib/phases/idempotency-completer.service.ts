@@ -9,10 +9,10 @@ import { IDEMPOTENCY_OPTIONS } from '../config/idempotency.tokens';
 import type { ResolvedIdempotencyOptions } from '../interfaces/idempotency-module-options.interface';
 import { PeriodicTask } from '../scheduling/periodic-task';
 import { IdempotencyStore } from '../storage/idempotency.store';
-import { IdempotencyPhaseEngine } from './idempotency-phase-engine';
-import type { PhaseEngineParts } from './idempotency-phase-engine';
+import { OperationRunner } from './operation-runner';
 import type { OperationRecordRow } from './operation-record.store';
 import { IdempotencyOperationRegistry } from './operation-registry';
+import { abandonedEvent } from './operation-events';
 import type { ResolvedIdempotencyPhasesOptions } from './idempotency-phases.options';
 import { IDEMPOTENCY_PHASES_OPTIONS } from './idempotency-phases.tokens';
 
@@ -42,7 +42,7 @@ export class IdempotencyCompleter implements OnApplicationBootstrap, OnApplicati
 
   /** Built by Nest's injector, from the module's own providers. @internal */
   constructor(
-    private readonly engine: IdempotencyPhaseEngine,
+    private readonly runner: OperationRunner,
     private readonly registry: IdempotencyOperationRegistry,
     private readonly store: IdempotencyStore,
     private readonly events: IdempotencyEvents,
@@ -63,7 +63,7 @@ export class IdempotencyCompleter implements OnApplicationBootstrap, OnApplicati
   /** @inheritDoc */
   async onApplicationBootstrap(): Promise<void> {
     const { enabled, intervalSeconds } = this.phases.completer;
-    if (!enabled || !this.engine.parts || !this.registry.hasOperations()) return;
+    if (!enabled || !this.runner.operations || !this.registry.hasOperations()) return;
     await this.task.start(intervalSeconds, this.moduleRef, (error) => {
       this.events.emit({ type: 'store_error', operation: 'completer', error });
       this.logger.warn(`Completer run failed: ${(error as Error).message}`);
@@ -76,23 +76,14 @@ export class IdempotencyCompleter implements OnApplicationBootstrap, OnApplicati
   }
 
   private async runAll(): Promise<CompleterRunSummary> {
-    const parts = this.engine.parts;
-    if (!parts) return { taken: 0, completed: 0, abandoned: 0 };
+    const operations = this.runner.operations;
+    if (!operations) return { taken: 0, completed: 0, abandoned: 0 };
     const { lockTimeoutSeconds } = this.options;
     const { completer, maxAgeSeconds } = this.phases;
-    const abandoned = await parts.operations.abandonOld(completer.batchSize, maxAgeSeconds);
-    for (const row of abandoned) {
-      this.events.emit({
-        type: 'operation_abandoned',
-        scope: row.scope,
-        key: row.key,
-        operation: row.operation,
-        recoveryPoint: row.recoveryPoint,
-        reason: 'max_age',
-      });
-    }
+    const abandoned = await operations.abandonOld(completer.batchSize, maxAgeSeconds);
+    for (const row of abandoned) this.events.emit(abandonedEvent(row, 'max_age'));
     const claimedAt = Date.now();
-    const taken = await parts.operations.takeOver(
+    const taken = await operations.takeOver(
       completer.batchSize,
       completer.afterSeconds,
       maxAgeSeconds,
@@ -102,7 +93,7 @@ export class IdempotencyCompleter implements OnApplicationBootstrap, OnApplicati
     // Every lease taken is renewed from now on, while the records are run one after another.
     const runs = taken.map((row) => this.begin(row, claimedAt));
     for (const [index, row] of taken.entries()) {
-      const outcome = await this.complete(parts, row, runs[index]);
+      const outcome = await this.complete(row, runs[index]);
       if (outcome === 'completed') completed++;
       this.events.emit({
         type: 'operation_completed_by_completer',
@@ -123,10 +114,11 @@ export class IdempotencyCompleter implements OnApplicationBootstrap, OnApplicati
   private begin(row: OperationRecordRow, claimedAt: number): IdempotencyRun {
     const { lockTimeoutSeconds, maxLockHoldSeconds, ttlSeconds, replayHeaders } = this.options;
     const { storeBody, maxResponseBytes } = this.options;
+    const { scope, key } = row;
     return IdempotencyRun.begin({
       store: this.store,
-      ref: { scope: row.scope, key: row.key, ownerToken: row.ownerToken! },
-      identity: { scope: row.scope, key: row.key, recordId: row.recordId, attempt: row.attempt },
+      ref: { scope, key, ownerToken: row.ownerToken! },
+      identity: { scope, key, recordId: row.recordId, attempt: row.attempt },
       settings: row.settings ?? { ttlSeconds, replayHeaders, storeBody, maxResponseBytes },
       completion: 'operation',
       lockTimeoutSeconds,
@@ -139,7 +131,6 @@ export class IdempotencyCompleter implements OnApplicationBootstrap, OnApplicati
   }
 
   private async complete(
-    parts: PhaseEngineParts,
     row: OperationRecordRow,
     run: IdempotencyRun,
   ): Promise<OperationRunResult['kind'] | 'failed'> {
@@ -150,7 +141,7 @@ export class IdempotencyCompleter implements OnApplicationBootstrap, OnApplicati
       const operation = this.registry.findOperation(row.operation);
       if (!operation) throw new Error(`no operation "${row.operation}" is registered`);
       const result = await idempotencyRunScopes.run(scope, () =>
-        run.operate(() => parts.runner.run(operation, null, run)),
+        run.operate(() => this.runner.run(operation, null, run)),
       );
       return result.kind;
     } catch (error) {

@@ -7,9 +7,9 @@ import { IDEMPOTENCY_OPTIONS } from '../config/idempotency.tokens';
 import type { ResolvedIdempotencyOptions } from '../interfaces/idempotency-module-options.interface';
 import type { AbandonedOperation } from './operation-record.store';
 import { sendableResponse, UnsendableResponseError } from '../execution/sendable-response';
+import { storedResponseOf } from '../execution/stored-response';
 import type { StoredResponse } from '../interfaces/idempotency-record.interface';
-import { IdempotencyPhaseEngine } from './idempotency-phase-engine';
-import type { PhaseEngineParts } from './idempotency-phase-engine';
+import { OperationRunner } from './operation-runner';
 import { IdempotencyOperationRegistry } from './operation-registry';
 import type { IdempotencyOperation, OperationInput, OperationOutput } from './operation-step';
 
@@ -42,7 +42,7 @@ export interface AbandonedResolution {
 export class IdempotencyOperations {
   /** Built by Nest's injector, from the module's own providers. @internal */
   constructor(
-    private readonly engine: IdempotencyPhaseEngine,
+    private readonly runner: OperationRunner,
     private readonly registry: IdempotencyOperationRegistry,
     @Inject(IDEMPOTENCY_OPTIONS) private readonly options: ResolvedIdempotencyOptions,
   ) {}
@@ -87,10 +87,10 @@ export class IdempotencyOperations {
         'nest-idempotency: IdempotencyOperations.run() was called outside an @Idempotent() handler.',
       );
     }
-    const { runner } = this.parts();
+    this.runner.records(); // fails first when the store cannot run operations at all
     const registered = this.registry.operation(operation as Type<IdempotencyOperation> | string);
     // From here on the operation concludes the run, whatever the handler does with this result.
-    const result = await run.operate(() => runner.run(registered, input, run));
+    const result = await run.operate(() => this.runner.run(registered, input, run));
     const { retryAfterSeconds } = this.options;
     switch (result.kind) {
       case 'completed':
@@ -111,7 +111,7 @@ export class IdempotencyOperations {
    * @param limit - at most this many
    */
   listAbandoned(limit = 100): Promise<AbandonedOperation[]> {
-    return this.parts().operations.listAbandoned(limit);
+    return this.runner.records().listAbandoned(limit);
   }
 
   /**
@@ -130,7 +130,7 @@ export class IdempotencyOperations {
     key: string,
     resolution: AbandonedResolution = {},
   ): Promise<boolean> {
-    const { operations } = this.parts();
+    const operations = this.runner.records();
     const given = resolution.response;
     if (!given) return operations.resolveAbandoned(scope, key, undefined, 0);
     let outgoing: StoredResponse;
@@ -146,21 +146,9 @@ export class IdempotencyOperations {
     const settings = await operations.abandonedSettings(scope, key);
     if (settings === undefined) return false;
     // As the route that started the operation would have stored it (older records: the module's).
+    // Its replayHeaders only, and the body whole: an operator's answer is never cut.
     const { ttlSeconds, replayHeaders } = settings ?? this.options;
-    const { headers } = outgoing;
-    const kept: StoredResponse['headers'] = {};
-    for (const name of replayHeaders) if (headers[name] !== undefined) kept[name] = headers[name];
-    const response = { status: outgoing.status, headers: kept, body: outgoing.body };
+    const response = storedResponseOf(outgoing, { ttlSeconds, replayHeaders });
     return operations.resolveAbandoned(scope, key, response, ttlSeconds);
-  }
-
-  private parts(): PhaseEngineParts {
-    const parts = this.engine.parts;
-    if (!parts) {
-      throw IdempotencyProblemException.operationUnavailable(
-        'Operations in phases need the TypeORM store (PostgreSQL transactions).',
-      );
-    }
-    return parts;
   }
 }

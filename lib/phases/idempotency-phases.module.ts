@@ -5,7 +5,7 @@ import { IdempotencyJobs } from './jobs/idempotency-jobs.service';
 import { IDEMPOTENCY_OPTIONS } from '../config/idempotency.tokens';
 import type { ResolvedIdempotencyOptions } from '../interfaces/idempotency-module-options.interface';
 import { IdempotencyCompleter } from './idempotency-completer.service';
-import { IdempotencyPhaseEngine } from './idempotency-phase-engine';
+import { OperationRunner } from './operation-runner';
 import { resolveIdempotencyPhasesOptions } from './idempotency-phases.defaults';
 import type {
   IdempotencyPhasesModuleOptions,
@@ -54,7 +54,7 @@ export class IdempotencyPhasesModule implements OnModuleInit {
           useFactory: () => resolveIdempotencyPhasesOptions(options),
         },
         IdempotencyOperationRegistry,
-        IdempotencyPhaseEngine,
+        OperationRunner,
         IdempotencyOperations,
         IdempotencyCompleter,
         IdempotencyJobs,
@@ -65,7 +65,6 @@ export class IdempotencyPhasesModule implements OnModuleInit {
 
   /** Finds the operations and job handlers, and checks each foreign step fits in a lease. */
   onModuleInit(): void {
-    this.registry.discover();
     const { lockTimeoutSeconds } = this.options;
     this.registry.checkForeignSteps(lockTimeoutSeconds, this.phases.foreignStepMarginSeconds);
   }

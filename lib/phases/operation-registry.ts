@@ -15,6 +15,13 @@ export interface RegisteredOperation {
 
 const RESERVED_POINTS = new Set(['started', 'finished']);
 
+/** What discovery found: the operations, by name and by class, and the job handlers. */
+interface Discovered {
+  readonly operations: Map<string, RegisteredOperation>;
+  readonly byClass: Map<Type, RegisteredOperation>;
+  readonly jobHandlers: Map<string, IdempotencyJobHandlerInstance>;
+}
+
 /**
  * The `@IdempotentOperation()` and `@IdempotentJobHandler()` providers of the application,
  * found through Nest's discovery the first time they are asked for (every provider exists by
@@ -22,9 +29,7 @@ const RESERVED_POINTS = new Set(['started', 'finished']);
  */
 @Injectable()
 export class IdempotencyOperationRegistry {
-  private operations?: Map<string, RegisteredOperation>;
-  private byClass?: Map<Type, RegisteredOperation>;
-  private jobHandlers?: Map<string, IdempotencyJobHandlerInstance>;
+  private found?: Discovered;
 
   constructor(
     private readonly discovery: DiscoveryService,
@@ -36,8 +41,8 @@ export class IdempotencyOperationRegistry {
    * @throws IdempotencyConfigurationError when there is none
    */
   operation(ref: string | Type<IdempotencyOperation>): RegisteredOperation {
-    this.discover();
-    const found = typeof ref === 'string' ? this.operations!.get(ref) : this.byClass!.get(ref);
+    const { operations, byClass } = this.discover();
+    const found = typeof ref === 'string' ? operations.get(ref) : byClass.get(ref);
     if (!found) throw IdempotencyConfigurationError.operationNotRegistered(ref);
     return found;
   }
@@ -48,8 +53,7 @@ export class IdempotencyOperationRegistry {
    * @throws IdempotencyConfigurationError naming the step and the numbers
    */
   checkForeignSteps(lockTimeoutSeconds: number, marginSeconds: number): void {
-    this.discover();
-    for (const operation of this.operations!.values()) {
+    for (const operation of this.discover().operations.values()) {
       for (const step of operation.steps) {
         if (step.kind !== 'foreign') continue;
         const needs = step.options.timeoutSeconds + marginSeconds;
@@ -67,34 +71,30 @@ export class IdempotencyOperationRegistry {
 
   /** The operation of that name, or undefined (a record left by a removed operation). */
   findOperation(name: string): RegisteredOperation | undefined {
-    this.discover();
-    return this.operations!.get(name);
+    return this.discover().operations.get(name);
   }
 
   /** Whether the application has any operation in phases. */
   hasOperations(): boolean {
-    this.discover();
-    return this.operations!.size > 0;
+    return this.discover().operations.size > 0;
   }
 
   /** The job handler of that name, or undefined. */
   jobHandler(name: string): IdempotencyJobHandlerInstance | undefined {
-    this.discover();
-    return this.jobHandlers!.get(name);
+    return this.discover().jobHandlers.get(name);
   }
 
   /** Whether the application has any job handler. */
   hasJobHandlers(): boolean {
-    this.discover();
-    return this.jobHandlers!.size > 0;
+    return this.discover().jobHandlers.size > 0;
   }
 
   /**
-   * Finds and checks every operation and job handler.
+   * Finds and checks every operation and job handler, once.
    * @throws IdempotencyConfigurationError on a duplicate name or a malformed operation
    */
-  discover(): void {
-    if (this.operations) return;
+  private discover(): Discovered {
+    if (this.found) return this.found;
     const operations = new Map<string, RegisteredOperation>();
     const byClass = new Map<Type, RegisteredOperation>();
     const jobHandlers = new Map<string, IdempotencyJobHandlerInstance>();
@@ -125,34 +125,27 @@ export class IdempotencyOperationRegistry {
         jobHandlers.set(jobName, instance as IdempotencyJobHandlerInstance);
       }
     }
-    this.operations = operations;
-    this.byClass = byClass;
-    this.jobHandlers = jobHandlers;
+    return (this.found = { operations, byClass, jobHandlers });
   }
 }
 
 function checkOperation(name: string, instance: IdempotencyOperation): RegisteredOperation {
+  const invalid = (problem: string) =>
+    IdempotencyConfigurationError.invalidOperation(name, problem);
   const steps = instance.steps;
   if (!Array.isArray(steps) || steps.length === 0) {
-    throw IdempotencyConfigurationError.invalidOperation(name, 'it needs a non-empty steps array');
+    throw invalid('it needs a non-empty steps array');
   }
   const seen = new Set<string>();
   for (const step of steps) {
     if (!step || (step.kind !== 'local' && step.kind !== 'foreign')) {
-      throw IdempotencyConfigurationError.invalidOperation(
-        name,
-        'build the steps with defineSteps()',
-      );
+      throw invalid('build the steps with defineSteps()');
     }
     if (typeof step.name !== 'string' || step.name === '' || step.name.length > 200) {
-      throw IdempotencyConfigurationError.invalidOperation(
-        name,
-        'a step needs a name of 1–200 characters',
-      );
+      throw invalid('a step needs a name of 1–200 characters');
     }
     if (RESERVED_POINTS.has(step.name) || seen.has(step.name)) {
-      throw IdempotencyConfigurationError.invalidOperation(
-        name,
+      throw invalid(
         `step name "${step.name}" is ${seen.has(step.name) ? 'used twice' : 'reserved'}`,
       );
     }
@@ -161,10 +154,7 @@ function checkOperation(name: string, instance: IdempotencyOperation): Registere
       step.kind === 'foreign' &&
       !(typeof step.options?.timeoutSeconds === 'number' && step.options.timeoutSeconds > 0)
     ) {
-      throw IdempotencyConfigurationError.invalidOperation(
-        name,
-        `foreign step "${step.name}" needs a positive timeoutSeconds`,
-      );
+      throw invalid(`foreign step "${step.name}" needs a positive timeoutSeconds`);
     }
   }
   return { name, steps };

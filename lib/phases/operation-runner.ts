@@ -1,26 +1,44 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import { Logger } from '@nestjs/common';
+import { Inject, Injectable, Logger } from '@nestjs/common';
 import { deriveKey } from '../context/idempotency-identity';
 import { isDatabaseUnavailable } from '../storage/typeorm/database-unavailable';
 import { IdempotencyProblemException } from '../errors/idempotency-problem.exception';
-import type { IdempotencyEvents } from '../events/idempotency.events';
+import { IdempotencyEvents } from '../events/idempotency.events';
+import { IDEMPOTENCY_OPTIONS, IDEMPOTENCY_STORE_CAPABILITIES } from '../config/idempotency.tokens';
+import type { IdempotencyStoreCapabilities } from '../storage/idempotency-store.capabilities';
+import { IDEMPOTENCY_PHASES_OPTIONS } from './idempotency-phases.tokens';
 import type { IdempotencyRun, OperationRunResult } from '../execution/idempotency-run';
 import type { StoredResponse } from '../interfaces/idempotency-record.interface';
 import type { ResolvedIdempotencyOptions } from '../interfaces/idempotency-module-options.interface';
 import type { ResolvedIdempotencyPhasesOptions } from './idempotency-phases.options';
-import type { IdempotencyStore } from '../storage/idempotency.store';
+import { IdempotencyStore } from '../storage/idempotency.store';
 import type { OperationRecordStore, OperationStepTransaction } from './operation-record.store';
 import type { OperationStep, StepOutcome } from './operation-step';
 import { storedResponseOf } from '../execution/stored-response';
 import { sendableResponse, UnsendableResponseError } from '../execution/sendable-response';
 import type { RegisteredOperation } from './operation-registry';
+import { abandonedEvent } from './operation-events';
 import {
   isRetryableConflict,
   stagerOf,
   storableAsJson,
-  unstorableState,
   untilAborted,
 } from './operation-step-support';
+
+type LocalStep = Extract<OperationStep, { kind: 'local' }>;
+type ForeignStep = Extract<OperationStep, { kind: 'foreign' }>;
+
+/** One step to run, and where it stands in its operation's run. */
+interface StepCall<Step extends OperationStep = OperationStep> {
+  readonly operation: RegisteredOperation;
+  readonly step: Step;
+  /** The recovery point the record must stand at: the previous step's name, or `started`. */
+  readonly expected: string;
+  /** The operation's input, as the record holds it. */
+  readonly input: unknown;
+  readonly run: IdempotencyRun;
+  readonly last: boolean;
+}
 
 /**
  * Runs an operation's steps from the record's recovery point to `finished` (docs/design/contract.md#operations-in-phases), for a
@@ -28,21 +46,35 @@ import {
  * record. A local step is one transaction that re-checks the owner and the recovery point under
  * the row lock, runs the step's writes and moves the record on; a foreign step runs outside any
  * transaction and its outcome is recorded by a compare-and-set right after it returns. Any
- * write by an owner that lost the record changes nothing, and the run ends as `lost`.
+ * write by an owner that lost the record changes nothing, and the run ends as `lost`. Internal.
  */
+@Injectable()
 export class OperationRunner {
   private readonly logger = new Logger('IdempotencyOperations');
+  /** The store's ability to run operations in phases: undefined with a store that has none. */
+  readonly operations: OperationRecordStore | undefined;
 
   constructor(
-    private readonly operations: OperationRecordStore,
     private readonly store: IdempotencyStore,
+    @Inject(IDEMPOTENCY_STORE_CAPABILITIES) capabilities: IdempotencyStoreCapabilities,
     private readonly events: IdempotencyEvents,
-    private readonly options: Pick<ResolvedIdempotencyOptions, 'retryAfterSeconds'>,
-    private readonly phases: Pick<
-      ResolvedIdempotencyPhasesOptions,
-      'maxAgeSeconds' | 'localStepAttempts' | 'foreignStepMarginSeconds'
-    >,
-  ) {}
+    @Inject(IDEMPOTENCY_OPTIONS) private readonly options: ResolvedIdempotencyOptions,
+    @Inject(IDEMPOTENCY_PHASES_OPTIONS) private readonly phases: ResolvedIdempotencyPhasesOptions,
+  ) {
+    this.operations = capabilities.operations;
+  }
+
+  /**
+   * The store's ability to run operations in phases (the TypeORM store has it: they need
+   * PostgreSQL transactions).
+   * @throws IdempotencyProblemException 500 `idempotency_operation_unavailable` when it has none
+   */
+  records(): OperationRecordStore {
+    if (this.operations) return this.operations;
+    throw IdempotencyProblemException.operationUnavailable(
+      'Operations in phases need the TypeORM store (PostgreSQL transactions).',
+    );
+  }
 
   /**
    * Runs (or resumes) `operation` on the record `run` owns.
@@ -62,7 +94,7 @@ export class OperationRunner {
           'Nothing was processed; send the request without it.',
       );
     }
-    const bound = await this.operations
+    const bound = await this.records()
       .bind(ref, operation.name, input, run.settings)
       .catch((error: unknown) => this.failClosed(error, 'bind'));
     if (!bound) return { kind: 'lost' };
@@ -74,16 +106,19 @@ export class OperationRunner {
     if (bound.resumed && bound.ageSeconds > this.phases.maxAgeSeconds) {
       return this.abandon(run, operation.name, bound.recoveryPoint, 'max_age');
     }
-    const start = this.indexAfter(operation, bound.recoveryPoint);
+    const { steps } = operation;
     let state = bound.state;
-    for (let index = start; index < operation.steps.length; index++) {
-      const step = operation.steps[index];
-      const expected = index === 0 ? 'started' : operation.steps[index - 1].name;
-      const last = index === operation.steps.length - 1;
+    const start = this.indexAfter(operation, bound.recoveryPoint);
+    for (let index = start; index < steps.length; index++) {
+      const step = steps[index];
+      const expected = index === 0 ? 'started' : steps[index - 1].name;
+      const at = { operation, expected, input: bound.input, run, last: index === steps.length - 1 };
       const result =
         step.kind === 'local'
-          ? await this.runLocal(operation, step, expected, bound.input, run, last)
-          : await this.runForeign(operation, step, expected, bound.input, state, run, last);
+          ? await this.runLocal({ ...at, step })
+          : await this.runForeign({ ...at, step }, state);
+      // A step that asked to be retried later gives the key back once its transaction ended.
+      if (result.kind === 'released') return this.release(run, result.reason);
       if (result.kind !== 'proceeded') return result;
       state = result.state;
       this.events.emit({
@@ -124,28 +159,20 @@ export class OperationRunner {
     return index + 1;
   }
 
-  private async runLocal(
-    operation: RegisteredOperation,
-    step: Extract<OperationStep, { kind: 'local' }>,
-    expected: string,
-    input: unknown,
-    run: IdempotencyRun,
-    last: boolean,
-  ): Promise<StepRunResult> {
+  private async runLocal(call: StepCall<LocalStep>): Promise<StepRunResult> {
+    const { step, run } = call;
     // The step reads the carried state under the row lock, as the record holds it.
     const isolation = step.options.isolation ?? 'READ COMMITTED';
-    const attempts = this.phases.localStepAttempts;
+    const failed = (error: unknown) => this.failClosed(error, `step "${step.name}"`);
     for (let attempt = 1; ; attempt++) {
-      const tx = await this.operations
-        .beginStep(run.ref, expected, isolation)
-        .catch((error: unknown) => this.failClosed(error, `step "${step.name}"`));
+      const tx = await this.records().beginStep(run.ref, call.expected, isolation).catch(failed);
       if (!tx) return { kind: 'lost' };
       try {
         // A step that outlives the lease must not keep the record locked (a retry would wait
         // on the lock instead of taking over) nor commit afterwards.
         const outcome = await untilAborted(
           step.run({
-            ...this.context(input, tx.state, run),
+            ...this.context(call, tx.state),
             manager: tx.manager,
             stage: stagerOf(tx, run, step.name),
           }),
@@ -155,14 +182,10 @@ export class OperationRunner {
           await tx.abandon();
           return { kind: 'lost' };
         }
-        const result = await this.settle(operation, step, expected, outcome, tx.state, run, {
-          last,
-          tx,
-        });
+        const result = await this.settle(call, outcome, tx.state, tx);
         // A finished step committed in settle(), before this instance learnt of it.
         if (result.kind === 'proceeded') await tx.commit();
         else if (result.kind !== 'completed') await tx.rollback();
-        if (result.kind === 'released') return this.release(run, result.reason);
         return result;
       } catch (error) {
         if (run.lease.signal.aborted) {
@@ -170,25 +193,21 @@ export class OperationRunner {
           return { kind: 'lost' };
         }
         await tx.rollback().catch(() => undefined);
-        if (attempt < attempts && isRetryableConflict(error)) {
+        if (attempt < this.phases.localStepAttempts && isRetryableConflict(error)) {
           // Full jitter over a window that doubles, from 10 ms.
           await sleep(Math.random() * 10 * 2 ** (attempt - 1));
           continue;
         }
-        return this.failClosed(error, `step "${step.name}"`);
+        return failed(error);
       }
     }
   }
 
   private async runForeign(
-    operation: RegisteredOperation,
-    step: Extract<OperationStep, { kind: 'foreign' }>,
-    expected: string,
-    input: unknown,
+    call: StepCall<ForeignStep>,
     state: Record<string, unknown>,
-    run: IdempotencyRun,
-    last: boolean,
   ): Promise<StepRunResult> {
+    const { operation, step, run } = call;
     const { timeoutSeconds } = step.options;
     const needMs = (timeoutSeconds + this.phases.foreignStepMarginSeconds) * 1000;
     if (!(await run.lease.ensureRemaining(needMs))) {
@@ -202,54 +221,43 @@ export class OperationRunner {
     const signal = AbortSignal.any([run.lease.signal, timeout]);
     let outcome: StepOutcome;
     try {
-      outcome = await untilAborted(
-        step.run({ ...this.context(input, state, run), signal }),
-        signal,
-      );
+      outcome = await untilAborted(step.run({ ...this.context(call, state), signal }), signal);
     } catch (error) {
       if (run.lease.signal.aborted) return { kind: 'lost' };
-      if (timeout.aborted) {
-        return this.release(run, `foreign step "${step.name}" ran past ${timeoutSeconds} s`);
-      }
-      throw error;
+      if (!timeout.aborted) throw error;
+      return {
+        kind: 'released',
+        reason: `foreign step "${step.name}" ran past ${timeoutSeconds} s`,
+      };
     }
     if (run.lease.signal.aborted) return { kind: 'lost' };
-    const unrecordable = this.unrecordable(operation, step, outcome, state, run);
-    if (unrecordable) {
+    try {
+      // What settle() checks before it writes: a state or a response the store cannot record.
+      if (outcome?.kind === 'proceed') this.storable(call, { ...state, ...outcome.state });
+      if (outcome?.kind === 'respond') {
+        this.render(call, outcome);
+        this.storable(call, state);
+      }
+    } catch (unrecordable) {
       // The call happened and its outcome cannot be written: calling again is no answer.
       this.logger.error(
-        `${unrecordable.message} The foreign call was made: the operation is abandoned for an ` +
-          'operator (listAbandoned()) instead of calling it again.',
+        `${(unrecordable as Error).message} The foreign call was made: the operation is ` +
+          'abandoned for an operator (listAbandoned()) instead of calling it again.',
       );
-      return this.abandon(run, operation.name, expected, 'unrecordable');
+      return this.abandon(run, operation.name, call.expected, 'unrecordable');
     }
-    const result = await this.settle(operation, step, expected, outcome, state, run, {
-      last,
-    }).catch((error: unknown) => this.failClosed(error, `step "${step.name}"`));
-    if (result.kind === 'released') return this.release(run, result.reason);
-    return result;
+    return this.settle(call, outcome, state).catch((error: unknown) =>
+      this.failClosed(error, `step "${step.name}"`),
+    );
   }
 
-  /** Why the store cannot record what a step produced (its state or its response), if so. */
-  private unrecordable(
-    operation: RegisteredOperation,
-    step: OperationStep,
-    outcome: StepOutcome,
-    carried: Record<string, unknown>,
-    run: IdempotencyRun,
-  ): Error | undefined {
-    try {
-      if (outcome?.kind === 'proceed' && !storableAsJson({ ...carried, ...outcome.state })) {
-        throw unstorableState(operation.name, step.name);
-      }
-      if (outcome?.kind === 'respond') {
-        this.render(operation.name, step.name, outcome, run);
-        if (!storableAsJson(carried)) throw unstorableState(operation.name, step.name);
-      }
-      return undefined;
-    } catch (error) {
-      return error as Error;
-    }
+  /** Throws when a step's state cannot be stored (a NUL character in a string). */
+  private storable(call: StepCall, state: Record<string, unknown>): Record<string, unknown> {
+    if (storableAsJson(state)) return state;
+    throw IdempotencyProblemException.operationUnavailable(
+      `Step "${call.step.name}" of "${call.operation.name}" produced state with a NUL character ` +
+        '(\\u0000) in a string, which cannot be stored; nothing was stored.',
+    );
   }
 
   /** Hands the record to an operator: it is never run again automatically. */
@@ -260,56 +268,40 @@ export class OperationRunner {
     reason: 'max_age' | 'unrecordable',
   ): Promise<OperationRunResult> {
     run.lease.stop();
-    if (!(await this.operations.abandon(run.ref))) return { kind: 'lost' };
-    this.events.emit({
-      type: 'operation_abandoned',
-      scope: run.ref.scope,
-      key: run.ref.key,
-      operation,
-      recoveryPoint,
-      reason,
-    });
+    if (!(await this.records().abandon(run.ref))) return { kind: 'lost' };
+    const { scope, key } = run.ref;
+    this.events.emit(abandonedEvent({ scope, key, operation, recoveryPoint }, reason));
     return { kind: 'abandoned' };
   }
 
   /** Records a step's outcome: moves the record on, or finishes it; in `tx` when given. */
   private async settle(
-    operation: RegisteredOperation,
-    step: OperationStep,
-    expected: string,
+    call: StepCall,
     outcome: StepOutcome,
     carried: Record<string, unknown>,
-    run: IdempotencyRun,
-    { last, tx }: { last: boolean; tx?: OperationStepTransaction },
+    tx?: OperationStepTransaction,
   ): Promise<StepRunResult> {
+    const { operation, step, run, expected } = call;
     switch (outcome?.kind) {
       case 'proceed': {
-        if (last) {
+        if (call.last) {
           throw IdempotencyProblemException.operationUnavailable(
             `The last step of "${operation.name}" ("${step.name}") must respond, not proceed.`,
           );
         }
-        const state = { ...carried, ...outcome.state };
-        if (!storableAsJson(state)) throw unstorableState(operation.name, step.name);
-        const moved = await this.operations.advance(run.ref, expected, step.name, state, tx);
-        if (!moved) return { kind: 'lost' };
-        return { kind: 'proceeded', state };
+        const state = this.storable(call, { ...carried, ...outcome.state });
+        const moved = await this.records().advance(run.ref, expected, step.name, state, tx);
+        return moved ? { kind: 'proceeded', state } : { kind: 'lost' };
       }
       case 'respond': {
-        const { stored, outgoing } = this.render(operation.name, step.name, outcome, run);
-        if (!storableAsJson(carried)) throw unstorableState(operation.name, step.name);
+        const { stored, outgoing } = this.render(call, outcome);
+        this.storable(call, carried);
         // The heartbeat would find the finished record no longer in flight and report a loss.
         run.lease.stop();
         const { ttlSeconds } = run.settings;
-        const done = await this.operations.finish(
-          run.ref,
-          expected,
-          carried,
-          stored,
-          ttlSeconds,
-          tx,
-        );
-        if (!done) return { kind: 'lost' };
+        if (!(await this.records().finish(run.ref, expected, carried, stored, ttlSeconds, tx))) {
+          return { kind: 'lost' };
+        }
         if (tx) await tx.commit();
         this.events.emit({
           type: 'operation_finished',
@@ -330,19 +322,15 @@ export class OperationRunner {
     }
   }
 
-  private async release(run: IdempotencyRun, reason: string): Promise<StepRunResult> {
+  private async release(run: IdempotencyRun, reason: string): Promise<OperationRunResult> {
     run.lease.stop();
     if (!(await this.store.release(run.ref, 'retry'))) return { kind: 'lost' };
-    this.events.emit({
-      type: 'released',
-      scope: run.ref.scope,
-      key: run.ref.key,
-      reason: 'retry_later',
-    });
+    const { scope, key } = run.ref;
+    this.events.emit({ type: 'released', scope, key, reason: 'retry_later' });
     return { kind: 'released', reason };
   }
 
-  private context(input: unknown, state: Record<string, unknown>, run: IdempotencyRun) {
+  private context({ input, run }: StepCall, state: Record<string, unknown>) {
     return {
       input,
       state,
@@ -356,10 +344,8 @@ export class OperationRunner {
    * before anything is stored: a response Node would refuse to send is never committed.
    */
   private render(
-    operation: string,
-    step: string,
+    { operation, step, run }: StepCall,
     outcome: Extract<StepOutcome, { kind: 'respond' }>,
-    run: IdempotencyRun,
   ): { stored: StoredResponse; outgoing: StoredResponse } {
     let outgoing: StoredResponse;
     try {
@@ -367,12 +353,12 @@ export class OperationRunner {
     } catch (error) {
       if (!(error instanceof UnsendableResponseError)) throw error;
       throw IdempotencyProblemException.operationUnavailable(
-        `Step "${step}" of "${operation}" responded with ${error.why}; nothing was stored.`,
+        `Step "${step.name}" of "${operation.name}" responded with ${error.why}; nothing was stored.`,
       );
     }
     return { stored: storedResponseOf(outgoing, run.settings), outgoing };
   }
 }
 
-/** A step's result inside the runner. */
+/** A step's result inside the runner: `released` is given back by `run()` once the step ended. */
 type StepRunResult = OperationRunResult | { kind: 'proceeded'; state: Record<string, unknown> };

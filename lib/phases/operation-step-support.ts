@@ -1,13 +1,11 @@
 import { createHash } from 'node:crypto';
 import type { IdempotencyRun } from '../execution/idempotency-run';
-import { IdempotencyProblemException } from '../errors/idempotency-problem.exception';
 import type { OperationStepTransaction } from './operation-record.store';
 
 /** PostgreSQL aborted the transaction to keep it serializable, or to break a deadlock. */
 export function isRetryableConflict(error: unknown): boolean {
-  const code = (error as { code?: string; driverError?: { code?: string } })?.code;
-  const driverCode = (error as { driverError?: { code?: string } })?.driverError?.code;
-  return [code, driverCode].some((c) => c === '40001' || c === '40P01');
+  const { code, driverError } = (error ?? {}) as { code?: string; driverError?: { code?: string } };
+  return [code, driverError?.code].some((c) => c === '40001' || c === '40P01');
 }
 
 /** Whether PostgreSQL's `jsonb` would refuse `value`: it holds no `\u0000` in any string. */
@@ -29,14 +27,6 @@ export function stagerOf(tx: OperationStepTransaction, run: IdempotencyRun, step
     await tx.stage({ name, args, key, originScope: run.ref.scope, originKey: run.ref.key });
     return key;
   };
-}
-
-/** A step's state that the store cannot write (a NUL character in a string). */
-export function unstorableState(operation: string, step: string): IdempotencyProblemException {
-  return IdempotencyProblemException.operationUnavailable(
-    `Step "${step}" of "${operation}" produced state with a NUL character (\\u0000) in a ` +
-      'string, which cannot be stored; nothing was stored.',
-  );
 }
 
 /**

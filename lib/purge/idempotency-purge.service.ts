@@ -4,6 +4,7 @@ import { ModuleRef } from '@nestjs/core';
 import { IdempotencyEvents } from '../events/idempotency.events';
 import { IDEMPOTENCY_OPTIONS, IDEMPOTENCY_STORE_CAPABILITIES } from '../config/idempotency.tokens';
 import type { ResolvedIdempotencyOptions } from '../interfaces/idempotency-module-options.interface';
+import { abandonedEvent } from '../phases/operation-events';
 import { PeriodicTask } from '../scheduling/periodic-task';
 import { IdempotencyStore } from '../storage/idempotency.store';
 import type { IdempotencyStoreCapabilities } from '../storage/idempotency-store.capabilities';
@@ -67,55 +68,41 @@ export class IdempotencyPurgeService implements OnApplicationBootstrap, OnApplic
 
   /** One run, scheduled or called: a failure is a `store_error` event, whoever started it. */
   private async purgeAll(): Promise<number> {
+    const started = Date.now();
+    const { batchSize, abandonedRetentionSeconds } = this.options.purge;
     try {
-      return await this.purgeAndReap();
+      let total = await inBatches(batchSize, () => this.store.purgeExpired(batchSize));
+      // The reaper: unfinished operations past their TTL are marked abandoned, never deleted;
+      // abandoned ones kept long enough are.
+      const phases = this.capabilities.operations;
+      if (phases) {
+        await inBatches(batchSize, async () => {
+          const reaped = await phases.reapExpired(batchSize);
+          for (const row of reaped) this.events.emit(abandonedEvent(row, 'expired'));
+          return reaped.length;
+        });
+        total += await inBatches(batchSize, () =>
+          phases.deleteAbandoned(batchSize, abandonedRetentionSeconds),
+        );
+      }
+      // An idle purge is silent: a `purged` event per interval that deleted nothing is noise.
+      if (total > 0) {
+        this.events.emit({ type: 'purged', count: total, durationMs: Date.now() - started });
+      }
+      return total;
     } catch (error) {
       this.events.emit({ type: 'store_error', operation: 'purge', error });
       throw error;
     }
   }
+}
 
-  private async purgeAndReap(): Promise<number> {
-    const started = Date.now();
-    const { batchSize } = this.options.purge;
-    let total = 0;
-    for (;;) {
-      const deleted = await this.store.purgeExpired(batchSize);
-      total += deleted;
-      if (deleted < batchSize) break;
-    }
-    total += await this.reap(batchSize);
-    // An idle purge is silent: a `purged` event per interval that deleted nothing is noise.
-    if (total > 0) {
-      this.events.emit({ type: 'purged', count: total, durationMs: Date.now() - started });
-    }
-    return total;
-  }
-
-  /** Marks unfinished operations past their TTL abandoned; deletes those kept long enough. */
-  private async reap(batchSize: number): Promise<number> {
-    const phases = this.capabilities.operations;
-    if (!phases) return 0;
-    for (;;) {
-      const reaped = await phases.reapExpired(batchSize);
-      for (const row of reaped) {
-        this.events.emit({
-          type: 'operation_abandoned',
-          scope: row.scope,
-          key: row.key,
-          operation: row.operation,
-          recoveryPoint: row.recoveryPoint,
-          reason: 'expired',
-        });
-      }
-      if (reaped.length < batchSize) break;
-    }
-    let deleted = 0;
-    const retention = this.options.purge.abandonedRetentionSeconds;
-    for (;;) {
-      const n = await phases.deleteAbandoned(batchSize, retention);
-      deleted += n;
-      if (n < batchSize) return deleted;
-    }
+/** Runs `batch` until one does fewer than `size` rows; returns the rows all did. */
+async function inBatches(size: number, batch: () => Promise<number>): Promise<number> {
+  let total = 0;
+  for (;;) {
+    const rows = await batch();
+    total += rows;
+    if (rows < size) return total;
   }
 }

@@ -22,10 +22,7 @@ export function withoutSchedules<T>(create: () => Promise<T>): Promise<T> {
 export type PeriodicRunOutcome<T> = { result: T; error?: undefined } | { error: unknown };
 
 /** The part of `@nestjs/schedule`'s SchedulerRegistry a periodic task uses. */
-interface IntervalRegistry {
-  addInterval(name: string, id: NodeJS.Timeout): void;
-  deleteInterval(name: string): void;
-}
+type IntervalRegistry = Pick<Schedule.SchedulerRegistry, 'addInterval' | 'deleteInterval'>;
 
 /**
  * Background work of the module (the purge, the completer, the job drainer) on an interval
@@ -148,9 +145,7 @@ export class PeriodicTask<T> {
 async function findSchedulerRegistry(moduleRef: ModuleRef): Promise<IntervalRegistry | undefined> {
   try {
     const schedule = await loadOptionalPeer<typeof Schedule>('@nestjs/schedule');
-    if (!schedule) return undefined;
-    const { SchedulerRegistry } = schedule;
-    return moduleRef.get(SchedulerRegistry, { strict: false });
+    return schedule && moduleRef.get(schedule.SchedulerRegistry, { strict: false });
   } catch {
     return undefined; // no @nestjs/schedule, or no ScheduleModule.forRoot()
   }

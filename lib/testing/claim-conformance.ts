@@ -43,22 +43,19 @@ export function describeClaimOutcomes(suite: ConformanceSuite): void {
   });
 
   it('reports mismatch for another fingerprint on a completed record', async () => {
-    const req = request();
-    await suite.store.claim(req);
+    const req = await suite.claimFresh();
     expect(await suite.store.complete(refOf(req), RESPONSE, LONG)).toBe(true);
     expect((await suite.store.claim(again(req, { fingerprint: FP_B }))).outcome).toBe('mismatch');
   });
 
   it('reports mismatch for another fingerprint on a released record', async () => {
-    const req = request();
-    await suite.store.claim(req);
+    const req = await suite.claimFresh();
     expect(await suite.store.release(refOf(req), 'retry')).toBe(true);
     expect((await suite.store.claim(again(req, { fingerprint: FP_B }))).outcome).toBe('mismatch');
   });
 
   it('reports mismatch (no takeover) for another fingerprint after the lease lapsed', async () => {
-    const req = request({ lockTimeoutSeconds: SHORT });
-    await suite.store.claim(req);
+    const req = await suite.claimFresh({ lockTimeoutSeconds: SHORT });
     await suite.advance(LAPSE);
     expect((await suite.store.claim(again(req, { fingerprint: FP_B }))).outcome).toBe('mismatch');
   });
@@ -82,8 +79,7 @@ export function describeClaimReplays(suite: ConformanceSuite): void {
   });
 
   it('replays an empty body as zero bytes', async () => {
-    const req = request();
-    await suite.store.claim(req);
+    const req = await suite.claimFresh();
     await suite.store.complete(
       refOf(req),
       { status: 204, headers: {}, body: Buffer.alloc(0) },
@@ -114,8 +110,7 @@ export function describeOwnerGuard(suite: ConformanceSuite): void {
   const { describe, it, expect } = suite;
   describe('owner guard', () => {
     it('refuses complete with a wrong owner token and leaves the record in flight', async () => {
-      const req = request();
-      await suite.store.claim(req);
+      const req = await suite.claimFresh();
       const wrong = { ...refOf(req), ownerToken: randomUUID() };
       expect(await suite.store.complete(wrong, RESPONSE, LONG)).toBe(false);
       expect((await suite.store.claim(again(req))).outcome).toBe('in_flight');
@@ -123,8 +118,7 @@ export function describeOwnerGuard(suite: ConformanceSuite): void {
     });
 
     it('refuses release with a wrong owner token and leaves the record in flight', async () => {
-      const req = request();
-      await suite.store.claim(req);
+      const req = await suite.claimFresh();
       const wrong = { ...refOf(req), ownerToken: randomUUID() };
       expect(await suite.store.release(wrong, 'retry')).toBe(false);
       expect(await suite.store.release(wrong, 'forget')).toBe(false);
@@ -133,8 +127,7 @@ export function describeOwnerGuard(suite: ConformanceSuite): void {
     });
 
     it('refuses renew with a wrong owner token and does not extend the lease', async () => {
-      const req = request({ lockTimeoutSeconds: SHORT });
-      await suite.store.claim(req);
+      const req = await suite.claimFresh({ lockTimeoutSeconds: SHORT });
       const wrong = { ...refOf(req), ownerToken: randomUUID() };
       expect(await suite.store.renew(wrong, LONG)).toBe(false);
       await suite.advance(LAPSE);
@@ -168,8 +161,7 @@ export function describeLeaseTakeover(suite: ConformanceSuite): void {
     });
 
     it('stops the old owner from completing, renewing or releasing after a takeover', async () => {
-      const old = request({ lockTimeoutSeconds: SHORT });
-      await suite.store.claim(old);
+      const old = await suite.claimFresh({ lockTimeoutSeconds: SHORT });
       await suite.advance(LAPSE);
       const current = again(old, { lockTimeoutSeconds: LONG });
       claimedOf(await suite.store.claim(current));
@@ -193,8 +185,7 @@ export function describeLeaseTakeover(suite: ConformanceSuite): void {
     });
 
     it('renew extends the lease past the point where the old lease would have lapsed', async () => {
-      const req = request({ lockTimeoutSeconds: 0.5 });
-      await suite.store.claim(req);
+      const req = await suite.claimFresh({ lockTimeoutSeconds: 0.5 });
       await suite.advance(0.25);
       expect(await suite.store.renew(refOf(req), 1)).toBe(true);
       await suite.advance(0.4); // 0.65 s after the claim: the original 0.5 s lease has lapsed

@@ -8,18 +8,17 @@ import type {
 import type { IdempotencyStore } from '../storage/idempotency.store';
 import type { IdempotencyStoreTestFunctions } from './idempotency-store-conformance';
 
-/** What each part of the conformance suite declares its tests with. */
-export interface ConformanceSuite {
-  /** The runner's `describe`. */
-  readonly describe: IdempotencyStoreTestFunctions['describe'];
-  /** A test with a fresh store, torn down afterwards. */
-  readonly it: (title: string, body: () => Promise<void>) => void;
-  /** The runner's `expect`. */
-  readonly expect: IdempotencyStoreTestFunctions['expect'];
+/**
+ * What each part of the conformance suite declares its tests with: the runner's functions, with
+ * an `it` that gives each test a fresh store and tears it down afterwards.
+ */
+export interface ConformanceSuite extends IdempotencyStoreTestFunctions {
   /** The store of the test that runs. */
   readonly store: IdempotencyStore;
   /** Lets time pass on that store's clock. */
   advance(seconds: number): Promise<void>;
+  /** Claims a new request (with `overrides`) on that store, and returns the request. */
+  claimFresh(overrides?: Partial<ClaimRequest>): Promise<ClaimRequest>;
 }
 
 /** Lease / TTL short enough to lapse within one `advance(LAPSE)`. */

@@ -15,6 +15,7 @@ import {
   describeLeaseTakeover,
   describeOwnerGuard,
 } from './claim-conformance';
+import { request } from './conformance-fixtures';
 import type { ConformanceSuite } from './conformance-fixtures';
 import {
   describeExpiryAndPurge,
@@ -94,15 +95,12 @@ export function describeIdempotencyStoreConformance(
 ): void {
   const { describe, expect } = testFunctions;
   // Set by `it` below for the test that runs; the runner runs one test of a file at a time.
-  let store: IdempotencyStore;
-  let advance: (seconds: number) => Promise<void>;
+  let current: IdempotencyStoreUnderTest;
 
   /** A test with a fresh store, torn down afterwards; a failing test's error wins over teardown's. */
   const it = (title: string, body: () => Promise<void>): void =>
     testFunctions.it(title, async () => {
-      const subject = await makeStore();
-      store = subject.store;
-      advance = async (seconds) => void (await subject.advance(seconds));
+      const subject = (current = await makeStore());
       try {
         await body();
       } catch (error) {
@@ -117,9 +115,14 @@ export function describeIdempotencyStoreConformance(
     it,
     expect,
     get store() {
-      return store;
+      return current.store;
     },
-    advance: (seconds: number) => advance(seconds),
+    advance: async (seconds) => void (await current.advance(seconds)),
+    async claimFresh(overrides) {
+      const req = request(overrides);
+      await current.store.claim(req);
+      return req;
+    },
   };
 
   describe(`IdempotencyStore conformance: ${name}`, () => {

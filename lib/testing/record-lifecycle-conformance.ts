@@ -54,8 +54,7 @@ export function describeRelease(suite: ConformanceSuite): void {
     });
 
     it('a released record cannot be completed by its former owner', async () => {
-      const req = request();
-      await suite.store.claim(req);
+      const req = await suite.claimFresh();
       await suite.store.release(refOf(req), 'retry');
       expect(await suite.store.complete(refOf(req), RESPONSE, LONG)).toBe(false);
       expect((await suite.store.claim(again(req))).outcome).toBe('claimed');
@@ -84,15 +83,11 @@ export function describeExpiryAndPurge(suite: ConformanceSuite): void {
         await suite.store.claim(req);
         expect(await suite.store.complete(refOf(req), RESPONSE, SHORT)).toBe(true);
       }
-      const released = request({ ttlSeconds: SHORT });
-      await suite.store.claim(released);
+      const released = await suite.claimFresh({ ttlSeconds: SHORT });
       await suite.store.release(refOf(released), 'retry');
-      const lapsedInFlight = request({ ttlSeconds: SHORT, lockTimeoutSeconds: SHORT });
-      await suite.store.claim(lapsedInFlight);
-      const liveLease = request({ ttlSeconds: SHORT, lockTimeoutSeconds: LONG });
-      await suite.store.claim(liveLease);
-      const stillFresh = request();
-      await suite.store.claim(stillFresh);
+      await suite.claimFresh({ ttlSeconds: SHORT, lockTimeoutSeconds: SHORT }); // lapsed in flight
+      const liveLease = await suite.claimFresh({ ttlSeconds: SHORT, lockTimeoutSeconds: LONG });
+      const stillFresh = await suite.claimFresh();
       await suite.store.complete(refOf(stillFresh), RESPONSE, LONG);
 
       await suite.advance(LAPSE);
@@ -111,8 +106,7 @@ export function describeExpiryAndPurge(suite: ConformanceSuite): void {
     });
 
     it('purges nothing and returns 0 when nothing expired', async () => {
-      const req = request();
-      await suite.store.claim(req);
+      const req = await suite.claimFresh();
       await suite.store.complete(refOf(req), RESPONSE, LONG);
       expect(await suite.store.purgeExpired(100)).toBe(0);
       expect((await suite.store.claim(again(req))).outcome).toBe('completed');
@@ -125,8 +119,7 @@ export function describeTransactions(suite: ConformanceSuite): void {
   const { describe, it, expect } = suite;
   describe('transactions', () => {
     it('complete + commit makes the record completed', async () => {
-      const req = request();
-      await suite.store.claim(req);
+      const req = await suite.claimFresh();
       const tx = await suite.store.beginTransaction();
       expect(await tx.complete(refOf(req), RESPONSE, LONG)).toBe(true);
       await tx.commit();
@@ -138,8 +131,7 @@ export function describeTransactions(suite: ConformanceSuite): void {
     });
 
     it('complete + rollback leaves the record in flight and its owner in charge', async () => {
-      const req = request();
-      await suite.store.claim(req);
+      const req = await suite.claimFresh();
       const tx = await suite.store.beginTransaction();
       expect(await tx.complete(refOf(req), RESPONSE, LONG)).toBe(true);
       await tx.rollback();
@@ -148,8 +140,7 @@ export function describeTransactions(suite: ConformanceSuite): void {
     });
 
     it('complete inside a transaction refuses an owner whose lease was taken over', async () => {
-      const old = request({ lockTimeoutSeconds: SHORT });
-      await suite.store.claim(old);
+      const old = await suite.claimFresh({ lockTimeoutSeconds: SHORT });
       const tx = await suite.store.beginTransaction();
       await suite.advance(LAPSE);
       const current = again(old, { lockTimeoutSeconds: LONG });
@@ -161,8 +152,7 @@ export function describeTransactions(suite: ConformanceSuite): void {
     });
 
     it('a completion accepted in a transaction is not lost to a takeover tried before commit', async () => {
-      const req = request({ lockTimeoutSeconds: SHORT });
-      await suite.store.claim(req);
+      const req = await suite.claimFresh({ lockTimeoutSeconds: SHORT });
       const tx = await suite.store.beginTransaction();
       expect(await tx.complete(refOf(req), RESPONSE, LONG)).toBe(true);
       await suite.advance(LAPSE);
@@ -183,8 +173,7 @@ export function describeTransactions(suite: ConformanceSuite): void {
     });
 
     it('complete inside a transaction is owner-guarded', async () => {
-      const req = request();
-      await suite.store.claim(req);
+      const req = await suite.claimFresh();
       const tx = await suite.store.beginTransaction();
       const wrong = { ...refOf(req), ownerToken: randomUUID() };
       expect(await tx.complete(wrong, RESPONSE, LONG)).toBe(false);

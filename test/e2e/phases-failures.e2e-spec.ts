@@ -12,7 +12,7 @@ import { Body, Controller, Post } from '@nestjs/common';
 import request from 'supertest';
 import { Idempotent } from '../../lib';
 import { IdempotencyOperations } from '../../lib/phases';
-import { IdempotencyPhaseEngine } from '../../lib/phases/idempotency-phase-engine';
+import { OperationRunner } from '../../lib/phases/operation-runner';
 import type { IdempotencyModuleOptions } from '../../lib';
 import type { IdempotencyPhasesModuleOptions } from '../../lib/phases';
 import { typeOrmStore } from '../../lib/storage/typeorm';
@@ -388,7 +388,7 @@ describe.each(ADAPTERS)('operations in phases that fail on %s', (adapter) => {
     it('a stale owner stalled before its next step changes nothing and gets 409', async () => {
       const k = newKey();
       const body = { amount: newAmount(), to: 'bob' };
-      const { operations: phases } = app.t.app.get(IdempotencyPhaseEngine).parts!;
+      const phases = app.t.app.get(OperationRunner).operations!;
       const original = phases.beginStep.bind(phases);
       const reached = gate();
       const release = gate();

@@ -12,6 +12,7 @@ import { PeriodicTask } from '../../scheduling/periodic-task';
 import type { IdempotencyStoreCapabilities } from '../../storage/idempotency-store.capabilities';
 import type { PeriodicRunOutcome } from '../../scheduling/periodic-task';
 import { jobErrorText } from './job-error-text';
+import { untilAborted } from '../operation-step-support';
 import type { DeadJob, StagedJob } from './staged-job.interface';
 import type { ClaimedJob, JobDelivery, StagedJobStore } from './staged-job.store';
 
@@ -165,62 +166,45 @@ export class IdempotencyJobs implements OnApplicationBootstrap, OnApplicationShu
 
   /** Delivers one claimed job in its own transaction; a failure is recorded on its own. */
   private async deliver(store: StagedJobStore, job: ClaimedJob, run: DrainRun): Promise<void> {
-    const staged = this.staged(job);
     let delivery: JobDelivery | undefined;
     try {
       delivery = await store.deliver(job);
       if (!delivery) return; // its claim lapsed and another drainer took it over
-      const outcome = await this.runHandler(staged, delivery.manager);
-      if (outcome === 'timed out') {
-        // The handler may still hold the connection: close it rather than wait for it.
-        await delivery.abandon();
-        throw this.timedOut(job);
-      }
-      if (outcome !== 'delivered') {
-        await delivery.rollback();
-        throw outcome.error;
-      }
+      await this.runHandler(this.staged(job), delivery);
       await delivery.commit();
     } catch (error) {
       await delivery?.rollback().catch(() => undefined);
-      return this.failed(store, job, staged, error, run);
+      return this.failed(store, job, error, run);
     }
     run.delivered++;
-    this.events.emit({ type: 'job_delivered', ...this.describe(staged) });
+    this.events.emit({ type: 'job_delivered', ...this.describe(job) });
   }
 
   /**
-   * Runs the job's handler within `jobs.timeoutSeconds`.
-   * @returns 'delivered', 'timed out', or what the handler threw
+   * Runs the job's handler within `jobs.timeoutSeconds`, and ends the delivery when it fails.
+   * @throws what the handler threw, or the timeout
    */
-  private async runHandler(
-    job: StagedJob,
-    manager: JobDelivery['manager'],
-  ): Promise<'delivered' | 'timed out' | { error: unknown }> {
-    const handler = this.registry.jobHandler(job.name);
-    if (!handler) {
-      return {
-        error: new IdempotencyError(
-          `nest-idempotency: no @IdempotentJobHandler('${job.name}') is registered`,
-        ),
-      };
-    }
+  private async runHandler(job: StagedJob, delivery: JobDelivery): Promise<void> {
     const controller = new AbortController();
-    let timer: NodeJS.Timeout | undefined;
-    const timedOut = new Promise<'timed out'>((resolve) => {
-      timer = setTimeout(() => {
-        controller.abort(this.timedOut(job));
-        resolve('timed out');
-      }, this.phases.jobs.timeoutSeconds * 1000);
-    });
-    const handled = Promise.resolve()
-      .then(() => handler.handle(job, manager, controller.signal))
-      .then(
-        () => 'delivered' as const,
-        (error: unknown) => ({ error }),
-      );
+    const timer = setTimeout(
+      () => controller.abort(this.timedOut(job)),
+      this.phases.jobs.timeoutSeconds * 1000,
+    );
     try {
-      return await Promise.race([handled, timedOut]);
+      const handler = this.registry.jobHandler(job.name);
+      if (!handler) {
+        throw new IdempotencyError(
+          `nest-idempotency: no @IdempotentJobHandler('${job.name}') is registered`,
+        );
+      }
+      const handled = Promise.resolve().then(() =>
+        handler.handle(job, delivery.manager, controller.signal),
+      );
+      await untilAborted(handled, controller.signal);
+    } catch (error) {
+      // Past its time the handler may still hold the connection: close it rather than wait.
+      await (controller.signal.aborted ? delivery.abandon() : delivery.rollback());
+      throw error;
     } finally {
       clearTimeout(timer);
     }
@@ -237,7 +221,6 @@ export class IdempotencyJobs implements OnApplicationBootstrap, OnApplicationShu
   private async failed(
     store: StagedJobStore,
     job: ClaimedJob,
-    staged: StagedJob,
     error: unknown,
     run: DrainRun,
   ): Promise<void> {
@@ -246,30 +229,24 @@ export class IdempotencyJobs implements OnApplicationBootstrap, OnApplicationShu
     const delay =
       Math.random() * Math.min(maxBackoffSeconds, backoffSeconds * 2 ** (job.attempt - 1));
     const message = jobErrorText(error);
-    let dead = false;
     // Twice at most: the pool may hand out the connection the failure itself killed (its reset
     // not yet noticed), and the statement only records what it would record the first time.
-    for (let tries = 1; tries <= 2; tries++) {
-      try {
-        dead = (await store.fail(job, message, delay, maxAttempts)) === 'dead';
-        break;
-      } catch (recording) {
-        if (tries < 2) continue;
-        // The attempt is counted already; the job is due again when its claim lapses.
-        this.logger.warn(
-          `Could not record the failure of job ${job.name} (${job.id}): ` +
-            `${(recording as Error).message}`,
-        );
-      }
-    }
-    run.failed++;
-    if (dead) run.dead++;
-    this.events.emit({ type: 'job_failed', ...this.describe(staged), dead, error });
-    if (dead) {
-      this.logger.error(
-        `Job ${job.name} (${job.id}) is dead after ${job.attempt} attempts: ${message}`,
+    const record = () => store.fail(job, message, delay, maxAttempts);
+    const dead = await record()
+      .catch(record)
+      .then(
+        (outcome) => outcome === 'dead',
+        (recording: unknown) => {
+          // The attempt is counted already; the job is due again when its claim lapses.
+          this.logger.warn(
+            `Could not record the failure of job ${job.name} (${job.id}): ` +
+              `${(recording as Error).message}`,
+          );
+          return false;
+        },
       );
-    }
+    const why = `Job ${job.name} (${job.id}) is dead after ${job.attempt} attempts: ${message}`;
+    this.reportFailure(job, run, error, dead, why);
   }
 
   /** A job its claim made dead: its last delivery left no outcome and no attempts are left. */
@@ -278,24 +255,29 @@ export class IdempotencyJobs implements OnApplicationBootstrap, OnApplicationShu
       `nest-idempotency: job ${job.name} (${job.id}) has no attempts left; its last delivery ` +
         'recorded no outcome',
     );
+    this.reportFailure(job, run, error, true, error.message);
+  }
+
+  /** Counts and reports a failed delivery; a dead job is also logged, as `why`, for a human. */
+  private reportFailure(
+    job: ClaimedJob,
+    run: DrainRun,
+    error: unknown,
+    dead: boolean,
+    why: string,
+  ) {
     run.failed++;
-    run.dead++;
-    this.events.emit({ type: 'job_failed', ...this.describe(this.staged(job)), dead: true, error });
-    this.logger.error(error.message);
+    if (dead) run.dead++;
+    this.events.emit({ type: 'job_failed', ...this.describe(job), dead, error });
+    if (dead) this.logger.error(why);
   }
 
   private staged(job: ClaimedJob): StagedJob {
-    return {
-      id: job.id,
-      name: job.name,
-      args: job.args,
-      key: job.key,
-      attempt: job.attempt,
-      origin: { scope: job.originScope, key: job.originKey },
-    };
+    const { id, name, args, key, attempt } = job;
+    return { id, name, args, key, attempt, origin: { scope: job.originScope, key: job.originKey } };
   }
 
-  private describe(job: StagedJob) {
+  private describe(job: ClaimedJob) {
     return { id: job.id, name: job.name, key: job.key, attempt: job.attempt };
   }
 }
