@@ -1,4 +1,5 @@
 import { RequestMethod } from '@nestjs/common';
+import { methodsOf } from '../decorators/handler-start';
 import { isIdempotencySkipped } from '../decorators/skip-idempotency.decorator';
 import { IDEMPOTENT_CLASS_METADATA, IDEMPOTENT_METADATA } from '../config/idempotency.constants';
 import type { FlatIdempotencyRouteOptions } from '../interfaces/idempotency-module-options.interface';
@@ -32,22 +33,16 @@ export function idempotentRoutesOf(
     controller,
   );
   const routes: IdempotentRouteDeclaration[] = [];
-  const seen = new Set<string | symbol>(['constructor']);
-  for (let p = controller.prototype; p && p !== Object.prototype; p = Object.getPrototypeOf(p)) {
-    for (const name of Reflect.ownKeys(p)) {
-      if (seen.has(name)) continue;
-      seen.add(name);
-      const handler = Object.getOwnPropertyDescriptor(p, name)?.value;
-      if (typeof handler !== 'function' || isIdempotencySkipped(handler)) continue;
-      const method: RequestMethod | undefined = Reflect.getMetadata(METHOD_METADATA, handler);
-      const onHandler: FlatIdempotencyRouteOptions | undefined = Reflect.getMetadata(
-        IDEMPOTENT_METADATA,
-        handler,
-      );
-      if (method === undefined || (!onClass && !onHandler)) continue;
-      const labels = pathsOf(controller, handler).map((path) => `${RequestMethod[method]} ${path}`);
-      routes.push({ method, labels, onClass, onHandler });
-    }
+  for (const [, { value: handler }] of methodsOf(controller)) {
+    if (isIdempotencySkipped(handler)) continue;
+    const method: RequestMethod | undefined = Reflect.getMetadata(METHOD_METADATA, handler);
+    const onHandler: FlatIdempotencyRouteOptions | undefined = Reflect.getMetadata(
+      IDEMPOTENT_METADATA,
+      handler,
+    );
+    if (method === undefined || (!onClass && !onHandler)) continue;
+    const labels = pathsOf(controller, handler).map((path) => `${RequestMethod[method]} ${path}`);
+    routes.push({ method, labels, onClass, onHandler });
   }
   return routes;
 }
