@@ -5,9 +5,6 @@ import { writtenOf } from './record-rows';
 import type { RecordStatementName } from './record-statements.sql';
 import { Deadline, isStoreTimeout } from './with-deadline';
 
-/** How many values a completion's statement takes, not counting the wake token. */
-const COMPLETION_VALUES = 7;
-
 /** The pause before the first attempt again; each later pause doubles it, up to the longest. */
 const FIRST_PAUSE_MS = 50;
 const LONGEST_PAUSE_MS = 500;
@@ -60,17 +57,17 @@ export async function sendCompletionAgain(
  * What becomes of a completion that failed: when its connection failed, it is sent again
  * (`sendCompletionAgain`) as `completeAgain`, which also counts a record this owner already
  * completed with the same response (the first may have committed); otherwise undefined.
+ * @param announced - whether the completion announces itself (its values end with the wake
+ *   token): it is sent again as `completeAgainAnnounced`
  */
 export function recoverCompletion(
   error: unknown,
-  values: unknown[],
+  announced: boolean,
   sql: Record<RecordStatementName, PreparedStatement>,
   timeoutMs: number,
   run: (deadline: Deadline, statement: PreparedStatement) => Promise<StatementResult>,
 ): Promise<boolean> | undefined {
   if (!isCompletionRetryable(error)) return undefined;
-  // The completion's values end with the wake token when it announces itself.
-  const announced = values.length > COMPLETION_VALUES;
   const statement = announced ? sql.completeAgainAnnounced : sql.completeAgain;
   return sendCompletionAgain((deadline) => run(deadline, statement), timeoutMs, error).then(
     (result) => writtenOf(result, announced),

@@ -13,8 +13,8 @@ import { wakeTokenOf } from '../../waiting/wake-token';
 import { IdempotencyStore } from '../idempotency.store';
 import type { IdempotencyStoreCapabilities } from '../idempotency-store.capabilities';
 import { jobsTableNameOf, quoteTableName } from './idempotency-table.sql';
-import { hasPoolAccess, prepareStatements, runOnPool } from './prepared-statement';
-import type { PreparedStatement, StatementRecovery, StatementResult } from './prepared-statement';
+import { CONFIRMED, hasPoolAccess, prepareStatements, runOnPool } from './prepared-statement';
+import type { PreparedStatement, StatementOptions, StatementResult } from './prepared-statement';
 import { recoverCompletion } from './completion-retry';
 import { runOnNewQueryRunner } from './query-runner-statements';
 import { claimOutcomeOf, freshClaimOf, written } from './record-rows';
@@ -191,17 +191,26 @@ export class TypeOrmIdempotencyStore extends IdempotencyStore implements TypeOrm
     try {
       const { statement, params } = this.completion(ref, response, ttlSeconds, false);
       const read = (result: StatementResult) => written(result, ref);
-      return this.run('complete', statement, params, read, true, this.completeAfterFailure);
+      const options = ref.announce ? this.completeAnnounced : this.completePlain;
+      return this.run('complete', statement, params, read, options);
     } catch (error) {
       return Promise.reject(error);
     }
   }
 
-  /** A completion whose connection failed is sent again (`recoverCompletion`). */
-  private readonly completeAfterFailure: StatementRecovery<boolean> = (error, values) =>
-    recoverCompletion(error, values, this.sql, this.timeoutMs, (deadline, sql) =>
-      this.run(deadline, sql, values),
-    );
+  /** A completion's commit is confirmed; one whose connection failed is sent again. */
+  private completionOptions(announced: boolean): StatementOptions<boolean> {
+    return {
+      confirmed: true,
+      recover: (error, values) =>
+        recoverCompletion(error, announced, this.sql, this.timeoutMs, (deadline, sql) =>
+          this.run(deadline, sql, values),
+        ),
+    };
+  }
+
+  private readonly completePlain = this.completionOptions(false);
+  private readonly completeAnnounced = this.completionOptions(true);
 
   /** @inheritDoc */
   async release(ref: IdempotencyRecordRef, mode: 'retry' | 'forget'): Promise<boolean> {
@@ -343,7 +352,7 @@ export class TypeOrmIdempotencyStore extends IdempotencyStore implements TypeOrm
     values: unknown[],
     confirmed = false,
   ): Promise<StatementResult> {
-    return this.run(operation, statement, values, undefined, confirmed);
+    return this.run(operation, statement, values, undefined, confirmed ? CONFIRMED : undefined);
   }
 
   private usesPoolAccess(): boolean {
@@ -358,16 +367,14 @@ export class TypeOrmIdempotencyStore extends IdempotencyStore implements TypeOrm
    * Runs one statement outside any transaction, within `operation`'s deadline.
    * @param operation - a deadline shared with other statements, or the name of a new one
    * @param read - what the caller wants of the result (on the pool, read without a `then()`)
-   * @param confirmed - its commit makes an answer final: a WARNING during it rejects (`runOnPool`)
-   * @param recover - what becomes of a failed statement (see `runOnPool`)
+   * @param options - whether its commit is confirmed, what becomes of it when it fails (`runOnPool`)
    */
   private run<T = StatementResult>(
     operation: string | Deadline,
     statement: PreparedStatement,
     values: unknown[],
     read?: (result: StatementResult) => T | PromiseLike<T>,
-    confirmed = false,
-    recover?: StatementRecovery<T>,
+    options?: StatementOptions<T>,
   ): Promise<T> {
     const deadline =
       typeof operation === 'string' ? new Deadline(operation, this.timeoutMs) : operation;
@@ -375,18 +382,10 @@ export class TypeOrmIdempotencyStore extends IdempotencyStore implements TypeOrm
     // cannot be resolved rejects rather than throws.
     try {
       if (this.usesPoolAccess()) {
-        const { dataSource, preparedStatements } = this;
-        return runOnPool(
-          dataSource,
-          statement,
-          values,
-          deadline,
-          preparedStatements,
-          read,
-          confirmed,
-          recover,
-        );
+        const { dataSource, preparedStatements: prepared } = this;
+        return runOnPool(dataSource, statement, values, deadline, prepared, read, options);
       }
+      const { confirmed, recover } = options ?? {};
       const ran = runOnNewQueryRunner(this.dataSource, statement, values, deadline, confirmed);
       const failed =
         recover && ((error: unknown) => recover(error, values) ?? Promise.reject(error));
