@@ -25,9 +25,6 @@ import type {
 import { answeredWith, INTERNAL_ERROR, RELEASED } from './execution-result';
 import type { ExecutionResult, ExecutionStage } from './execution-result';
 
-export type { IdempotencyExecutionDeps } from './execution-store-steps';
-export type { ExecutionResult } from './execution-result';
-
 /**
  * One claimed request, from its claim to its end: its run (the record's ref, identity and
  * lease), its transaction, its handler's own settlement, its response and whether that

@@ -2,6 +2,8 @@ import { IdempotencyProblemException } from '../errors/idempotency-problem.excep
 import type { ResolvedIdempotencyRouteOptions } from '../interfaces/idempotency-module-options.interface';
 import { BodyTooLargeError, fingerprintRequest } from '../utils/fingerprint';
 import type { FingerprintInput } from '../utils/fingerprint';
+import { routeLabelOf } from '../utils/route-label';
+import type { UnparsedContentTypeWarnings } from '../utils/unparsed-content-types';
 
 /**
  * Fingerprints one request (Express or Fastify) for a scope.
@@ -10,6 +12,7 @@ import type { FingerprintInput } from '../utils/fingerprint';
  * compared with a retry's: such a request is refused with 415 rather than fingerprinted on
  * anything less than its bytes.
  *
+ * @param unparsed - warned about the media type of a body nobody parsed
  * @throws IdempotencyProblemException `idempotency_body_unreadable` for an unparsed body,
  *   `idempotency_request_too_large` for a body over the route's `maxRequestBytes`
  */
@@ -17,6 +20,7 @@ export function fingerprintOf(
   request: any,
   route: ResolvedIdempotencyRouteOptions,
   scope: string,
+  unparsed: UnparsedContentTypeWarnings,
 ): string {
   const declared = Number(request.headers['content-length']);
   const size = request.rawBody?.length ?? (Number.isFinite(declared) ? declared : 0);
@@ -28,7 +32,7 @@ export function fingerprintOf(
     scope,
     method: request.method,
     url: request.originalUrl ?? request.url,
-    body: parsedBody(request),
+    body: parsedBody(request, unparsed),
     rawBody: request.rawBody,
     contentType: request.headers['content-type'],
     headers: route.fingerprintHeaders.map((name) => {
@@ -55,12 +59,13 @@ export function fingerprintWithin(
   }
 }
 
-/** The request's parsed body; a body that nobody parsed is refused (415). */
-function parsedBody(request: any): unknown {
+/** The request's parsed body; a body that nobody parsed is refused (415), and warned about. */
+function parsedBody(request: any, unparsed: UnparsedContentTypeWarnings): unknown {
   if (request.body !== undefined || request.rawBody) return request.body;
   const length = Number(request.headers['content-length'] ?? 0);
   // A chunked body has no length but is a body all the same.
   if (length > 0 || request.headers['transfer-encoding'] !== undefined) {
+    unparsed.warn(request.headers['content-type'], routeLabelOf(request));
     throw IdempotencyProblemException.bodyUnreadable(
       String(request.headers['content-type'] ?? 'none'),
     );

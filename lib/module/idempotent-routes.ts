@@ -1,5 +1,6 @@
 import { RequestMethod } from '@nestjs/common';
 import { methodsOf } from '../decorators/handler-start';
+import { idempotentOptionsOf } from '../decorators/idempotency-route-options.resolver';
 import { isIdempotencySkipped } from '../decorators/skip-idempotency.decorator';
 import { IDEMPOTENT_CLASS_METADATA, IDEMPOTENT_METADATA } from '../config/idempotency.constants';
 import type { FlatIdempotencyRouteOptions } from '../interfaces/idempotency-module-options.interface';
@@ -28,18 +29,12 @@ export interface IdempotentRouteDeclaration {
 export function idempotentRoutesOf(
   controller: abstract new (...args: any[]) => unknown,
 ): IdempotentRouteDeclaration[] {
-  const onClass: FlatIdempotencyRouteOptions | undefined = Reflect.getMetadata(
-    IDEMPOTENT_CLASS_METADATA,
-    controller,
-  );
+  const onClass = idempotentOptionsOf(IDEMPOTENT_CLASS_METADATA, controller);
   const routes: IdempotentRouteDeclaration[] = [];
   for (const [, { value: handler }] of methodsOf(controller)) {
     if (isIdempotencySkipped(handler)) continue;
     const method: RequestMethod | undefined = Reflect.getMetadata(METHOD_METADATA, handler);
-    const onHandler: FlatIdempotencyRouteOptions | undefined = Reflect.getMetadata(
-      IDEMPOTENT_METADATA,
-      handler,
-    );
+    const onHandler = idempotentOptionsOf(IDEMPOTENT_METADATA, handler);
     if (method === undefined || (!onClass && !onHandler)) continue;
     const labels = pathsOf(controller, handler).map((path) => `${RequestMethod[method]} ${path}`);
     routes.push({ method, labels, onClass, onHandler });
