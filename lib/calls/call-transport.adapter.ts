@@ -1,12 +1,10 @@
 import type { CallHandler, ExecutionContext } from '@nestjs/common';
 import { Observable, of } from 'rxjs';
-import { IdempotencyProblemException } from '../errors/idempotency-problem.exception';
 import type { IdempotencyExecutionFactory } from '../execution/idempotency-execution.factory';
 import type { IdempotencyExecution } from '../execution/idempotency-execution';
 import type { IdempotencyCallInput, IdempotencyTransport } from '../execution/idempotency-runner';
-import type { ResolvedIdempotencyRouteOptions } from '../interfaces/idempotency-module-options.interface';
 import type { StoredResponse } from '../interfaces/idempotency-record.interface';
-import { BodyTooLargeError, fingerprintRequest } from '../utils/fingerprint';
+import { fingerprintWithin } from '../execution/request-fingerprint';
 import type { OutgoingResponse } from '../utils/response-bytes';
 import type { IdempotencyCallTransport } from './idempotency-call-transport';
 
@@ -31,7 +29,17 @@ export function callTransportAdapter(
       return {
         ...call,
         label: `${call.method} ${call.path}`,
-        fingerprint: (scope) => fingerprintOf(route, call.method, call.path, call.payload, scope),
+        // Its kind, what it names and its data, as canonical JSON.
+        fingerprint: (scope) =>
+          fingerprintWithin(route, {
+            scope,
+            method: call.method,
+            url: call.path,
+            body: call.payload,
+            contentType: 'application/json',
+            headers: [],
+            maxBodyBytes: route.maxRequestBytes,
+          }),
       };
     },
     start: (context, route, won) => executions.startCall(context, route, won),
@@ -76,30 +84,6 @@ function run(
       },
     });
   });
-}
-
-/** A call's fingerprint: its kind, what it names and its data, as canonical JSON. */
-function fingerprintOf(
-  route: ResolvedIdempotencyRouteOptions,
-  method: string,
-  url: string,
-  body: unknown,
-  scope: string,
-): string {
-  try {
-    return fingerprintRequest({
-      scope,
-      method,
-      url,
-      body,
-      contentType: 'application/json',
-      headers: [],
-      maxBodyBytes: route.maxRequestBytes,
-    });
-  } catch (error) {
-    if (!(error instanceof BodyTooLargeError)) throw error;
-    throw IdempotencyProblemException.requestTooLarge(route.maxRequestBytes);
-  }
 }
 
 /** A handler's value as the response kept in its record: JSON, or no body for `undefined`. */

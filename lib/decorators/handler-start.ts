@@ -39,25 +39,35 @@ export function isHandlerStartMarked(handler: unknown): boolean {
 }
 
 /**
- * Marks the start of every route handler a controller serves, its own and those it inherits
- * (from a base class or a mixin): an inherited one gets a marking copy on the controller, so
- * the base class itself is left as it was.
+ * The methods a controller has, its own and those it inherits (from a base class or a mixin),
+ * once per name: the nearest definition wins.
  */
-function markRoutesOf(target: abstract new (...args: any[]) => unknown): void {
-  const prototype = target.prototype;
+export function* methodsOf(
+  controller: abstract new (...args: any[]) => unknown,
+): Generator<[name: string | symbol, method: PropertyDescriptor]> {
   const seen = new Set<string | symbol>(['constructor']);
-  for (let p = prototype; p && p !== Object.prototype; p = Object.getPrototypeOf(p)) {
+  for (let p = controller.prototype; p && p !== Object.prototype; p = Object.getPrototypeOf(p)) {
     for (const name of Reflect.ownKeys(p)) {
       if (seen.has(name)) continue;
       seen.add(name);
       const method = Object.getOwnPropertyDescriptor(p, name);
-      const fn = method?.value;
-      if (typeof fn !== 'function' || fn[MARKED]) continue;
-      if (!Reflect.hasOwnMetadata(ROUTE_PATH_METADATA, fn)) continue;
-      // Not covered: the library never runs around it, so the handler is left as declared.
-      if (isIdempotencySkipped(fn)) continue;
-      Object.defineProperty(prototype, name, { ...method, value: markingStart(fn) });
+      if (typeof method?.value === 'function') yield [name, method];
     }
+  }
+}
+
+/**
+ * Marks the start of every route handler a controller serves, its own and those it inherits:
+ * an inherited one gets a marking copy on the controller, so the base class itself is left as
+ * it was.
+ */
+function markRoutesOf(target: abstract new (...args: any[]) => unknown): void {
+  for (const [name, method] of methodsOf(target)) {
+    const fn = method.value;
+    if (fn[MARKED] || !Reflect.hasOwnMetadata(ROUTE_PATH_METADATA, fn)) continue;
+    // Not covered: the library never runs around it, so the handler is left as declared.
+    if (isIdempotencySkipped(fn)) continue;
+    Object.defineProperty(target.prototype, name, { ...method, value: markingStart(fn) });
   }
 }
 

@@ -37,18 +37,23 @@ export class IdempotencyRouteOptionsResolver {
     const handler = context.getHandler();
     let resolved = this.cache.get(handler);
     if (resolved === undefined) {
-      const onHandler: FlatIdempotencyRouteOptions | undefined = Reflect.getMetadata(
-        IDEMPOTENT_METADATA,
-        handler,
-      );
-      const onClass: FlatIdempotencyRouteOptions | undefined = Reflect.getMetadata(
-        IDEMPOTENT_CLASS_METADATA,
-        context.getClass(),
-      );
+      const onHandler = idempotentOptionsOf(IDEMPOTENT_METADATA, handler);
+      const onClass = idempotentOptionsOf(IDEMPOTENT_CLASS_METADATA, context.getClass());
       const covered = (onHandler || onClass) && !isIdempotencySkipped(handler);
       resolved = covered ? mergeRouteOptions(this.options, onClass, onHandler) : null;
       this.cache.set(handler, resolved);
     }
     return resolved ?? undefined;
   }
+}
+
+/**
+ * The options `@Idempotent()` set on a handler (`IDEMPOTENT_METADATA`) or on a class, its own or
+ * a base class's (`IDEMPOTENT_CLASS_METADATA`).
+ */
+export function idempotentOptionsOf(
+  key: string,
+  target: object,
+): FlatIdempotencyRouteOptions | undefined {
+  return Reflect.getMetadata(key, target);
 }

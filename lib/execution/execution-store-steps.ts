@@ -1,45 +1,43 @@
+import type { Logger } from '@nestjs/common';
 import { IdempotencyProblemException } from '../errors/idempotency-problem.exception';
-import { isCommitUnconfirmed } from '../storage/commit-unconfirmed.error';
-import type { OutgoingResponse } from '../utils/response-bytes';
+import type { IdempotencyErrorBodyRenderer } from '../errors/idempotency-problem.types';
+import { renderProblem } from '../errors/render-problem';
+import type { IdempotencyEvents } from '../events/idempotency.events';
+import type { ResponseSnapshot } from '../http/response-sink.interface';
 import type { ResolvedIdempotencyRouteOptions } from '../interfaces/idempotency-module-options.interface';
-import type { IdempotencyExecutionDeps } from './execution-deps';
-import type { ExecutionResult } from './execution-result';
-import { emitRejected } from './rejected-event';
-import type { IdempotencyRun } from './idempotency-run';
 import type {
   IdempotencyStoreTransaction,
   StoredResponse,
 } from '../interfaces/idempotency-record.interface';
+import { isCommitUnconfirmed } from '../storage/commit-unconfirmed.error';
+import type { IdempotencyStore } from '../storage/idempotency.store';
+import type { OutgoingResponse } from '../utils/response-bytes';
+import type { ExecutionResult } from './execution-result';
+import type { IdempotencyRun } from './idempotency-run';
+import { emitRejected } from './rejected-event';
 
-// An execution's store steps that do not depend on its stage, with the events they emit (its
-// refusals are in rejected-event.ts).
-
-/** Emits `executed`: the handler ran, and whether its response was stored. */
-export function emitExecuted(
-  deps: Pick<IdempotencyExecutionDeps, 'events'>,
-  run: IdempotencyRun,
-  status: number,
-  stored: boolean,
-): void {
-  deps.events.emit({
-    type: 'executed',
-    scope: run.ref.scope,
-    key: run.ref.key,
-    status,
-    stored,
-    attempt: run.identity.attempt,
-  });
-}
-
-/** Emits `lock_lost` and warns: another instance took the key over before this one was done. */
-export function emitLockLost(
-  deps: Pick<IdempotencyExecutionDeps, 'events' | 'logger'>,
-  run: IdempotencyRun,
-  during: 'complete' | 'release',
-): void {
-  const { scope, key } = run.ref;
-  deps.events.emit({ type: 'lock_lost', scope, key, during });
-  deps.logger.warn(`Lost the lease of an idempotent request during ${during}`);
+/** What an execution needs from its surroundings; built by `IdempotencyExecutionFactory`. */
+export interface IdempotencyExecutionDeps {
+  store: IdempotencyStore;
+  events: Pick<IdempotencyEvents, 'emit'>;
+  /** Reports how long storing the response took (for the completion latency metric). */
+  recordCompletion?: (seconds: number, stored: boolean) => void;
+  logger: Logger;
+  problemTypeBaseUri: string;
+  /** The module's `errorBody`, when set. */
+  errorBody: IdempotencyErrorBodyRenderer | null;
+  /** Logs once per route that its responses cannot be stored. */
+  warnUnstorable: (why: string) => void;
+  /** Status and headers the route set before its handler ran (its status, `@Header()`s). */
+  before: ResponseSnapshot;
+  /** The adapter's content type for string bodies. */
+  textContentType: string;
+  /**
+   * Whether `@Idempotent()` marks the moment this route's handler starts. Where it cannot (a
+   * route declared in a subclass of a decorated base class), the handler is taken to have
+   * started: a request rejected by a pipe is then treated like the handler's own 4xx.
+   */
+  startMarked: boolean;
 }
 
 /** How a key is given back: `retry` lets the next request run; `forget` deletes the record. */
@@ -51,138 +49,140 @@ export type ConcludeReason = 'not_final' | 'rejected_before_handler';
 /** Why a key is given back, as its `released` event says. */
 export type ReleaseReason = ConcludeReason | 'unstorable';
 
-/** Gives the key back (`retry`: to run again; `forget`: deleted) and says so, or that it was lost. */
-export async function releaseKey(
-  deps: Pick<IdempotencyExecutionDeps, 'store' | 'events' | 'logger'>,
-  run: IdempotencyRun,
-  mode: ReleaseMode,
-  reason: ReleaseReason,
-): Promise<void> {
-  try {
-    if (await deps.store.release(run.ref, mode)) {
-      deps.events.emit({ type: 'released', scope: run.ref.scope, key: run.ref.key, reason });
-    } else {
-      emitLockLost(deps, run, 'release');
+/**
+ * An execution's store steps that do not depend on its stage, with the events they emit: the
+ * part of `IdempotencyExecution` that talks to the store (its stages are in its own file).
+ */
+export abstract class ExecutionStoreSteps {
+  /** The handler's transaction, on a run completed in it, until it commits or rolls back. */
+  protected transaction?: IdempotencyStoreTransaction;
+
+  /**
+   * @param run - the run begun on the claimed record (its lease is renewed from then on)
+   * @param route - options in force for the route
+   * @param deps - services and facts about the route
+   */
+  constructor(
+    readonly run: IdempotencyRun,
+    protected readonly route: ResolvedIdempotencyRouteOptions,
+    protected readonly deps: IdempotencyExecutionDeps,
+  ) {}
+
+  /** Emits `executed`: the handler ran, and whether its response was stored. */
+  protected emitExecuted(status: number, stored: boolean): void {
+    const { scope, key } = this.run.ref;
+    const attempt = this.run.identity.attempt;
+    this.deps.events.emit({ type: 'executed', scope, key, status, stored, attempt });
+  }
+
+  /** Emits `lock_lost` and warns: another instance took the key over before this one was done. */
+  protected emitLockLost(during: 'complete' | 'release'): void {
+    const { scope, key } = this.run.ref;
+    this.deps.events.emit({ type: 'lock_lost', scope, key, during });
+    this.deps.logger.warn(`Lost the lease of an idempotent request during ${during}`);
+  }
+
+  /**
+   * Rolls the handler's transaction back (a failure is reported, not thrown), then gives the
+   * key back (`retry`: to run again; `forget`: deleted) and says so, or that it was lost.
+   */
+  protected async release(mode: ReleaseMode, reason: ReleaseReason): Promise<void> {
+    await this.rollback();
+    const { ref } = this.run;
+    try {
+      if (await this.deps.store.release(ref, mode)) {
+        this.deps.events.emit({ type: 'released', scope: ref.scope, key: ref.key, reason });
+      } else {
+        this.emitLockLost('release');
+      }
+    } catch (error) {
+      // The lease lapses on its own; a retry then takes the key over.
+      this.deps.events.emit({ type: 'store_error', operation: 'release', error });
     }
-  } catch (error) {
-    // The lease lapses on its own; a retry then takes the key over.
-    deps.events.emit({ type: 'store_error', operation: 'release', error });
   }
-}
 
-/** Rolls the handler's transaction back; a failure is reported, not thrown. */
-export async function rollbackQuietly(
-  deps: Pick<IdempotencyExecutionDeps, 'events'>,
-  transaction: IdempotencyStoreTransaction,
-): Promise<void> {
-  try {
-    await transaction.rollback();
-  } catch (error) {
-    deps.events.emit({ type: 'store_error', operation: 'rollback', error });
+  /** Rolls the handler's transaction back, if one is open; a failure is reported, not thrown. */
+  protected async rollback(): Promise<void> {
+    const transaction = this.transaction;
+    this.transaction = undefined;
+    if (!transaction) return;
+    try {
+      await transaction.rollback();
+    } catch (error) {
+      this.deps.events.emit({ type: 'store_error', operation: 'rollback', error });
+    }
   }
-}
 
-/**
- * Completes the run in its transaction, which commits when the run still owns the key and rolls
- * back when not; times it for the completion metric.
- * @returns whether the run still owned the key
- */
-export async function completeAndCommit(
-  deps: Pick<IdempotencyExecutionDeps, 'recordCompletion'>,
-  run: IdempotencyRun,
-  transaction: IdempotencyStoreTransaction,
-  stored: StoredResponse,
-  ttlSeconds: number,
-): Promise<boolean> {
-  let owned: boolean;
-  const started = performance.now();
-  if (transaction.completeAndCommit) {
-    owned = await transaction.completeAndCommit(run.ref, stored, ttlSeconds);
-  } else {
-    owned = await transaction.complete(run.ref, stored, ttlSeconds);
-    if (owned) await transaction.commit();
-    else await transaction.rollback();
+  /**
+   * Completes the run in its transaction, which commits when the run still owns the key and rolls
+   * back when not; times it for the completion metric.
+   * @returns whether the run still owned the key
+   */
+  protected async completeAndCommit(
+    transaction: IdempotencyStoreTransaction,
+    stored: StoredResponse,
+  ): Promise<boolean> {
+    let owned: boolean;
+    const started = performance.now();
+    const { ttlSeconds } = this.route;
+    if (transaction.completeAndCommit) {
+      owned = await transaction.completeAndCommit(this.run.ref, stored, ttlSeconds);
+    } else {
+      owned = await transaction.complete(this.run.ref, stored, ttlSeconds);
+      if (owned) await transaction.commit();
+      else await transaction.rollback();
+    }
+    this.deps.recordCompletion?.((performance.now() - started) / 1000, owned);
+    return owned;
   }
-  deps.recordCompletion?.((performance.now() - started) / 1000, owned);
-  return owned;
-}
 
-/**
- * The response could not be stored: its client still gets it. Logged loudly, with `executed`
- * saying it was not stored.
- */
-export function reportNotStored(
-  deps: Pick<IdempotencyExecutionDeps, 'events' | 'logger'>,
-  run: IdempotencyRun,
-  status: number,
-  error: unknown,
-): void {
-  // The handler ran and its client gets its response; a retry after the lease lapses
-  // runs it again. Logged loudly: this is the one window the store cannot close.
-  deps.events.emit({ type: 'store_error', operation: 'complete', error });
-  deps.logger.error(
-    `Could not store the response of an idempotent request (${status}); ` +
-      'a retry after the lease lapses will run the handler again',
-    error as Error,
-  );
-  emitExecuted(deps, run, status, false);
-}
-
-/**
- * The completion committed but the database did not confirm it (a stalled synchronous standby,
- * `IdempotencyCommitUnconfirmedError`): the record stands, so nothing is rolled back or
- * released, and its answer is not sent as a final one. The retry replays it, or runs once where
- * a failover lost it.
- */
-export function notConfirmed(
-  deps: Pick<IdempotencyExecutionDeps, 'events'>,
-  run: IdempotencyRun,
-  route: Pick<ResolvedIdempotencyRouteOptions, 'retryAfterSeconds'>,
-  error: unknown,
-): ExecutionResult {
-  deps.events.emit({ type: 'store_error', operation: 'complete', error });
-  const problem = IdempotencyProblemException.notConfirmed(route.retryAfterSeconds);
-  emitRejected(deps.events, problem, run.ref);
-  return { kind: 'refused', problem };
-}
-
-/**
- * What a failed completion outside a transaction ends in: a refusal when it committed without
- * confirmation (`notConfirmed`), else the handler's answer, not stored (`reportNotStored`).
- */
-export function notStored(
-  deps: Pick<IdempotencyExecutionDeps, 'events' | 'logger'>,
-  run: IdempotencyRun,
-  route: Pick<ResolvedIdempotencyRouteOptions, 'retryAfterSeconds'>,
-  outgoing: OutgoingResponse,
-  error: unknown,
-): ExecutionResult {
-  if (isCommitUnconfirmed(error)) return notConfirmed(deps, run, route, error);
-  reportNotStored(deps, run, outgoing.status, error);
-  return { kind: 'stored', answer: outgoing };
-}
-
-/** The store's `complete()`, a synchronous throw turned into a rejection. */
-export function completeRun(
-  deps: Pick<IdempotencyExecutionDeps, 'store'>,
-  run: IdempotencyRun,
-  stored: StoredResponse,
-  ttlSeconds: number,
-): Promise<boolean> {
-  try {
-    return deps.store.complete(run.ref, stored, ttlSeconds);
-  } catch (error) {
-    return Promise.reject(error);
+  /** The store's `complete()`, a synchronous throw turned into a rejection. */
+  protected completeRun(stored: StoredResponse): Promise<boolean> {
+    try {
+      return this.deps.store.complete(this.run.ref, stored, this.route.ttlSeconds);
+    } catch (error) {
+      return Promise.reject(error);
+    }
   }
-}
 
-/** The response could not be written: Nest's adapter answered 500 instead. */
-export function reportWriteFailed(
-  deps: Pick<IdempotencyExecutionDeps, 'logger'>,
-  error: unknown,
-): void {
-  deps.logger.error(
-    'Could not write the response of an idempotent request; the client got a 500',
-    error as Error,
-  );
+  /**
+   * What a failed completion outside a transaction ends in: a refusal when it committed without
+   * confirmation (`notConfirmed`), else the handler's answer, not stored, logged loudly with
+   * `executed` saying so.
+   */
+  protected notStored(outgoing: OutgoingResponse, error: unknown): ExecutionResult {
+    if (isCommitUnconfirmed(error)) return this.notConfirmed(error);
+    // The handler ran and its client gets its response; a retry after the lease lapses
+    // runs it again. Logged loudly: this is the one window the store cannot close.
+    this.deps.events.emit({ type: 'store_error', operation: 'complete', error });
+    this.deps.logger.error(
+      `Could not store the response of an idempotent request (${outgoing.status}); ` +
+        'a retry after the lease lapses will run the handler again',
+      error as Error,
+    );
+    this.emitExecuted(outgoing.status, false);
+    return { kind: 'stored', answer: outgoing };
+  }
+
+  /**
+   * The completion committed but the database did not confirm it (a stalled synchronous standby,
+   * `IdempotencyCommitUnconfirmedError`): the record stands, so nothing is rolled back or
+   * released, and its answer is not sent as a final one. The retry replays it, or runs once where
+   * a failover lost it.
+   */
+  protected notConfirmed(error: unknown): ExecutionResult {
+    this.deps.events.emit({ type: 'store_error', operation: 'complete', error });
+    return this.refuse(IdempotencyProblemException.notConfirmed(this.route.retryAfterSeconds));
+  }
+
+  /** Emits the refusal's `rejected` event (its route named by the events this execution got). */
+  protected refuse(problem: IdempotencyProblemException): ExecutionResult {
+    emitRejected(this.deps.events, problem, this.run.ref);
+    return { kind: 'refused', problem };
+  }
+
+  /** A refusal as the HTTP response its client gets. */
+  protected render(problem: IdempotencyProblemException): OutgoingResponse {
+    return renderProblem(problem, this.deps, this.deps.logger);
+  }
 }

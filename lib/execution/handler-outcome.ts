@@ -32,7 +32,25 @@ export function renderHandlerOutcome(
   textContentType: string,
 ): OutgoingResponse | undefined {
   try {
-    return render(outcome, before, textContentType);
+    const headers = { ...before.headers };
+    if (outcome.kind === 'value') {
+      if (outcome.value instanceof StreamableFile) return undefined;
+      const type = headers['content-type'] as string;
+      const bytes = responseBytes(outcome.value, type, textContentType);
+      if (!bytes) return undefined;
+      if (bytes.contentType !== undefined) headers['content-type'] = bytes.contentType;
+      return { status: before.status, headers, body: bytes.body };
+    }
+    const { error } = outcome;
+    if (!(error instanceof HttpException)) return undefined;
+    const status = error.getStatus();
+    const response = error.getResponse();
+    const body =
+      typeof response === 'object' && response !== null
+        ? response
+        : { statusCode: status, message: response };
+    headers['content-type'] = 'application/json; charset=utf-8';
+    return { status, headers, body: Buffer.from(JSON.stringify(body), 'utf8') };
   } catch (error) {
     logger.error(
       'What an idempotent handler produced after its response was decided elsewhere (an outer ' +
@@ -41,30 +59,4 @@ export function renderHandlerOutcome(
     );
     return undefined;
   }
-}
-
-/** The rendering itself; throws what `JSON.stringify` throws. */
-function render(
-  outcome: HandlerOutcome,
-  before: ResponseSnapshot,
-  textContentType: string,
-): OutgoingResponse | undefined {
-  const headers = { ...before.headers };
-  if (outcome.kind === 'value') {
-    if (outcome.value instanceof StreamableFile) return undefined;
-    const bytes = responseBytes(outcome.value, headers['content-type'] as string, textContentType);
-    if (!bytes) return undefined;
-    if (bytes.contentType !== undefined) headers['content-type'] = bytes.contentType;
-    return { status: before.status, headers, body: bytes.body };
-  }
-  const { error } = outcome;
-  if (!(error instanceof HttpException)) return undefined;
-  const status = error.getStatus();
-  const response = error.getResponse();
-  const body =
-    typeof response === 'object' && response !== null
-      ? response
-      : { statusCode: status, message: response };
-  headers['content-type'] = 'application/json; charset=utf-8';
-  return { status, headers, body: Buffer.from(JSON.stringify(body), 'utf8') };
 }

@@ -4,6 +4,7 @@ import { isHandlerStartMarked } from '../decorators/handler-start';
 import { IdempotencyEvents } from '../events/idempotency.events';
 import type { IdempotencyEvent } from '../events/idempotency.events';
 import { ResponseAdapterResolver } from '../http/response-adapter.resolver';
+import type { ResponseSnapshot } from '../http/response-sink.interface';
 import { IDEMPOTENCY_OPTIONS } from '../config/idempotency.tokens';
 import type {
   ResolvedIdempotencyRouteOptions,
@@ -11,9 +12,11 @@ import type {
 } from '../interfaces/idempotency-module-options.interface';
 import { IdempotencyStore } from '../storage/idempotency.store';
 import { IdempotencyExecution } from './idempotency-execution';
-import type { IdempotencyExecutionDeps } from './idempotency-execution';
 import { IdempotencyRun } from './idempotency-run';
 import { IdempotencyMetrics } from '../metrics/idempotency-metrics';
+
+/** What a call that is not an HTTP request has set before its handler runs: nothing. */
+const CALL_BEFORE: ResponseSnapshot = { status: 200, headers: {} };
 
 /** A key this request won in the store. */
 export interface WonClaim {
@@ -58,14 +61,10 @@ export class IdempotencyExecutionFactory {
   ): IdempotencyExecution | Promise<IdempotencyExecution> {
     // A throw is turned into the rejection its caller handles, here and in startCall().
     try {
-      const http = context.switchToHttp();
-      const response = http.getResponse();
+      const response = context.switchToHttp().getResponse();
       const adapter = this.responses.get();
-      const begun = this.begin(context, route, claim, {
-        warnUnstorable: (why) => this.warnOnce(claim.label, why),
-        before: adapter.snapshot(response),
-        textContentType: adapter.textContentType,
-      });
+      const before = adapter.snapshot(response);
+      const begun = this.begin(context, route, claim, before, adapter.textContentType);
       const captured = (execution: IdempotencyExecution) => {
         adapter.capture(response, execution);
         return execution;
@@ -87,11 +86,7 @@ export class IdempotencyExecutionFactory {
     claim: WonClaim,
   ): IdempotencyExecution | Promise<IdempotencyExecution> {
     try {
-      return this.begin(context, route, claim, {
-        warnUnstorable: (why) => this.warnOnce(claim.label, why),
-        before: { status: 200, headers: {} },
-        textContentType: 'application/json; charset=utf-8',
-      });
+      return this.begin(context, route, claim, CALL_BEFORE, 'application/json; charset=utf-8');
     } catch (error) {
       return Promise.reject(error);
     }
@@ -101,7 +96,8 @@ export class IdempotencyExecutionFactory {
     context: ExecutionContext,
     route: ResolvedIdempotencyRouteOptions,
     claim: WonClaim,
-    transport: Pick<IdempotencyExecutionDeps, 'warnUnstorable' | 'before' | 'textContentType'>,
+    before: ResponseSnapshot,
+    textContentType: string,
   ): IdempotencyExecution | Promise<IdempotencyExecution> {
     const { scope, key, ownerToken, recordId, attempt, label } = claim;
     // This request's events carry its route (each event is a fresh literal: given its route
@@ -144,7 +140,9 @@ export class IdempotencyExecutionFactory {
       problemTypeBaseUri: this.options.problemTypeBaseUri,
       errorBody: this.options.errorBody,
       startMarked: isHandlerStartMarked(context.getHandler()),
-      ...transport,
+      warnUnstorable: (why) => this.warnOnce(label, why),
+      before,
+      textContentType,
     });
     // Only a transactional route has something to open before its handler runs.
     if (!route.transactional) return execution;

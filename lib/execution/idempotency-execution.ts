@@ -3,7 +3,6 @@ import { Observable } from 'rxjs';
 import { idempotencyRunScopes } from '../context/idempotency-run-scope';
 import type { IdempotencyRunScope } from '../context/idempotency-run-scope';
 import { IdempotencyProblemException } from '../errors/idempotency-problem.exception';
-import { renderProblem } from '../errors/render-problem';
 import { isCommitUnconfirmed } from '../storage/commit-unconfirmed.error';
 import type { ResponseSink } from '../http/response-sink.interface';
 import type { ResolvedIdempotencyRouteOptions } from '../interfaces/idempotency-module-options.interface';
@@ -15,27 +14,16 @@ import type { OutgoingResponse } from '../utils/response-bytes';
 import { renderHandlerOutcome } from './handler-outcome';
 import type { HandlerOutcome } from './handler-outcome';
 import type { IdempotencyRun } from './idempotency-run';
-import { emitRejected } from './rejected-event';
 import { isSendable } from './sendable-response';
 import { storedResponseOf } from './stored-response';
-import type { IdempotencyExecutionDeps } from './execution-deps';
-import {
-  completeAndCommit,
-  completeRun,
-  reportWriteFailed,
-  emitExecuted,
-  emitLockLost,
-  releaseKey,
-  notConfirmed,
-  notStored,
-  rollbackQuietly,
+import { ExecutionStoreSteps } from './execution-store-steps';
+import type {
+  ConcludeReason,
+  IdempotencyExecutionDeps,
+  ReleaseMode,
 } from './execution-store-steps';
-import type { ConcludeReason, ReleaseMode, ReleaseReason } from './execution-store-steps';
 import { answeredWith, INTERNAL_ERROR, RELEASED } from './execution-result';
 import type { ExecutionResult, ExecutionStage } from './execution-result';
-
-export type { IdempotencyExecutionDeps } from './execution-deps';
-export type { ExecutionResult } from './execution-result';
 
 /**
  * One claimed request, from its claim to its end: its run (the record's ref, identity and
@@ -62,7 +50,7 @@ export type { ExecutionResult } from './execution-result';
  * The key is therefore held until the handler's own work has settled, whoever wrote a
  * response first, and the handler never runs twice under one claim.
  */
-export class IdempotencyExecution implements ResponseSink {
+export class IdempotencyExecution extends ExecutionStoreSteps implements ResponseSink {
   private stage: ExecutionStage = 'begun';
   private outcome?: HandlerOutcome;
   private held?: {
@@ -72,7 +60,6 @@ export class IdempotencyExecution implements ResponseSink {
   private leftEarly = false;
   private streamed = false;
   private subscribed = false;
-  private transaction?: IdempotencyStoreTransaction;
   /** What the handler (and the services it calls) reach through `IdempotencyContext`. */
   readonly runScope: IdempotencyRunScope;
 
@@ -82,10 +69,11 @@ export class IdempotencyExecution implements ResponseSink {
    * @param deps - services and facts about the route
    */
   constructor(
-    readonly run: IdempotencyRun,
-    private readonly route: ResolvedIdempotencyRouteOptions,
-    private readonly deps: IdempotencyExecutionDeps,
+    run: IdempotencyRun,
+    route: ResolvedIdempotencyRouteOptions,
+    deps: IdempotencyExecutionDeps,
   ) {
+    super(run, route, deps);
     this.runScope = { run, handlerStarted: false };
   }
 
@@ -144,15 +132,6 @@ export class IdempotencyExecution implements ResponseSink {
     });
   }
 
-  /**
-   * Decides on the answer of a handler that settled, on a call that is not an HTTP request.
-   * @param outgoing - the handler's value, as the response kept in its record
-   * @returns what the decision came to; undefined when the execution had already ended
-   */
-  respond(outgoing: OutgoingResponse): Promise<ExecutionResult | undefined> {
-    return this.decide(outgoing);
-  }
-
   /** @inheritDoc */
   onResponse(outgoing: OutgoingResponse | undefined): Promise<OutgoingResponse | undefined> {
     return this.decision(outgoing).then((result) =>
@@ -162,7 +141,7 @@ export class IdempotencyExecution implements ResponseSink {
 
   /** What a response about to be written comes to: decided now, once the handler settles, or not. */
   private decision(outgoing: OutgoingResponse | undefined): Promise<ExecutionResult | undefined> {
-    if (this.stage === 'settled') return this.decide(outgoing);
+    if (this.stage === 'settled') return this.respond(outgoing);
     if (this.stage !== 'begun' && this.stage !== 'running') return Promise.resolve(undefined);
     if (outgoing === undefined) {
       this.streamed = true;
@@ -177,13 +156,16 @@ export class IdempotencyExecution implements ResponseSink {
 
   /** @inheritDoc */
   onResponseEnded(): void {
-    if (this.stage === 'settled') void this.decide(undefined);
+    if (this.stage === 'settled') void this.respond(undefined);
     else if (this.stage === 'begun' || this.stage === 'running') this.streamed = true;
   }
 
   /** @inheritDoc */
   onWriteFailed(error: unknown): void {
-    reportWriteFailed(this.deps, error);
+    this.deps.logger.error(
+      'Could not write the response of an idempotent request; the client got a 500',
+      error as Error,
+    );
   }
 
   /** The handler threw: its writes are rolled back before anything answers its client. */
@@ -200,9 +182,9 @@ export class IdempotencyExecution implements ResponseSink {
     const held = this.held;
     this.held = undefined;
     if (held && outcome.kind === 'error') held.answer(this.decideOwnOutcome(outcome));
-    else if (held) held.answer(this.decide(held.outgoing));
+    else if (held) held.answer(this.respond(held.outgoing));
     else if (this.leftEarly) void this.decideOwnOutcome(outcome);
-    else if (this.streamed) void this.decide(undefined);
+    else if (this.streamed) void this.respond(undefined);
   }
 
   /**
@@ -213,9 +195,9 @@ export class IdempotencyExecution implements ResponseSink {
    */
   private async decideOwnOutcome(outcome: HandlerOutcome): Promise<ExecutionResult> {
     const own = renderHandlerOutcome(outcome, this.deps.before, this.deps.textContentType);
-    if (own || outcome.kind === 'value') return answeredWith(await this.decide(own), own);
+    if (own || outcome.kind === 'value') return answeredWith(await this.respond(own), own);
     if (this.run.completion === 'operation') {
-      return answeredWith(await this.decide(undefined), INTERNAL_ERROR);
+      return answeredWith(await this.respond(undefined), INTERNAL_ERROR);
     }
     await this.conclude('retry', 'not_final');
     return { kind: 'released', answer: INTERNAL_ERROR };
@@ -231,9 +213,13 @@ export class IdempotencyExecution implements ResponseSink {
 
   /**
    * Decides what becomes of the response and of the key, once. A response to store (most
-   * requests) goes straight to `store()`, without an async function around it.
+   * requests) goes straight to `store()`, without an async function around it. Called directly
+   * with the answer of a handler that settled on a call that is not an HTTP request.
+   * @param outgoing - the response about to be written (the handler's value, as the response
+   *   kept in its record, on a call); undefined when it is not bytes
+   * @returns what the decision came to; undefined when the execution had already ended
    */
-  private decide(outgoing: OutgoingResponse | undefined): Promise<ExecutionResult | undefined> {
+  respond(outgoing: OutgoingResponse | undefined): Promise<ExecutionResult | undefined> {
     if (this.stage === 'deciding' || this.stage === 'done') return Promise.resolve(undefined);
     this.stage = 'deciding';
     this.run.lease.stop();
@@ -263,7 +249,7 @@ export class IdempotencyExecution implements ResponseSink {
       }
       // A status that is not final (not in `storeStatuses`).
       await this.release('retry', 'not_final');
-      emitExecuted(this.deps, this.run, outgoing.status, false);
+      this.emitExecuted(outgoing.status, false);
       return RELEASED;
     } finally {
       this.finish();
@@ -283,11 +269,11 @@ export class IdempotencyExecution implements ResponseSink {
   ): Promise<ExecutionResult> {
     const conclusion = await this.run.operationConclusion();
     if (conclusion?.kind === 'completed') {
-      emitExecuted(this.deps, this.run, conclusion.outgoing.status, true);
+      this.emitExecuted(conclusion.outgoing.status, true);
       return { kind: 'stored', answer: conclusion.outgoing };
     }
     if (conclusion?.kind === 'failed') await this.release('retry', 'not_final');
-    if (outgoing) emitExecuted(this.deps, this.run, outgoing.status, false);
+    if (outgoing) this.emitExecuted(outgoing.status, false);
     return RELEASED;
   }
 
@@ -305,20 +291,21 @@ export class IdempotencyExecution implements ResponseSink {
       stored = storedResponseOf(outgoing, this.route);
     } catch (error) {
       if (transaction) void transaction.rollback().catch(() => undefined);
-      return this.done(Promise.reject(error));
+      this.finish();
+      return Promise.reject(error);
     }
-    if (transaction) return this.done(this.storeInTransaction(transaction, stored, outgoing));
-    return completeRun(this.deps, this.run, stored, this.route.ttlSeconds).then(
+    if (transaction) return this.storeInTransaction(transaction, stored, outgoing);
+    return this.completeRun(stored).then(
       (owned) => {
         this.finish();
         this.deps.recordCompletion?.((performance.now() - started) / 1000, owned);
-        if (!owned) emitLockLost(this.deps, this.run, 'complete');
-        emitExecuted(this.deps, this.run, outgoing.status, owned);
+        if (!owned) this.emitLockLost('complete');
+        this.emitExecuted(outgoing.status, owned);
         return { kind: 'stored', answer: outgoing };
       },
       (error: unknown) => {
         this.finish();
-        return notStored(this.deps, this.run, this.route, outgoing, error);
+        return this.notStored(outgoing, error);
       },
     );
   }
@@ -332,69 +319,30 @@ export class IdempotencyExecution implements ResponseSink {
     idempotencyRunScopes.end(this.runScope);
   }
 
-  /** The decision `decided` comes to, with the execution done once it settles. */
-  private done<T>(decided: Promise<T>): Promise<T> {
-    return decided.then(
-      (value) => {
-        this.finish();
-        return value;
-      },
-      (error: unknown) => {
-        this.finish();
-        throw error;
-      },
-    );
-  }
-
-  /** The completion commits with the handler's writes, or neither does and the client is told. */
+  /**
+   * The completion commits with the handler's writes, or neither does and the client is told;
+   * the execution is done once it settles.
+   */
   private async storeInTransaction(
     transaction: IdempotencyStoreTransaction,
     stored: StoredResponse,
     outgoing: OutgoingResponse,
   ): Promise<ExecutionResult> {
-    let owned: boolean;
     try {
-      owned = await completeAndCommit(
-        this.deps,
-        this.run,
-        transaction,
-        stored,
-        this.route.ttlSeconds,
-      );
+      if (!(await this.completeAndCommit(transaction, stored))) {
+        this.emitLockLost('complete');
+        return this.refuse(IdempotencyProblemException.leaseLost(this.route.retryAfterSeconds));
+      }
+      this.emitExecuted(outgoing.status, true);
+      return { kind: 'stored', answer: outgoing };
     } catch (error) {
-      if (isCommitUnconfirmed(error)) return notConfirmed(this.deps, this.run, this.route, error);
+      if (isCommitUnconfirmed(error)) return this.notConfirmed(error);
       this.deps.events.emit({ type: 'store_error', operation: 'complete', error });
       await transaction.rollback().catch(() => undefined);
       await this.release('retry', 'not_final');
       return this.refuse(IdempotencyProblemException.notStored(this.route.retryAfterSeconds));
+    } finally {
+      this.finish();
     }
-    if (!owned) {
-      emitLockLost(this.deps, this.run, 'complete');
-      return this.refuse(IdempotencyProblemException.leaseLost(this.route.retryAfterSeconds));
-    }
-    emitExecuted(this.deps, this.run, outgoing.status, true);
-    return { kind: 'stored', answer: outgoing };
-  }
-
-  private refuse(problem: IdempotencyProblemException): ExecutionResult {
-    // Its route is named by the events this execution was given.
-    emitRejected(this.deps.events, problem, this.run.ref);
-    return { kind: 'refused', problem };
-  }
-
-  /** A refusal as the HTTP response its client gets. */
-  private render(problem: IdempotencyProblemException): OutgoingResponse {
-    return renderProblem(problem, this.deps, this.deps.logger);
-  }
-
-  private async release(mode: ReleaseMode, reason: ReleaseReason): Promise<void> {
-    await this.rollback();
-    await releaseKey(this.deps, this.run, mode, reason);
-  }
-
-  private async rollback(): Promise<void> {
-    const transaction = this.transaction;
-    this.transaction = undefined;
-    if (transaction) await rollbackQuietly(this.deps, transaction);
   }
 }

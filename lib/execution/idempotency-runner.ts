@@ -95,13 +95,11 @@ export interface Replay {
 export type Claimed = { kind: 'run'; execution: IdempotencyExecution } | Replay;
 
 /** A call whose key, scope and fingerprint were checked: what its claim is decided by. */
-interface CheckedCall {
+interface CheckedCall extends Pick<IdempotencyCallInput, 'keyPlace' | 'method' | 'path' | 'label'> {
   route: ResolvedIdempotencyRouteOptions;
-  keyPlace: IdempotencyKeyPlace;
   scope: string;
   key: string;
   fingerprint: string;
-  label: string;
 }
 
 /**
@@ -142,9 +140,8 @@ export class IdempotencyRunner {
     transport: IdempotencyTransport,
   ): Observable<unknown> {
     let checked: CheckedCall;
-    let call: IdempotencyCallInput;
     try {
-      call = transport.read(context, route);
+      const call = transport.read(context, route);
       // No key on a `required: false` route: unprotected.
       if (call.key.kind === 'missing' && !route.required) return next.handle();
       checked = this.checked(route, call);
@@ -154,12 +151,17 @@ export class IdempotencyRunner {
     } catch (error) {
       throw this.refusal(error, context, transport);
     }
-    // One observable around the claim and what follows it. A claim that settles after the
-    // caller stopped listening (an outer timeout answered first) is given back: see unclaimed().
+    // One observable around the claim and what follows it. A claim may settle after the caller
+    // stopped listening (an outer timeout answered first).
     return new Observable((subscriber) => {
-      this.claim(context, checked, call, transport).then(
+      this.claim(context, checked, transport).then(
         (claimed) => {
-          if (subscriber.closed) return void this.unclaimed(claimed);
+          // A key won for a handler that will never run is given back at once rather than held
+          // by its lease; a replay has nothing left to do.
+          if (subscriber.closed) {
+            if (claimed.kind === 'run') void claimed.execution.abort();
+            return;
+          }
           try {
             const answer =
               claimed.kind === 'run'
@@ -179,7 +181,7 @@ export class IdempotencyRunner {
 
   /** The call's key, scope and fingerprint, checked: what its claim is decided by. */
   private checked(route: ResolvedIdempotencyRouteOptions, call: IdempotencyCallInput): CheckedCall {
-    const { key, keyPlace, label } = call;
+    const { key, keyPlace, label, method, path } = call;
     if (key.kind === 'missing') {
       throw this.reject(IdempotencyProblemException.keyMissing(keyPlace), label);
     }
@@ -194,7 +196,7 @@ export class IdempotencyRunner {
       if (!(error instanceof IdempotencyProblemException)) throw error;
       throw this.reject(error, label, scope);
     }
-    return { route, keyPlace, scope, key: key.key, fingerprint, label };
+    return { route, keyPlace, scope, key: key.key, fingerprint, label, method, path };
   }
 
   /**
@@ -225,21 +227,21 @@ export class IdempotencyRunner {
   private claim(
     context: ExecutionContext,
     input: CheckedCall,
-    call: IdempotencyCallInput,
     transport: IdempotencyTransport,
   ): Promise<Claimed> {
     try {
-      const { route, scope, key, label } = input;
+      const { route, scope, key, label, fingerprint, method, path } = input;
       const ownerToken = randomUUID();
+      const { lockTimeoutSeconds, ttlSeconds } = route;
       const claimRequest = {
         scope,
         key,
-        fingerprint: input.fingerprint,
-        method: call.method,
-        path: call.path,
+        fingerprint,
+        method,
+        path,
         ownerToken,
-        lockTimeoutSeconds: route.lockTimeoutSeconds,
-        ttlSeconds: route.ttlSeconds,
+        lockTimeoutSeconds,
+        ttlSeconds,
       };
       let claimedAt = 0;
       let started = 0;
@@ -336,15 +338,6 @@ export class IdempotencyRunner {
     return emitRejected(this.events, error, { route: label, scope, key });
   }
 
-  /**
-   * The caller stopped listening before the claim settled (an outer timeout answered first):
-   * a key won for a handler that will never run is given back at once rather than held by its
-   * lease; a replay has nothing left to do.
-   */
-  private unclaimed(claimed: Claimed): void {
-    if (claimed.kind === 'run') void claimed.execution.abort();
-  }
-
   /** Writes the stored answer back through the transport, and says so. */
   private replay(
     context: ExecutionContext,
@@ -352,8 +345,8 @@ export class IdempotencyRunner {
     transport: IdempotencyTransport,
   ): Observable<unknown> {
     const answer = transport.replay(context, replay);
-    const { scope, key, response, label } = replay;
-    this.events.emit({ type: 'replayed', scope, key, status: response.status, route: label });
+    const { scope, key, response, label: route } = replay;
+    this.events.emit({ type: 'replayed', scope, key, status: response.status, route });
     return answer;
   }
 

@@ -32,11 +32,20 @@ export class UnsendableResponseError extends Error {
  * @throws UnsendableResponseError naming the first thing Node.js would refuse
  */
 export function assertSendable(response: StoredResponse): void {
+  const why = unsendable(response);
+  if (why !== undefined) throw new UnsendableResponseError(why);
+}
+
+/** Whether Node.js could send `response`: `assertSendable()` passes. */
+export function isSendable(response: StoredResponse): boolean {
+  return unsendable(response) === undefined;
+}
+
+/** The first thing Node.js would refuse in `response`, as a clause; undefined when none. */
+function unsendable(response: StoredResponse): string | undefined {
   const { status } = response;
   if (!Number.isInteger(status) || status < 100 || status > 599) {
-    throw new UnsendableResponseError(
-      `status ${String(status)}, not an HTTP status from 100 to 599`,
-    );
+    return `status ${String(status)}, not an HTTP status from 100 to 599`;
   }
   for (const name in response.headers) {
     const value = response.headers[name];
@@ -44,24 +53,10 @@ export function assertSendable(response: StoredResponse): void {
       validateHeaderName(name);
       for (const one of Array.isArray(value) ? value : [value]) validateHeaderValue(name, one);
     } catch {
-      throw new UnsendableResponseError(
-        `a header Node.js refuses to send ("${name}"; no CR or LF, encode non-ASCII values)`,
-      );
+      return `a header Node.js refuses to send ("${name}"; no CR or LF, encode non-ASCII values)`;
     }
   }
-  if (!Buffer.isBuffer(response.body)) {
-    throw new UnsendableResponseError('a body that is not bytes');
-  }
-}
-
-/** Whether Node.js could send `response`: `assertSendable()` passes. */
-export function isSendable(response: StoredResponse): boolean {
-  try {
-    assertSendable(response);
-    return true;
-  } catch {
-    return false;
-  }
+  return Buffer.isBuffer(response.body) ? undefined : 'a body that is not bytes';
 }
 
 /**

@@ -113,6 +113,13 @@ export async function claimOrWait<T extends ClaimResult>(
   }
 }
 
+/** How a wait that found the key still in flight ended, by why its last sleep ended. */
+const IN_FLIGHT_OUTCOMES: Partial<Record<WaitEnd, WaitOutcome>> = {
+  full: 'refused',
+  gone: 'client_gone',
+  closed: 'shutdown',
+};
+
 /** How a wait ended, from the last claim's result and why the last sleep ended. */
 function outcomeOf(result: ClaimResult, end: WaitEnd): WaitOutcome {
   switch (result.outcome) {
@@ -124,16 +131,7 @@ function outcomeOf(result: ClaimResult, end: WaitEnd): WaitOutcome {
     case 'abandoned':
       return 'rejected';
   }
-  switch (end) {
-    case 'full':
-      return 'refused';
-    case 'gone':
-      return 'client_gone';
-    case 'closed':
-      return 'shutdown';
-    default:
-      return 'timed_out';
-  }
+  return IN_FLIGHT_OUTCOMES[end] ?? 'timed_out';
 }
 
 /**

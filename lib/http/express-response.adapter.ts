@@ -7,7 +7,7 @@ import { hookMethod, silenceMethods } from './method-hook';
 import { replayBody, replayHeaders } from './replay-headers';
 import { shareShape, sharedShapeOn } from '../internals/shared-shape';
 import { REPLACED_HEADERS, ResponseCaptureState, failClosed } from './response-capture-state';
-import type { ResponseSink, ResponseSnapshot } from './response-sink.interface';
+import type { ResponseSink } from './response-sink.interface';
 
 /** Headers Express's `send` adds to a text body by itself. */
 const SEND_ADDED_HEADERS = ['etag', 'content-length'];
@@ -142,11 +142,6 @@ export class ExpressResponseAdapter extends IdempotencyResponseAdapter {
       res.send(body);
     }
     silenceMethods(res, WRITERS);
-  }
-
-  /** @inheritDoc */
-  snapshot(res: any): ResponseSnapshot {
-    return { status: res.statusCode, headers: lowerCaseHeaders(res.getHeaders()) };
   }
 
   /** @inheritDoc */

@@ -9,7 +9,7 @@ import { replayBody, replayHeaders } from './replay-headers';
 import { sendsSerializedText } from '../internals/fastify-serialized-send';
 import { fastifyContentType } from './wire-content-type';
 import { REPLACED_HEADERS, ResponseCaptureState, failClosed } from './response-capture-state';
-import type { ResponseSink, ResponseSnapshot } from './response-sink.interface';
+import type { ResponseSink } from './response-sink.interface';
 
 /**
  * Fastify replies. Every reply Fastify writes goes through `reply.send` (`reply.redirect`
@@ -18,9 +18,6 @@ import type { ResponseSink, ResponseSnapshot } from './response-sink.interface';
 export class FastifyResponseAdapter extends IdempotencyResponseAdapter {
   /** @inheritDoc */
   readonly textContentType = 'text/plain';
-
-  /** Nothing: Fastify's requests and replies, and Node's own, share their V8 maps. @inheritDoc */
-  prepare(): void {}
 
   /** @inheritDoc */
   capture(reply: any, sink: ResponseSink): void {
@@ -77,11 +74,6 @@ export class FastifyResponseAdapter extends IdempotencyResponseAdapter {
       reply.send(body);
     }
     silenceMethods(reply, ['send', 'redirect']);
-  }
-
-  /** @inheritDoc */
-  snapshot(reply: any): ResponseSnapshot {
-    return { status: reply.statusCode, headers: lowerCaseHeaders(reply.getHeaders()) };
   }
 
   /** @inheritDoc */

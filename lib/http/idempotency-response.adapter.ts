@@ -1,5 +1,6 @@
 import type { ServerResponse } from 'node:http';
 import type { StoredResponse } from '../interfaces/idempotency-record.interface';
+import { lowerCaseHeaders } from '../utils/response-bytes';
 import type { ResponseSink, ResponseSnapshot } from './response-sink.interface';
 
 /**
@@ -12,9 +13,10 @@ export abstract class IdempotencyResponseAdapter {
 
   /**
    * Readies one request and its response for what the library reads and hooks on them; the
-   * guard calls it first, on every request to an idempotent route.
+   * guard calls it first, on every request to an idempotent route. Nothing by default: Fastify's
+   * requests and replies, and Node's own, share their V8 maps.
    */
-  abstract prepare(request: any, response: any): void;
+  prepare(_request: any, _response: any): void {}
 
   /**
    * Watches every way the response can be written (send, json, end, redirect, a stream) and
@@ -32,7 +34,9 @@ export abstract class IdempotencyResponseAdapter {
   abstract writeReplay(response: any, stored: StoredResponse): void;
 
   /** Status and headers set on the response so far. */
-  abstract snapshot(response: any): ResponseSnapshot;
+  snapshot(response: any): ResponseSnapshot {
+    return { status: response.statusCode, headers: lowerCaseHeaders(response.getHeaders()) };
+  }
 
   /** Sets a header on the answer to come (on Express, not once the headers are sent). */
   abstract setHeader(response: any, name: string, value: string): void;

@@ -5,16 +5,10 @@ import type { ResponseSink } from './response-sink.interface';
  * Headers that describe the route's own response and must not go out with another one that
  * replaces it (a 409 or 503 problem): other headers (CORS, say) are kept.
  */
-export const REPLACED_HEADERS: readonly string[] = [
-  'location',
-  'set-cookie',
-  'etag',
-  'last-modified',
-  'content-location',
-  'content-language',
-  'content-disposition',
-  'content-length',
-];
+export const REPLACED_HEADERS: readonly string[] = (
+  'location set-cookie etag last-modified content-location content-language ' +
+  'content-disposition content-length'
+).split(' ');
 
 /**
  * The part of capturing a response both adapters share: one response is handed to the sink at

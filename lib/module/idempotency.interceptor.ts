@@ -4,14 +4,9 @@ import { Observable, of } from 'rxjs';
 import { callTransportAdapter } from '../calls/call-transport.adapter';
 import { callTransportOf } from '../calls/idempotency-call-transport';
 import { IdempotencyConfigurationError } from '../config/idempotency-configuration.error';
-import { IdempotencyProblemException } from '../errors/idempotency-problem.exception';
 import { IdempotencyExecutionFactory } from '../execution/idempotency-execution.factory';
 import { IdempotencyRunner } from '../execution/idempotency-runner';
-import type {
-  IdempotencyCallInput,
-  IdempotencyTransport,
-  Replay,
-} from '../execution/idempotency-runner';
+import type { IdempotencyCallInput, IdempotencyTransport } from '../execution/idempotency-runner';
 import { fingerprintOf } from '../execution/request-fingerprint';
 import { ResponseAdapterResolver } from '../http/response-adapter.resolver';
 import { keySourceOf } from '../decorators/idempotency-key-source';
@@ -35,9 +30,22 @@ export class IdempotencyInterceptor implements NestInterceptor {
   private readonly http: IdempotencyTransport = {
     read: (context, route) => this.read(context, route),
     start: (context, route, won) => this.executions.start(context, route, won),
-    waiting: (context, scope, key, label) => this.waitingRequest(context, scope, key, label),
+    // A request that may wait, with its answer's Node.js response and headers as its adapter
+    // has them.
+    waiting: (context, scope, key, route): WaitingRequest => {
+      const http = context.switchToHttp();
+      const response = http.getResponse();
+      const adapter = this.responses.get();
+      const setHeader = (name: string, value: string) => adapter.setHeader(response, name, value);
+      const nodeResponse = adapter.nodeResponse(response);
+      return { request: http.getRequest(), nodeResponse, setHeader, scope, key, route };
+    },
     run: (execution, next) => execution.handle(next),
-    replay: (context, replay) => this.replay(context, replay),
+    // Writes the stored response now, whatever the route's style.
+    replay: (context, replay) => {
+      this.responses.get().writeReplay(context.switchToHttp().getResponse(), replay.response);
+      return of(undefined);
+    },
     refuse: (problem) => problem,
   };
 
@@ -84,51 +92,8 @@ export class IdempotencyInterceptor implements NestInterceptor {
       scopeSource: request,
       namespace: source.namespace,
       fingerprint: (scope) =>
-        source.fingerprint?.(request, scope) ?? this.fingerprintOf(request, route, scope),
+        source.fingerprint?.(request, scope) ??
+        fingerprintOf(request, route, scope, this.unparsedTypes),
     };
-  }
-
-  /** A request that may wait, with its answer's Node.js response and headers as its adapter has them. */
-  private waitingRequest(
-    context: ExecutionContext,
-    scope: string,
-    key: string,
-    route: string,
-  ): WaitingRequest {
-    const http = context.switchToHttp();
-    const response = http.getResponse();
-    const adapter = this.responses.get();
-    return {
-      request: http.getRequest(),
-      nodeResponse: adapter.nodeResponse(response),
-      setHeader: (name, value) => adapter.setHeader(response, name, value),
-      scope,
-      key,
-      route,
-    };
-  }
-
-  /** Writes the stored response now, whatever the route's style. */
-  private replay(context: ExecutionContext, replay: Replay): Observable<undefined> {
-    this.responses.get().writeReplay(context.switchToHttp().getResponse(), replay.response);
-    return of(undefined);
-  }
-
-  private fingerprintOf(
-    request: any,
-    route: ResolvedIdempotencyRouteOptions,
-    scope: string,
-  ): string {
-    try {
-      return fingerprintOf(request, route, scope);
-    } catch (error) {
-      if (
-        error instanceof IdempotencyProblemException &&
-        error.code === 'idempotency_body_unreadable'
-      ) {
-        this.unparsedTypes.warn(request.headers['content-type'], routeLabelOf(request));
-      }
-      throw error;
-    }
   }
 }

@@ -19,12 +19,7 @@ import {
   IdempotencyConfigurableModule,
 } from '../config/idempotency.module-definition';
 import { IdempotencyRouteOptionsResolver } from '../decorators/idempotency-route-options.resolver';
-import {
-  IDEMPOTENCY_SAFE_METHOD_WARNING,
-  IDEMPOTENCY_SCOPE_WARNING,
-  warnAboutSafeMethods,
-  warnAboutSharedScope,
-} from './idempotency-bootstrap.warnings';
+import { IDEMPOTENCY_BOOTSTRAP_WARNINGS, warnAtBootstrap } from './idempotency-bootstrap.warnings';
 import { IDEMPOTENCY_OPTIONS, IDEMPOTENCY_STORE_CAPABILITIES } from '../config/idempotency.tokens';
 import type {
   IdempotencyModuleOptions,
@@ -116,15 +111,10 @@ const providers: Provider[] = [
     inject: [IDEMPOTENCY_OPTIONS, ModulesContainer],
   },
   {
-    // Warns once at bootstrap when unauthenticated callers would share the default scope.
-    provide: IDEMPOTENCY_SCOPE_WARNING,
-    useFactory: warnAboutSharedScope,
-    inject: [IDEMPOTENCY_OPTIONS, ModulesContainer],
-  },
-  {
-    // Warns at bootstrap about @Idempotent() on GET, HEAD or OPTIONS handlers, which it never covers.
-    provide: IDEMPOTENCY_SAFE_METHOD_WARNING,
-    useFactory: warnAboutSafeMethods,
+    // Warns at bootstrap when unauthenticated callers would share the default scope, and about
+    // @Idempotent() on GET, HEAD or OPTIONS handlers, which it never covers.
+    provide: IDEMPOTENCY_BOOTSTRAP_WARNINGS,
+    useFactory: warnAtBootstrap,
     inject: [IDEMPOTENCY_OPTIONS, ModulesContainer],
   },
   ...SERVICES,

@@ -1,4 +1,6 @@
 import { RequestMethod } from '@nestjs/common';
+import { methodsOf } from '../decorators/handler-start';
+import { idempotentOptionsOf } from '../decorators/idempotency-route-options.resolver';
 import { isIdempotencySkipped } from '../decorators/skip-idempotency.decorator';
 import { IDEMPOTENT_CLASS_METADATA, IDEMPOTENT_METADATA } from '../config/idempotency.constants';
 import type { FlatIdempotencyRouteOptions } from '../interfaces/idempotency-module-options.interface';
@@ -27,27 +29,15 @@ export interface IdempotentRouteDeclaration {
 export function idempotentRoutesOf(
   controller: abstract new (...args: any[]) => unknown,
 ): IdempotentRouteDeclaration[] {
-  const onClass: FlatIdempotencyRouteOptions | undefined = Reflect.getMetadata(
-    IDEMPOTENT_CLASS_METADATA,
-    controller,
-  );
+  const onClass = idempotentOptionsOf(IDEMPOTENT_CLASS_METADATA, controller);
   const routes: IdempotentRouteDeclaration[] = [];
-  const seen = new Set<string | symbol>(['constructor']);
-  for (let p = controller.prototype; p && p !== Object.prototype; p = Object.getPrototypeOf(p)) {
-    for (const name of Reflect.ownKeys(p)) {
-      if (seen.has(name)) continue;
-      seen.add(name);
-      const handler = Object.getOwnPropertyDescriptor(p, name)?.value;
-      if (typeof handler !== 'function' || isIdempotencySkipped(handler)) continue;
-      const method: RequestMethod | undefined = Reflect.getMetadata(METHOD_METADATA, handler);
-      const onHandler: FlatIdempotencyRouteOptions | undefined = Reflect.getMetadata(
-        IDEMPOTENT_METADATA,
-        handler,
-      );
-      if (method === undefined || (!onClass && !onHandler)) continue;
-      const labels = pathsOf(controller, handler).map((path) => `${RequestMethod[method]} ${path}`);
-      routes.push({ method, labels, onClass, onHandler });
-    }
+  for (const [, { value: handler }] of methodsOf(controller)) {
+    if (isIdempotencySkipped(handler)) continue;
+    const method: RequestMethod | undefined = Reflect.getMetadata(METHOD_METADATA, handler);
+    const onHandler = idempotentOptionsOf(IDEMPOTENT_METADATA, handler);
+    if (method === undefined || (!onClass && !onHandler)) continue;
+    const labels = pathsOf(controller, handler).map((path) => `${RequestMethod[method]} ${path}`);
+    routes.push({ method, labels, onClass, onHandler });
   }
   return routes;
 }

@@ -198,18 +198,8 @@ export class IdempotencyWaiters implements IdempotencyWakeUpListener, OnModuleDe
   private poll(token: string): void {
     const key = this.keys.get(token);
     if (!key) return;
-    let leader: KeyWatch | undefined;
-    for (const watch of key.watches) {
-      if (watch.sleeping) {
-        leader = watch;
-        break;
-      }
-    }
-    if (!leader) {
-      clearInterval(key.poll);
-      key.poll = undefined;
-      return;
-    }
-    leader.wake();
+    for (const watch of key.watches) if (watch.sleeping) return watch.wake();
+    clearInterval(key.poll);
+    key.poll = undefined;
   }
 }

@@ -5,9 +5,6 @@ import { writtenOf } from './record-rows';
 import type { RecordStatementName } from './record-statements.sql';
 import { Deadline, isStoreTimeout } from './with-deadline';
 
-/** How many values a completion's statement takes, not counting the wake token. */
-const COMPLETION_VALUES = 7;
-
 /** The pause before the first attempt again; each later pause doubles it, up to the longest. */
 const FIRST_PAUSE_MS = 50;
 const LONGEST_PAUSE_MS = 500;
@@ -29,20 +26,20 @@ function isCompletionRetryable(error: unknown): boolean {
  * each time, after pauses that double (to half a second), until one gets an answer or the
  * store's timeout, counted from the failure, runs out: a failover's new primary takes a few
  * seconds to take writes.
+ * @param announced - whether the completion announces itself (its values end with the wake
+ *   token): it is sent again as `completeAgainAnnounced`
  * @param run - sends the statement with the completion's values within `deadline`
  * @returns whether the first attempt that got an answer completed the record
  * @throws the last attempt's error when it was not a connection error, or when the time ran out
  */
 export function recoverCompletion(
   error: unknown,
-  values: unknown[],
+  announced: boolean,
   sql: Record<RecordStatementName, PreparedStatement>,
   timeoutMs: number,
   run: (deadline: Deadline, statement: PreparedStatement) => Promise<StatementResult>,
 ): Promise<boolean> | undefined {
   if (!isCompletionRetryable(error)) return undefined;
-  // The completion's values end with the wake token when it announces itself.
-  const announced = values.length > COMPLETION_VALUES;
   const statement = announced ? sql.completeAgainAnnounced : sql.completeAgain;
   const deadline = new Deadline('complete (again)', timeoutMs);
   const sendAgain = async (failure: unknown): Promise<boolean> => {

@@ -100,11 +100,7 @@ export function hasPoolAccess(dataSource: DataSource): boolean {
  * @param read - what the caller wants of the result, taken before the promise settles (one
  *   promise fewer than a `then()` behind it, once the connection is back); a throw rejects, a
  *   promise is followed
- * @param confirmed - the statement's commit makes an answer final: a WARNING during it rejects
- *   with `IdempotencyCommitUnconfirmedError` (see `watchCommitWarnings`)
- * @param recover - given the error of a statement that failed (not one that ran out of time),
- *   with its values: a promise to settle with instead, or undefined to reject (no `catch()`
- *   behind the call on the way that succeeds)
+ * @param options - whether its commit is confirmed, and what becomes of it when it fails
  */
 export function runOnPool<T = StatementResult>(
   dataSource: DataSource,
@@ -113,8 +109,7 @@ export function runOnPool<T = StatementResult>(
   deadline: Deadline,
   prepared = true,
   read?: (result: StatementResult) => T | PromiseLike<T>,
-  confirmed = false,
-  recover?: StatementRecovery<T>,
+  options: StatementOptions<T> = PLAIN_STATEMENT,
 ): Promise<T> {
   const pool = poolOf(dataSource);
   // TypeORM's own words for a DataSource not initialised (or destroyed).
@@ -145,7 +140,7 @@ export function runOnPool<T = StatementResult>(
     });
     pool.connect((connectError, lent, releaseLent) => {
       if (connectError) {
-        if (timer.stop()) settleFailed(connectError, values, recover, resolve, reject);
+        if (timer.stop()) settleFailed(connectError, values, options.recover, resolve, reject);
         return;
       }
       if (timer.done) return releaseLent();
@@ -153,14 +148,14 @@ export function runOnPool<T = StatementResult>(
       release = releaseLent;
       timer.waitingFor = 'PostgreSQL to answer';
       lent.on('error', onError);
-      if (confirmed) endWatch = watchCommitWarnings(lent, deadline.operation);
+      if (options.confirmed) endWatch = watchCommitWarnings(lent, deadline.operation);
       const query = callOf(statement, values, prepared);
       const failed = (error: unknown) => {
         if (!timer.stop()) return;
         if (!isServerError(error)) broken = error;
         giveBack();
         const cause = prepared ? explainStatementError(error, statement) : error;
-        settleFailed(cause, values, recover, resolve, reject);
+        settleFailed(cause, values, options.recover, resolve, reject);
       };
       try {
         lent.query(query, (error, result) => {
@@ -187,6 +182,27 @@ export function runOnPool<T = StatementResult>(
  * instead, or undefined to reject with `error`.
  */
 export type StatementRecovery<T> = (error: unknown, values: unknown[]) => Promise<T> | undefined;
+
+/** How `runOnPool` treats a statement's commit and its failure. */
+export interface StatementOptions<T> {
+  /**
+   * The statement's commit makes an answer final: a WARNING during it rejects with
+   * `IdempotencyCommitUnconfirmedError` (see `watchCommitWarnings`).
+   */
+  readonly confirmed?: boolean;
+  /**
+   * Given the error of a statement that failed (not one that ran out of time), with its values:
+   * a promise to settle with instead, or undefined to reject (no `catch()` behind the call on the
+   * way that succeeds).
+   */
+  readonly recover?: StatementRecovery<T>;
+}
+
+/** A statement whose commit is not confirmed and whose failure rejects. */
+const PLAIN_STATEMENT: StatementOptions<never> = {};
+
+/** A statement whose commit makes an answer final, and whose failure rejects. */
+export const CONFIRMED: StatementOptions<never> = { confirmed: true };
 
 /** Settles a statement that failed: with what `recover` makes of it, else with its error. */
 function settleFailed<T>(

@@ -1,4 +1,4 @@
-import type { PreparedStatement, StatementResult } from './prepared-statement';
+import type { PreparedStatement, StatementOptions, StatementResult } from './prepared-statement';
 import type { TypeOrmStoreTransaction } from './typeorm-store-transaction';
 
 /**
@@ -11,14 +11,16 @@ export interface TypeOrmStoreConnection {
   /** How long one call may take, in milliseconds. */
   readonly timeoutMs: number;
   /**
-   * Runs one statement outside any transaction, bounded like every store call; `confirmed`: its
-   * commit makes an answer final, and a WARNING during it rejects (`IdempotencyCommitUnconfirmedError`).
+   * Runs one statement outside any transaction, bounded like every store call; with
+   * `CONFIRMED` its commit makes an answer final, and a WARNING during it rejects
+   * (`IdempotencyCommitUnconfirmedError`).
    */
   run(
     operation: string,
     statement: PreparedStatement,
     values: unknown[],
-    confirmed?: boolean,
+    read?: undefined,
+    options?: StatementOptions<StatementResult>,
   ): Promise<StatementResult>;
   /** Opens a transaction on a query runner, bounded like every store call. */
   openTransaction(): Promise<TypeOrmStoreTransaction>;

@@ -14,7 +14,7 @@ import { IdempotencyStore } from '../idempotency.store';
 import type { IdempotencyStoreCapabilities } from '../idempotency-store.capabilities';
 import { jobsTableNameOf, quoteTableName } from './idempotency-table.sql';
 import { hasPoolAccess, prepareStatements, runOnPool } from './prepared-statement';
-import type { PreparedStatement, StatementRecovery, StatementResult } from './prepared-statement';
+import type { PreparedStatement, StatementOptions, StatementResult } from './prepared-statement';
 import { recoverCompletion } from './completion-retry';
 import { runOnNewQueryRunner } from './query-runner-statements';
 import { claimOutcomeOf, freshClaimOf, responseValues, writtenOf } from './record-rows';
@@ -159,7 +159,6 @@ export class TypeOrmIdempotencyStore extends IdempotencyStore implements TypeOrm
       deadline,
       this.sql.claimFresh,
       params,
-      false,
       (result) => freshClaimOf(result) ?? this.claimExisting(deadline, params),
     );
   }
@@ -185,17 +184,26 @@ export class TypeOrmIdempotencyStore extends IdempotencyStore implements TypeOrm
     try {
       const { statement, params } = this.completion(ref, response, ttlSeconds, false);
       const read = (result: StatementResult) => writtenOf(result, ref.announce === true);
-      return this.run('complete', statement, params, true, read, this.completeAfterFailure);
+      const options = ref.announce ? this.completeAnnounced : this.completePlain;
+      return this.run('complete', statement, params, read, options);
     } catch (error) {
       return Promise.reject(error);
     }
   }
 
-  /** A completion whose connection failed is sent again (`recoverCompletion`). */
-  private readonly completeAfterFailure: StatementRecovery<boolean> = (error, values) =>
-    recoverCompletion(error, values, this.sql, this.timeoutMs, (deadline, sql) =>
-      this.run(deadline, sql, values),
-    );
+  /** A completion's commit is confirmed; one whose connection failed is sent again. */
+  private completionOptions(announced: boolean): StatementOptions<boolean> {
+    return {
+      confirmed: true,
+      recover: (error, values) =>
+        recoverCompletion(error, announced, this.sql, this.timeoutMs, (deadline, sql) =>
+          this.run(deadline, sql, values),
+        ),
+    };
+  }
+
+  private readonly completePlain = this.completionOptions(false);
+  private readonly completeAnnounced = this.completionOptions(true);
 
   /** @inheritDoc */
   async release(ref: IdempotencyRecordRef, mode: 'retry' | 'forget'): Promise<boolean> {
@@ -330,18 +338,16 @@ export class TypeOrmIdempotencyStore extends IdempotencyStore implements TypeOrm
    * Runs one statement outside any transaction, within `operation`'s deadline. Internal: used by
    * the phase and job stores too.
    * @param operation - a deadline shared with other statements, or the name of a new one
-   * @param confirmed - its commit makes an answer final: a WARNING during it rejects (`runOnPool`)
    * @param read - what the caller wants of the result (on the pool, read without a `then()`)
-   * @param recover - what becomes of a failed statement (see `runOnPool`)
+   * @param options - whether its commit is confirmed, what becomes of it when it fails (`runOnPool`)
    * @internal
    */
   run<T = StatementResult>(
     operation: string | Deadline,
     statement: PreparedStatement,
     values: unknown[],
-    confirmed = false,
     read?: (result: StatementResult) => T | PromiseLike<T>,
-    recover?: StatementRecovery<T>,
+    options?: StatementOptions<T>,
   ): Promise<T> {
     const deadline =
       typeof operation === 'string' ? new Deadline(operation, this.timeoutMs) : operation;
@@ -349,18 +355,10 @@ export class TypeOrmIdempotencyStore extends IdempotencyStore implements TypeOrm
     // cannot be resolved rejects rather than throws.
     try {
       if (this.usesPoolAccess()) {
-        const { dataSource, preparedStatements } = this;
-        return runOnPool(
-          dataSource,
-          statement,
-          values,
-          deadline,
-          preparedStatements,
-          read,
-          confirmed,
-          recover,
-        );
+        const { dataSource, preparedStatements: prepared } = this;
+        return runOnPool(dataSource, statement, values, deadline, prepared, read, options);
       }
+      const { confirmed, recover } = options ?? {};
       const ran = runOnNewQueryRunner(this.dataSource, statement, values, deadline, confirmed);
       const failed =
         recover && ((error: unknown) => recover(error, values) ?? Promise.reject(error));

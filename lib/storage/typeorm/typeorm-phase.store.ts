@@ -5,7 +5,7 @@ import type {
 } from '../../interfaces/idempotency-record.interface';
 import { isolationLevelSql, phaseStatements } from './phase-statements.sql';
 import type { PhaseStatementName } from './phase-statements.sql';
-import { prepareStatements } from './prepared-statement';
+import { CONFIRMED, prepareStatements } from './prepared-statement';
 import type { PreparedStatement, StatementResult } from './prepared-statement';
 import { responseValues, writtenOf } from './record-rows';
 import type {
@@ -150,7 +150,7 @@ export class TypeOrmPhaseStore implements OperationRecordStore {
     const tx = (step as TypeOrmStepTransaction | undefined)?.tx;
     return tx
       ? tx.run(operation, statement, values)
-      : this.store.run(operation, statement, values, confirmed);
+      : this.store.run(operation, statement, values, undefined, confirmed ? CONFIRMED : undefined);
   }
 
   /** @inheritDoc */
