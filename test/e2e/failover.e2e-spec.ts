@@ -12,6 +12,7 @@ import { HistoryRecorder } from '../chaos/history/history-recorder';
 import { MovingEndpoint } from '../chaos/failover/moving-endpoint';
 import { PostgresPair, query } from '../chaos/failover/postgres-pair';
 import type { Replication } from '../chaos/failover/postgres-pair';
+import { cancelStandbyWaits } from '../chaos/failover/standby-waits';
 import type { TestDatabase } from '../fixtures/database';
 import { ADAPTERS, createTestApp } from '../fixtures/test-app';
 import type { AdapterName, TestApp } from '../fixtures/test-app';
@@ -166,26 +167,6 @@ async function pay(rig: Rig, key: string, path = '/payments') {
 async function failOver(rig: Rig): Promise<void> {
   await rig.pair.failOver();
   rig.endpoint.moveTo(rig.pair.replicaPort);
-}
-
-/**
- * Cancels every backend's wait for the synchronous standby on the primary every 200 ms, as an
- * operator, a pooler or a watchdog would: each such COMMIT then stands on the primary alone,
- * with a WARNING. Call the returned function to stop.
- */
-function cancelStandbyWaits(pair: PostgresPair): () => Promise<void> {
-  let running = true;
-  const waits = "SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE wait_event = 'SyncRep'";
-  const loop = (async () => {
-    while (running) {
-      await query(pair.url('primary'), waits).catch(() => undefined);
-      await new Promise((resolve) => setTimeout(resolve, 200));
-    }
-  })();
-  return () => {
-    running = false;
-    return loop;
-  };
 }
 
 const handlerRuns = (rig: Rig, key: string) =>
