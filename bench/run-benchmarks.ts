@@ -263,7 +263,7 @@ function startBuildServer(
   options: BenchOptions,
   redisUrl: string | undefined,
   runId: string,
-  wrapped: Pick<ServerSpawnOptions, 'wrapper' | 'startTimeoutMs'> = {},
+  wrapped: Pick<ServerSpawnOptions, 'wrapper' | 'startTimeoutMs' | 'stopGraceMs'> = {},
 ): Promise<BenchServer> {
   const ofBaseline = which === 'baseline' ? baseline : undefined;
   if (which === 'baseline' && !ofBaseline) throw new Error('no baseline build to start');
@@ -351,8 +351,9 @@ async function countAdapter(
         options.cacheSim,
         options.cacheLastLevel,
       ),
-      // Node starts far slower under callgrind.
+      // Node starts far slower under callgrind, and writes callgrind's output as it exits.
       startTimeoutMs: 15 * 60_000,
+      stopGraceMs: 5 * 60_000,
     });
   };
   log(`[${adapter}] starting the server${baseline ? 's' : ''} under callgrind (a few minutes)`);
