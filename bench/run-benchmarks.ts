@@ -28,6 +28,7 @@ import { ROUTES } from './runner/phases/bench-routes';
 import { redisAnswers } from './runner/redis-ping';
 import { CHART_FILE, isFullRun, writeResultsChart } from './results-chart';
 import { formatAdapterReport, formatSummary } from './runner/report';
+import { withPhaseServers } from './runner/phase-servers';
 import { killAllServers, startBenchServer } from './runner/server-process';
 import type { BenchServer, ServerSpawnOptions } from './runner/server-process';
 import { evaluateTargets } from './runner/targets';
@@ -160,50 +161,68 @@ async function benchAdapter(
         log,
       );
     }
+    // The encryption and wait-storm phases compare idempotency configurations: each runs on
+    // servers of its own (an application has one configuration), on the same database.
+    const phaseServers = {
+      adapter,
+      databaseUrl: db.url,
+      redisUrl: undefined,
+      poolSize: options.poolSize,
+      peerKeyPrefix: `nest-idempotency-bench:${runId}:${adapter}`,
+      logDir: resolve(ROOT, 'bench/results/logs'),
+    };
     if (runs('encryption')) {
-      log(`[${adapter}] encryption at rest, 1 KB and 64 KB bodies (at ${elapsed(started)})`);
-      result.encryption = await runEncryptionPhase(
-        server,
-        db,
-        {
-          connections: options.connections,
-          durationSeconds: options.durationSeconds,
-          warmupSeconds: options.warmupSeconds,
-          rounds: options.rounds,
-        },
-        log,
+      log(
+        `[${adapter}] encryption at rest, 1 KB and 64 KB bodies, on a clear and a sealed server ` +
+          `(at ${elapsed(started)})`,
+      );
+      const specs = [
+        { name: 'clear', idempotency: 'clear' },
+        { name: 'sealed', idempotency: 'sealed' },
+      ] as const;
+      result.encryption = await withPhaseServers(phaseServers, specs, log, ([clear, sealed]) =>
+        runEncryptionPhase(
+          { clear, sealed },
+          db,
+          {
+            connections: options.connections,
+            durationSeconds: options.durationSeconds,
+            warmupSeconds: options.warmupSeconds,
+            rounds: options.rounds,
+          },
+          log,
+        ),
       );
     }
     if (runs('wait-storm')) {
       log(
         `[${adapter}] wait storm: ${options.waitRounds} key(s) × ${options.waitRequests} requests per route, ` +
-          `handler ${options.waitHoldMs} ms, on two servers (at ${elapsed(started)})`,
+          `handler ${options.waitHoldMs} ms, on two servers per route (at ${elapsed(started)})`,
       );
-      // A second server of the same adapter on the same database: the waiters woken across
-      // instances (by a notification, or by their poll) run there.
-      const second = await startBenchServer({
-        adapter,
-        databaseUrl: db.url,
-        redisUrl: undefined,
-        poolSize: options.poolSize,
-        peerKeyPrefix: `nest-idempotency-bench:${runId}:${adapter}:b`,
-        logFile: resolve(ROOT, 'bench/results/logs', `server-${adapter}-b.log`),
-      });
-      try {
-        log(`[${adapter}] second server: pid ${second.pid} on ${second.url}`);
-        result.waitStorm = await runWaitStormPhase(
-          [server, second],
-          db,
-          {
-            requests: options.waitRequests,
-            rounds: options.waitRounds,
-            holdMs: options.waitHoldMs,
-          },
-          log,
-        );
-      } finally {
-        await second.stop();
-      }
+      // Two servers per configuration, of the same adapter on the same database: the waiters
+      // woken across instances (by a notification, or by their poll) run on the second.
+      const specs = [
+        { name: 'notify-a', idempotency: 'default' },
+        { name: 'notify-b', idempotency: 'default' },
+        { name: 'poll-a', idempotency: 'poll' },
+        { name: 'poll-b', idempotency: 'poll' },
+      ] as const;
+      result.waitStorm = await withPhaseServers(
+        phaseServers,
+        specs,
+        log,
+        ([notifyA, notifyB, pollA, pollB]) =>
+          runWaitStormPhase(
+            { notify: [notifyA, notifyB], poll: [pollA, pollB] },
+            db,
+            {
+              requests: options.waitRequests,
+              rounds: options.waitRounds,
+              holdMs: options.waitHoldMs,
+            },
+            log,
+          ),
+      );
     }
     if (runs('promises')) {
       log(
@@ -244,7 +263,7 @@ function startBuildServer(
   options: BenchOptions,
   redisUrl: string | undefined,
   runId: string,
-  wrapped: Pick<ServerSpawnOptions, 'wrapper' | 'startTimeoutMs'> = {},
+  wrapped: Pick<ServerSpawnOptions, 'wrapper' | 'startTimeoutMs' | 'stopGraceMs'> = {},
 ): Promise<BenchServer> {
   const ofBaseline = which === 'baseline' ? baseline : undefined;
   if (which === 'baseline' && !ofBaseline) throw new Error('no baseline build to start');
@@ -332,8 +351,9 @@ async function countAdapter(
         options.cacheSim,
         options.cacheLastLevel,
       ),
-      // Node starts far slower under callgrind.
+      // Node starts far slower under callgrind, and writes callgrind's output as it exits.
       startTimeoutMs: 15 * 60_000,
+      stopGraceMs: 5 * 60_000,
     });
   };
   log(`[${adapter}] starting the server${baseline ? 's' : ''} under callgrind (a few minutes)`);

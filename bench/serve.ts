@@ -6,7 +6,7 @@ import { createBenchApp } from './app/bench-app.factory';
 /**
  * Starts the bench app (bench/README.md): `npm run bench:serve`. Configured by environment variables:
  * PORT, HOST, DATABASE_URL, HTTP_ADAPTER, BENCH_POOL_SIZE, REDIS_URL, PEER_KEY_PREFIX,
- * PEER_TTL_MS, IDEMPOTENCY_PURGE_BATCH_SIZE, BENCH_PROVIDER_LATENCY_MS, BENCH_WAIT_HOLD_MS, BENCH_ASYNC_HOOKS (see `bench/app/bench-app.config.ts`).
+ * PEER_TTL_MS, IDEMPOTENCY_PURGE_BATCH_SIZE, BENCH_PROVIDER_LATENCY_MS, BENCH_WAIT_HOLD_MS, BENCH_ASYNC_HOOKS, BENCH_IDEMPOTENCY (see `bench/app/bench-app.config.ts`).
  */
 async function bootstrap(): Promise<void> {
   const config = loadBenchAppConfig(process.env);

@@ -3,6 +3,16 @@ import { DEFAULT_WAIT_HOLD_MS } from './wait-storm.routes';
 /** HTTP adapters the bench app runs on. */
 export type BenchHttpAdapter = 'express' | 'fastify';
 
+/**
+ * The idempotency configurations a bench server runs with (`BENCH_IDEMPOTENCY`), one per server:
+ * `default` for every phase but two; `clear` and `sealed` for the encryption phase, `default` and
+ * `poll` for the wait storm (`benchIdempotencyOptions()`).
+ */
+export const BENCH_IDEMPOTENCY_CONFIGS = ['default', 'clear', 'sealed', 'poll'] as const;
+
+/** One of `BENCH_IDEMPOTENCY_CONFIGS`. */
+export type BenchIdempotencyConfig = (typeof BENCH_IDEMPOTENCY_CONFIGS)[number];
+
 /** Everything the bench app reads from its environment (bench/README.md). */
 export interface BenchAppConfig {
   /** `PORT` (default 3100; 0 picks a free port). */
@@ -41,6 +51,11 @@ export interface BenchAppConfig {
    * request pays Node 20's async hooks (as with OpenTelemetry or nestjs-cls); default off.
    */
   asyncHooks: boolean;
+  /**
+   * `BENCH_IDEMPOTENCY`: the server's one idempotency configuration (default `default`), and with
+   * it which of the encryption and wait-storm routes it serves.
+   */
+  idempotency: BenchIdempotencyConfig;
 }
 
 /** Start of the line `bench:serve` prints once listening, followed by JSON with the port. */
@@ -75,6 +90,12 @@ export function loadBenchAppConfig(env: NodeJS.ProcessEnv = process.env): BenchA
       `HTTP_ADAPTER=${JSON.stringify(env.HTTP_ADAPTER)} is not valid: use express or fastify.`,
     );
   }
+  const idempotency = (env.BENCH_IDEMPOTENCY ?? '').trim() || 'default';
+  if (!(BENCH_IDEMPOTENCY_CONFIGS as readonly string[]).includes(idempotency)) {
+    throw new Error(
+      `BENCH_IDEMPOTENCY=${JSON.stringify(env.BENCH_IDEMPOTENCY)} is not valid: use ${BENCH_IDEMPOTENCY_CONFIGS.join(', ')}.`,
+    );
+  }
   const redisUrl = env.REDIS_URL?.trim() || 'redis://127.0.0.1:6379';
   const batch = env.IDEMPOTENCY_PURGE_BATCH_SIZE;
   return {
@@ -93,5 +114,6 @@ export function loadBenchAppConfig(env: NodeJS.ProcessEnv = process.env): BenchA
     providerLatencyMs: readInteger(env, 'BENCH_PROVIDER_LATENCY_MS', 0, 0),
     waitHoldMs: readInteger(env, 'BENCH_WAIT_HOLD_MS', DEFAULT_WAIT_HOLD_MS, 0),
     asyncHooks: env.BENCH_ASYNC_HOOKS === 'on',
+    idempotency: idempotency as BenchIdempotencyConfig,
   };
 }

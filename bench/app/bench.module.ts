@@ -16,6 +16,7 @@ import { DurablePeerController } from '../peers/durable-peer.controller';
 import { AddBenchFloor1764806400000 } from './add-bench-floor.migration';
 import { AddBenchPayments1764720000000 } from './add-bench-payments.migration';
 import type { BenchAppConfig } from './bench-app.config';
+import { benchIdempotencyOptions } from './bench-idempotency.options';
 import { BenchController } from './bench.controller';
 import { BenchEntriesService } from './bench-entries.service';
 import { BenchPaymentsController } from './bench-payments.controller';
@@ -39,8 +40,9 @@ export class BenchModule {}
 
 /**
  * Builds the bench app's root module: TypeORM on `DATABASE_URL` (schema created by migrations
- * on start), the idempotency module with its scheduled purge off (the runner triggers it) and
- * its completer off (the runner empties the tables between cases: there is nothing to finish),
+ * on start), the idempotency module in the server's one configuration (`BENCH_IDEMPOTENCY`,
+ * scheduled purge off: the runner triggers it), the phases module with its completer off (the
+ * runner empties the tables between cases: there is nothing to finish),
  * the payment routes with their fake provider, and, unless `REDIS_URL=off`, the peer library on
  * Redis.
  *
@@ -73,17 +75,13 @@ export function createBenchModule(config: BenchAppConfig): DynamicModule {
         retryDelay: 1000,
       }),
       TypeOrmModule.forFeature([DurableKeyEntity]),
-      IdempotencyModule.forRoot({
-        purge: {
-          enabled: false,
-          ...(config.purgeBatchSize ? { batchSize: config.purgeBatchSize } : {}),
-        },
-      }),
+      // The server's one idempotency configuration (BENCH_IDEMPOTENCY).
+      IdempotencyModule.forRoot(benchIdempotencyOptions(config)),
       IdempotencyPhasesModule.forRoot({ completer: false }),
-      // The encryption phase's routes, each on an IdempotencyModule instance of its own.
-      ...sizedBodyModules(),
-      // The wait-storm phase's routes: LISTEN/NOTIFY and polling wake-ups, a module each.
-      ...waitStormModules(config.waitHoldMs),
+      // The encryption phase's route (on a clear or sealed server) and the wait storm's (on a
+      // default or poll server): each named after the configuration it runs on.
+      ...sizedBodyModules(config.idempotency),
+      ...waitStormModules(config.idempotency, config.waitHoldMs),
       ...(peer
         ? [
             NodeIdempotencyModule.forRootAsync({

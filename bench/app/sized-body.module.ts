@@ -1,8 +1,7 @@
-import { randomBytes } from 'node:crypto';
 import { BadRequestException, Body, Controller, Module, Param, Post } from '@nestjs/common';
 import type { DynamicModule, Type } from '@nestjs/common';
-import { IdempotencyModule, Idempotent } from '../../lib';
-import type { IdempotencyModuleOptions } from '../../lib';
+import { Idempotent } from '../../lib';
+import type { BenchIdempotencyConfig } from './bench-app.config';
 import { BenchEntriesService } from './bench-entries.service';
 import type { BenchEntry } from './bench-entry';
 import { parseBenchEntryInput } from './bench-entry';
@@ -39,35 +38,23 @@ function sizedController(prefix: string): Type {
 }
 
 /**
- * A module of its own (an `IdempotencyModule` instance with `isGlobal: false`) serving
- * `POST /<prefix>/:bytes`: the same handler and options on two instances, one with `encryption`
- * and one without, so the phase compares them on one server. The replay cache is off, so a
- * replay reads and (sealed) opens the record every time, as one from another instance would;
- * a replay from the cache costs the same with or without encryption.
+ * The encryption phase's route on a server whose one idempotency configuration is `clear`
+ * (`POST /sized/:bytes`) or `sealed` (`POST /sealed/:bytes`): the same handler and route options
+ * on two servers whose configurations differ only in `encryption` (`benchIdempotencyOptions()`),
+ * the route named after its server's, so a request sent to the wrong server gets a 404 rather than
+ * a measure of the other configuration. None on other servers.
  */
-function sizedBodyModule(prefix: string, options: IdempotencyModuleOptions): DynamicModule {
+export function sizedBodyModules(config: BenchIdempotencyConfig): DynamicModule[] {
+  if (config !== 'clear' && config !== 'sealed') return [];
+  const prefix = SIZED_BODY_PREFIXES[config];
   @Module({})
   class SizedBodyModule {}
   Object.defineProperty(SizedBodyModule, 'name', { value: `SizedBody_${prefix}_Module` });
-  return {
-    module: SizedBodyModule,
-    imports: [
-      IdempotencyModule.forRoot({ isGlobal: false, purge: false, replayCache: false, ...options }),
-    ],
-    controllers: [sizedController(prefix)],
-    providers: [BenchEntriesService],
-  };
-}
-
-/**
- * The modules of the encryption phase: `/sized/:bytes` without encryption and `/sealed/:bytes`
- * with one key (random per process: its records live only as long as the run).
- */
-export function sizedBodyModules(): DynamicModule[] {
   return [
-    sizedBodyModule(SIZED_BODY_PREFIXES.clear, {}),
-    sizedBodyModule(SIZED_BODY_PREFIXES.sealed, {
-      encryption: { keys: [{ id: 'bench', secret: randomBytes(32) }] },
-    }),
+    {
+      module: SizedBodyModule,
+      controllers: [sizedController(prefix)],
+      providers: [BenchEntriesService],
+    },
   ];
 }

@@ -2,7 +2,7 @@
 export const SIZED_BODY_BYTES = [1024, 65_536] as const;
 
 /**
- * Where the two `IdempotencyModule` instances of the encryption phase serve `POST /<prefix>/:bytes`:
- * `sized` in the clear, `sealed` with `encryption`.
+ * Where the encryption phase's route is, `POST /<prefix>/:bytes`, by its server's idempotency
+ * configuration: `sized` on the `clear` server, `sealed` on the one with `encryption`.
  */
 export const SIZED_BODY_PREFIXES = { clear: 'sized', sealed: 'sealed' } as const;

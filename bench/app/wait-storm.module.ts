@@ -1,8 +1,7 @@
 import { BadRequestException, Body, Controller, Module, Post, Query } from '@nestjs/common';
 import type { DynamicModule, Type } from '@nestjs/common';
-import { IdempotencyModule, Idempotent } from '../../lib';
-import type { IdempotencyModuleOptions } from '../../lib';
-import { typeOrmStore } from '../../lib/storage/typeorm';
+import { Idempotent } from '../../lib';
+import type { BenchIdempotencyConfig } from './bench-app.config';
 import { BenchEntriesService } from './bench-entries.service';
 import type { BenchEntry } from './bench-entry';
 import { parseBenchEntryInput } from './bench-entry';
@@ -45,36 +44,29 @@ function waitStormController(prefix: string, defaultHoldMs: number): Type {
   return WaitStormController;
 }
 
-/** A module of its own (an `IdempotencyModule` instance with `isGlobal: false`) serving the route. */
-function waitStormModule(
-  prefix: string,
-  defaultHoldMs: number,
-  options: IdempotencyModuleOptions,
-): DynamicModule {
-  @Module({})
-  class WaitStormModule {}
-  Object.defineProperty(WaitStormModule, 'name', { value: `WaitStorm_${prefix}_Module` });
-  return {
-    module: WaitStormModule,
-    imports: [IdempotencyModule.forRoot({ isGlobal: false, purge: false, ...options })],
-    controllers: [waitStormController(prefix, defaultHoldMs)],
-    providers: [BenchEntriesService],
-  };
-}
-
 /**
- * The modules of the wait-storm phase: `POST /wait-notify` on the TypeORM store with its
- * defaults (waiters on other instances woken by `LISTEN/NOTIFY`) and `POST /wait-poll` on
- * `typeOrmStore({ wakeUps: 'poll' })` (they look again every `WAIT_STORM_POLL_SECONDS`). Both
- * keep the replay cache and every other default, and share the record table.
+ * The wait-storm phase's route on a server whose one idempotency configuration is `default`
+ * (`POST /wait-notify`: the TypeORM store as applications get it, waiters on other instances
+ * woken by `LISTEN/NOTIFY`) or `poll` (`POST /wait-poll`: `typeOrmStore({ wakeUps: 'poll' })`,
+ * they look again every `WAIT_STORM_POLL_SECONDS`). Both keep the replay cache and every other
+ * default, and share the record table. None on other servers.
  *
  * @param defaultHoldMs - how long the handler takes without `?holdMs=`
  */
-export function waitStormModules(defaultHoldMs: number): DynamicModule[] {
+export function waitStormModules(
+  config: BenchIdempotencyConfig,
+  defaultHoldMs: number,
+): DynamicModule[] {
+  if (config !== 'default' && config !== 'poll') return [];
+  const prefix = WAIT_STORM_PREFIXES[config === 'poll' ? 'poll' : 'notify'];
+  @Module({})
+  class WaitStormModule {}
+  Object.defineProperty(WaitStormModule, 'name', { value: `WaitStorm_${prefix}_Module` });
   return [
-    waitStormModule(WAIT_STORM_PREFIXES.notify, defaultHoldMs, {}),
-    waitStormModule(WAIT_STORM_PREFIXES.poll, defaultHoldMs, {
-      store: typeOrmStore({ wakeUps: 'poll' }),
-    }),
+    {
+      module: WaitStormModule,
+      controllers: [waitStormController(prefix, defaultHoldMs)],
+      providers: [BenchEntriesService],
+    },
   ];
 }

@@ -1,9 +1,10 @@
 /**
- * The wait-storm phase's routes: `POST /<prefix>`, one per `IdempotencyModule` instance of the
- * bench app, with `@Idempotent({ wait: { maxSeconds: WAIT_STORM_MAX_SECONDS, pollIntervalSeconds:
- * WAIT_STORM_POLL_SECONDS } })`. `notify` is on the TypeORM store as applications get it
- * (wake-ups over `LISTEN/NOTIFY`), `poll` on `typeOrmStore({ wakeUps: 'poll' })`; `floor` is the
- * wake-up floor, no library (`WaitFloorController`).
+ * The wait-storm phase's routes: `POST /<prefix>`, with `@Idempotent({ wait: { maxSeconds:
+ * WAIT_STORM_MAX_SECONDS, pollIntervalSeconds: WAIT_STORM_POLL_SECONDS } })`, each on the servers
+ * of its idempotency configuration. `notify` is on `default` servers, the TypeORM store as
+ * applications get it (wake-ups over `LISTEN/NOTIFY`), `poll` on `poll` servers,
+ * `typeOrmStore({ wakeUps: 'poll' })`; `floor` is the wake-up floor, no library
+ * (`WaitFloorController`, on every server).
  */
 export const WAIT_STORM_PREFIXES = {
   notify: 'wait-notify',

@@ -280,7 +280,8 @@ function phasedSection(result: AdapterResult, options: BenchOptions): string | u
 function encryptionSection(result: AdapterResult, options: BenchOptions): string | undefined {
   if (!result.encryption) return undefined;
   const title =
-    `Encryption at rest — the same route on two module instances, sealed and in the clear ` +
+    `Encryption at rest — the same route on two servers whose configurations differ only in ` +
+    `encryption, sealed and in the clear ` +
     `(replay cache off: replays read and open the record), ${options.connections} connections, ` +
     `${options.durationSeconds} s measured after ${options.warmupSeconds} s warm-up` +
     (options.rounds > 1
@@ -345,9 +346,10 @@ function waitStormSection(result: AdapterResult, options: BenchOptions): string 
   const phase = result.waitStorm;
   if (!phase) return undefined;
   const title =
-    `Wait storm — per key ${options.waitRequests} requests with Prefer: wait=10 on two servers of ` +
-    `one database: the first to A, then, once its claim is in, ${options.waitRequests - 1} waiters ` +
-    `at once, alternately to B and A; handler ${options.waitHoldMs} ms; ${options.waitRounds} ` +
+    `Wait storm — per key ${options.waitRequests} requests with Prefer: wait=10 on two servers per ` +
+    `route (in its configuration; the floor's on the LISTEN/NOTIFY pair), one database: the ` +
+    `first to A, then, once its claim is in, ${options.waitRequests - 1} waiters at once, ` +
+    `alternately to B and A; handler ${options.waitHoldMs} ms; ${options.waitRounds} ` +
     `key(s) per route, the routes alternating; wake-up latency from the completion's commit`;
   const rows = phase.paths.flatMap((path) =>
     (['same', 'other', 'all'] as const).map((instance) => {
@@ -415,8 +417,8 @@ function waitStormSection(result: AdapterResult, options: BenchOptions): string 
     `Executions per key; statuses over all keys (the first request counted on A). Poll interval ` +
     `${phase.paths[0]?.pollIntervalSeconds ?? '–'} s (wait.pollIntervalSeconds; the LISTEN/NOTIFY ` +
     `route polls too). Listening connections of the servers: ${phase.listening} (one per server ` +
-    `expected). p99 per key: ${perRound}. Medians over keys: commit seen after the write ` +
-    `${lag('commitAfterWriteMs')}; first request's answer after the commit ` +
+    `of the LISTEN/NOTIFY pair expected). p99 per key: ${perRound}. Medians over keys: commit ` +
+    `seen after the write ${lag('commitAfterWriteMs')}; first request's answer after the commit ` +
     `${lag('firstAnswerAfterCommitMs')}. Clock check, PostgreSQL − runner: ` +
     `${fixed(phase.clock.offsetMs, 3)} ms ± ${fixed(phase.clock.uncertaintyMs, 3)} ms (not corrected).`
   );

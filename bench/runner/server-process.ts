@@ -32,6 +32,12 @@ export interface ServerSpawnOptions {
   wrapper?: readonly string[];
   /** Variables added to the server's environment (`--plain`: `NEST_IDEMPOTENCY_PLAIN`). */
   env?: Record<string, string>;
+  /**
+   * Milliseconds `stop()` waits after SIGTERM before SIGKILL (default 5 s). Under callgrind the
+   * server writes its profile as it exits, which takes longer on a loaded host: killed sooner,
+   * the file is cut short.
+   */
+  stopGraceMs?: number;
 }
 
 /** The address every bench server listens on (also its `HOST`, which vgdb names pipes after). */
@@ -47,7 +53,7 @@ export interface BenchServer {
   logFile: string;
   /** Resident set size of the server process, from `/proc/<pid>/status` (VmRSS), in bytes. */
   rssBytes(): Promise<number>;
-  /** Stops the server (SIGTERM, then SIGKILL after 5 s). */
+  /** Stops the server (SIGTERM, then SIGKILL after `stopGraceMs`). */
   stop(): Promise<void>;
 }
 
@@ -156,7 +162,7 @@ export async function startBenchServer(options: ServerSpawnOptions): Promise<Ben
     stop: async () => {
       if (child.exitCode !== null || child.signalCode !== null) return;
       child.kill('SIGTERM');
-      const killer = setTimeout(() => child.kill('SIGKILL'), 5000);
+      const killer = setTimeout(() => child.kill('SIGKILL'), options.stopGraceMs ?? 5000);
       await exited;
       clearTimeout(killer);
       log.end();

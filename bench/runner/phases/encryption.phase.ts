@@ -29,7 +29,7 @@ export interface EncryptionRow {
   mode: EncryptionMode;
   /** Size of the response body, in bytes. */
   bytes: number;
-  /** Whether the route's module has `encryption`. */
+  /** Whether the route's server has `encryption`. */
   sealed: boolean;
   path: string;
   rps: number;
@@ -61,7 +61,7 @@ const clearIdOf = (benchCase: EncryptionCase) => `${benchCase.mode}-${benchCase.
 
 /**
  * Runs one case once: empties the tables (primes the key of a replay case and checks that its
- * record is sealed exactly when the route's module has `encryption`), warms up, empties them
+ * record is sealed exactly when the route's server has `encryption`), warms up, empties them
  * again, then measures — as the throughput phase measures its cases.
  */
 async function measureCase(
@@ -99,11 +99,19 @@ async function measureCase(
   return { ...result, executions: (await db.countEntries()) - before, cpu };
 }
 
+/** The encryption phase's two servers, on one database: the same app in two configurations. */
+export interface EncryptionServers {
+  /** `BENCH_IDEMPOTENCY=clear`: `/sized/<bytes>`. */
+  clear: BenchServer;
+  /** `BENCH_IDEMPOTENCY=sealed`: `/sealed/<bytes>`. */
+  sealed: BenchServer;
+}
+
 /**
  * The cost of encryption at rest: first executions and replays of one route answering a 1 KB
- * and a 64 KB body, on two `IdempotencyModule` instances of the same server that differ only in
- * `encryption` (`/sized/<bytes>` in the clear, `/sealed/<bytes>` sealed; bench/app/
- * sized-body.module.ts). Both have the replay cache off, so every replay reads its record from
+ * and a 64 KB body, on two servers whose idempotency configurations differ only in `encryption`
+ * (`/sized/<bytes>` in the clear, `/sealed/<bytes>` sealed; bench/app/sized-body.module.ts,
+ * bench/app/bench-idempotency.options.ts). Both have the replay cache off, so every replay reads its record from
  * PostgreSQL and, sealed, opens it. Each case in the clear runs right before its sealed twin,
  * the pairs interleaved in rounds; req/s is the median over rounds, the ratio to the clear
  * twin the median of each round's ratio, CPU per request the median over rounds, and the rest
@@ -112,7 +120,7 @@ async function measureCase(
  * @param log - progress lines
  */
 export async function runEncryptionPhase(
-  server: BenchServer,
+  servers: EncryptionServers,
   db: BenchDatabase,
   settings: EncryptionSettings,
   log: (line: string) => void,
@@ -132,6 +140,7 @@ export async function runEncryptionPhase(
     const warmup = round === 1 ? settings.warmupSeconds : Math.min(1, settings.warmupSeconds);
     const results = new Map<string, Measured>();
     for (const benchCase of cases) {
+      const server = benchCase.sealed ? servers.sealed : servers.clear;
       const result = await measureCase(server, db, benchCase, settings, warmup);
       results.set(benchCase.id, result);
       log(

@@ -94,6 +94,24 @@ export interface WaitStormPhaseResult {
   paths: WaitStormResult[];
 }
 
+/** Two servers of one idempotency configuration: A runs the first request, B only waits. */
+export type WaitStormPair = [BenchServer, BenchServer];
+
+/**
+ * The phase's servers, on one database: a pair per configuration (`BENCH_IDEMPOTENCY`); the
+ * wake-up floor (no library) runs on the `notify` pair.
+ */
+export interface WaitStormServers {
+  notify: WaitStormPair;
+  poll: WaitStormPair;
+}
+
+/** A pair's servers with connections opened to each. */
+interface OpenPair {
+  servers: WaitStormPair;
+  agents: [Agent, Agent];
+}
+
 /** One request of a storm and its answer. */
 interface Sent {
   instance: WaitStormInstance;
@@ -144,8 +162,7 @@ async function claimed(db: BenchDatabase, key: string, path: string): Promise<vo
  * completion's write is read from the record afterwards, its commit from the runner's listener.
  */
 async function stormOnce(
-  [a, b]: [BenchServer, BenchServer],
-  agents: [Agent, Agent],
+  { servers: [a, b], agents }: OpenPair,
   db: BenchDatabase,
   listener: BenchListener,
   wakeUps: WaitStormWakeUps,
@@ -193,7 +210,8 @@ async function stormOnce(
 /**
  * The same-key storm with `Prefer: wait`: per route (`/wait-notify`, woken by `LISTEN/NOTIFY`;
  * `/wait-poll`, `typeOrmStore({ wakeUps: 'poll' })`), `rounds` keys of `requests` requests each,
- * on two servers of the same adapter on the same database. The first request of a key runs its
+ * on a pair of servers of the same adapter per route, in the route's idempotency configuration
+ * (the floor's on the `notify` pair), all on one database. The first request of a key runs its
  * handler (`holdMs`) on server A; its duplicates, sent once its claim is in, wait on A (woken in
  * the process) and on B (woken by a notification, or by their poll). Every waiter's latency is
  * taken from the completion's commit, as a listening connection of the runner's own sees it (the
@@ -205,7 +223,7 @@ async function stormOnce(
  * @param log - progress lines
  */
 export async function runWaitStormPhase(
-  servers: [BenchServer, BenchServer],
+  servers: WaitStormServers,
   db: BenchDatabase,
   settings: WaitStormSettings,
   log: (line: string) => void,
@@ -213,16 +231,22 @@ export async function runWaitStormPhase(
   await db.reset();
   const listener = await db.listen(wakeUpChannelOf('idempotency_records'));
   const perServer = Math.ceil(settings.requests / 2) + 1;
-  const agents: [Agent, Agent] = [
-    await openAgent(servers[0], perServer),
-    await openAgent(servers[1], perServer),
-  ];
+  const open = async (pair: WaitStormPair): Promise<OpenPair> => ({
+    servers: pair,
+    agents: [await openAgent(pair[0], perServer), await openAgent(pair[1], perServer)],
+  });
+  const notify = await open(servers.notify);
+  const pairs: Record<WaitStormWakeUps, OpenPair> = {
+    notify,
+    poll: await open(servers.poll),
+    floor: notify,
+  };
   try {
     const routes: WaitStormWakeUps[] = ['notify', 'poll', 'floor'];
     // Warm-up (not measured): the first request of a route that may wait opens its store's
     // listening connection, on each server.
     for (const wakeUps of routes) {
-      await stormOnce(servers, agents, db, listener, wakeUps, {
+      await stormOnce(pairs[wakeUps], db, listener, wakeUps, {
         ...settings,
         requests: Math.min(settings.requests, 20),
       });
@@ -237,11 +261,11 @@ export async function runWaitStormPhase(
     for (let round = 1; round <= settings.rounds; round++) {
       const order = round % 2 === 1 ? routes : [...routes].reverse();
       for (const wakeUps of order) {
-        const storm = await stormOnce(servers, agents, db, listener, wakeUps, settings);
+        const storm = await stormOnce(pairs[wakeUps], db, listener, wakeUps, settings);
         storms.get(wakeUps)!.push(storm);
         const waits = summarizeLatencies(wakeUpsOf(storm, 'commit').map((w) => w.ms));
         log(
-          `  ${servers[0].adapter} wait storm /${WAIT_STORM_PREFIXES[wakeUps]} (round ${round}): ` +
+          `  ${servers.notify[0].adapter} wait storm /${WAIT_STORM_PREFIXES[wakeUps]} (round ${round}): ` +
             `${storm.executions} execution(s), ${JSON.stringify(countStatuses(storm.sent))}, ` +
             `${waits.count} waited, from the commit p50 ${waits.p50.toFixed(2)} ms ` +
             `p99 ${waits.p99.toFixed(2)} ms`,
@@ -254,7 +278,7 @@ export async function runWaitStormPhase(
       paths: routes.map((wakeUps) => summarize(wakeUps, storms.get(wakeUps)!, settings)),
     };
   } finally {
-    for (const agent of agents) agent.destroy();
+    for (const { agents } of [notify, pairs.poll]) for (const agent of agents) agent.destroy();
     await listener.close();
     await db.reset();
   }
