@@ -197,18 +197,36 @@ describe('RecordSealer', () => {
     expect(sealing.openResponse('alice', 'key-1', sealed, 'r', ...AT).status).toBe(402);
   });
 
-  it('opens a format 1 blob (sealed before the record was bound) only while plaintextUntil lets it', () => {
-    const blob = legacySealedBody({ id: 'k1', secret: OLD }, 'a', 'k', RESPONSE);
+  it.each([
+    // Sealed before the status was sealed with it too: opened with the row status.
+    ['1 (sealed before the record was bound)', 1, RESPONSE.headers],
+    [
+      "3 (an earlier build's completer or operator)",
+      3,
+      { ...RESPONSE.headers, [SEALED_STATUS]: '201' },
+    ],
+  ] as const)('opens a format %s blob only while plaintextUntil lets it', (_, format, headers) => {
+    const blob = legacySealedBody(
+      { id: 'k1', secret: OLD },
+      'a',
+      'k',
+      { ...RESPONSE, headers },
+      format,
+    );
     const stored = { status: 201, headers: { [SEALED_MARKER]: 'k1' }, body: blob };
     const keys = [{ id: 'k1', secret: OLD }];
     const until = new Date(Date.now() + 60_000);
     const upgrading = new RecordSealer(resolveEncryptionOptions({ keys, plaintextUntil: until }));
-    // Sealed before the status was sealed with it too: opened with the row status.
     expect(upgrading.openResponse('a', 'k', stored, 'r', ...AT)).toEqual(RESPONSE);
+    unreadable(() => upgrading.openResponse('a', 'k2', stored, 'r', ...AT));
     unreadable(() => sealing.openResponse('a', 'k', stored, 'The record 5', ...AT));
     expect(logged.join('\n')).toContain(
       'The record 5 is sealed in a format of a build before the record it answers was bound',
     );
+    // Its format byte set to 2 does not open: the format is authenticated.
+    const body = Buffer.from(blob);
+    body[0] = 2;
+    unreadable(() => upgrading.openResponse('a', 'k', { ...stored, body }, 'r', ...AT));
   });
 
   it.each([
@@ -222,23 +240,6 @@ describe('RecordSealer', () => {
     const sealed = sealing.sealResponse('alice', 'key-1', RESPONSE, RECORD);
     unreadable(() => sealing.openResponse('alice', 'key-1', sealed, 'r', recordId, fingerprint));
     expect(sealing.openResponse('alice', 'key-1', sealed, 'r', ...AT)).toEqual(RESPONSE);
-  });
-
-  it("opens a format 3 blob (an earlier build's completer or operator) only while plaintextUntil lets it", () => {
-    const headers = { ...RESPONSE.headers, [SEALED_STATUS]: '201' };
-    const blob = legacySealedBody({ id: 'k1', secret: OLD }, 'a', 'k', { ...RESPONSE, headers }, 3);
-    const stored = { status: 201, headers: { [SEALED_MARKER]: 'k1' }, body: blob };
-    const keys = [{ id: 'k1', secret: OLD }];
-    const until = new Date(Date.now() + 60_000);
-    const upgrading = new RecordSealer(resolveEncryptionOptions({ keys, plaintextUntil: until }));
-    expect(upgrading.openResponse('a', 'k', stored, 'r', ...AT)).toEqual(RESPONSE);
-    unreadable(() => upgrading.openResponse('a', 'k2', stored, 'r', ...AT));
-    unreadable(() => sealing.openResponse('a', 'k', stored, 'The record 6', ...AT));
-    expect(logged.join('\n')).toContain('The record 6 is sealed in a format of a build before');
-    // Its format byte set to 2 does not open: the format is authenticated.
-    const body = Buffer.from(blob);
-    body[0] = 2;
-    unreadable(() => upgrading.openResponse('a', 'k', { ...stored, body }, 'r', ...AT));
   });
 
   it('seals every response and input for its record (format 2), an unknown one for no record', () => {
