@@ -132,7 +132,7 @@ export class IdempotencyOperations {
   ): Promise<boolean> {
     const operations = this.runner.records();
     const given = resolution.response;
-    if (!given) return operations.resolveAbandoned(scope, key, undefined, 0);
+    if (!given) return operations.resolveAbandoned(scope, key);
     let outgoing: StoredResponse;
     try {
       outgoing = sendableResponse(given);
@@ -143,12 +143,12 @@ export class IdempotencyOperations {
           'could not send it to a retry; nothing was stored.',
       );
     }
-    const settings = await operations.abandonedSettings(scope, key);
-    if (settings === undefined) return false;
+    const record = await operations.abandonedRecord(scope, key);
+    if (!record) return false;
     // As the route that started the operation would have stored it (older records: the module's).
     // Its replayHeaders only, and the body whole: an operator's answer is never cut.
-    const { ttlSeconds, replayHeaders } = settings ?? this.options;
+    const { ttlSeconds, replayHeaders } = record.settings ?? this.options;
     const response = storedResponseOf(outgoing, { ttlSeconds, replayHeaders });
-    return operations.resolveAbandoned(scope, key, response, ttlSeconds);
+    return operations.resolveAbandoned(scope, key, { record, response, ttlSeconds });
   }
 }

@@ -7,6 +7,8 @@ import type {
 
 /** What `bind()` found on the record: where its operation stands. */
 export interface BoundOperation {
+  /** The record's id (the row's, read under its lock). */
+  recordId: string;
   /** The operation name on the record (the one bound now, or an earlier one). */
   operation: string;
   /** `started`, a step name, or `finished`. */
@@ -24,6 +26,8 @@ export interface OperationRecordRow {
   scope: string;
   key: string;
   recordId: string;
+  /** The fingerprint of the request that started it (its final response is sealed for it). */
+  fingerprint: string;
   operation: string;
   recoveryPoint: string | null;
   /** Set for a takeover: the completer's owner token. */
@@ -55,6 +59,14 @@ export interface AbandonedOperation {
   createdAt: Date;
   /** When it was marked abandoned. */
   abandonedAt: Date;
+}
+
+/** An abandoned record an operator resolves: its id and fingerprint, read with its settings. */
+export interface AbandonedRecord {
+  recordId: string;
+  fingerprint: string;
+  /** The settings it was started with, or null. */
+  settings: IdempotencyRunSettings | null;
 }
 
 /** A job a local step stages, with where it came from. */
@@ -158,17 +170,17 @@ export interface OperationRecordStore {
   deleteAbandoned(batchSize: number, retentionSeconds: number): Promise<number>;
   /** Abandoned records, longest abandoned first. */
   listAbandoned(limit: number): Promise<AbandonedOperation[]>;
-  /** The settings an abandoned record was started with, or null; undefined when none. */
-  abandonedSettings(scope: string, key: string): Promise<IdempotencyRunSettings | null | undefined>;
+  /** The abandoned record of (scope, key); undefined when none. */
+  abandonedRecord(scope: string, key: string): Promise<AbandonedRecord | undefined>;
   /**
-   * Resolves an abandoned record: with a response, it becomes finished and is replayed for
-   * `ttlSeconds`; without, it is deleted and the key can run again from scratch.
-   * @returns false when no abandoned record has that (scope, key)
+   * Resolves an abandoned record: with a response, the record read by `abandonedRecord()` (the
+   * same id and fingerprint) becomes finished and is replayed for `ttlSeconds`; without, it is
+   * deleted and the key can run again from scratch.
+   * @returns false when no abandoned record has that (scope, key) (and that record)
    */
   resolveAbandoned(
     scope: string,
     key: string,
-    response: StoredResponse | undefined,
-    ttlSeconds: number,
+    completion?: { record: AbandonedRecord; response: StoredResponse; ttlSeconds: number },
   ): Promise<boolean>;
 }

@@ -202,6 +202,7 @@ export class LocalFirstIdempotencyStore extends IdempotencyStore {
               this.inFlight.end(ref.scope, ref.key, ref.ownerToken);
               this.announce(ref);
             },
+            taken: (rows) => rows.forEach((row) => this.inFlight.won(row.ownerToken!, row)),
           },
         ),
       wakeUps: this.localWakeUps(inner.wakeUps),
@@ -301,6 +302,9 @@ export class LocalFirstIdempotencyStore extends IdempotencyStore {
           sentAt + result.expiresInMs,
         );
       }
+      // A claim that raced another of the key here has no entry, but its run is known.
+      if (result.outcome === 'claimed' && !endClaim)
+        this.inFlight.won(ownerToken, { ...result, fingerprint });
       // After the cache is filled: claims waiting on this one look there first.
       endClaim?.(
         result.outcome === 'claimed'
@@ -372,15 +376,11 @@ export class LocalFirstIdempotencyStore extends IdempotencyStore {
 
   /**
    * The response as the wrapped store is to keep it: sealed when encryption is on, for the
-   * record and fingerprint of the claim this instance won (`InFlightClaims.run`).
+   * record and fingerprint of the claim (or the completer's takeover) this instance won.
    */
   private seal(ref: IdempotencyRecordRef, response: StoredResponse): StoredResponse {
-    return this.sealer.sealResponse(
-      ref.scope,
-      ref.key,
-      response,
-      this.inFlight.run(ref.ownerToken),
-    );
+    const record = this.inFlight.run(ref.ownerToken);
+    return this.sealer.sealResponse(ref.scope, ref.key, response, record);
   }
 
   private remember(

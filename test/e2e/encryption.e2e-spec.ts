@@ -16,7 +16,7 @@ import { Controller, HttpCode, Logger, Post, Res } from '@nestjs/common';
 import request from 'supertest';
 import { Idempotent } from '../../lib';
 import type { IdempotencyModuleOptions } from '../../lib';
-import { IdempotencyCompleter } from '../../lib/phases';
+import { IdempotencyCompleter, IdempotencyOperations } from '../../lib/phases';
 import { createTestDatabase } from '../fixtures/database';
 import { legacySealedBody } from '../fixtures/legacy-seal';
 import type { TestDatabase } from '../fixtures/database';
@@ -250,7 +250,7 @@ describe.each(ADAPTERS)('encryption at rest on %s', (adapter: AdapterName) => {
     // Without the window, the format is the row's word: it cannot vouch for the record.
     const strict = await start(encryption(K1));
     expectUnreadable(await post(strict, key));
-    expect(errors.join('\n')).toContain('is sealed in the format of a version before');
+    expect(errors.join('\n')).toContain('is sealed in a format of a build before');
   });
 
   describe('a row changed outside the library', () => {
@@ -474,6 +474,55 @@ describe.each(ADAPTERS)('encryption at rest on %s', (adapter: AdapterName) => {
       );
       expect((await transfer(t, key)).status).toBe(201);
       expect(hooks.ran(key, 'reserved')).toBe(1);
+    });
+
+    const keyed = (set: string, key: string, ...values: unknown[]) =>
+      db.query(`UPDATE idempotency_records SET ${set} WHERE idempotency_key = $1`, [
+        key,
+        ...values,
+      ]);
+
+    it.each([
+      [
+        'finished by the completer',
+        async (t: TestApp) =>
+          expect(await t.app.get(IdempotencyCompleter).completeStale()).toMatchObject({
+            completed: 1,
+          }),
+      ],
+      [
+        'given by an operator (resolveAbandoned())',
+        async (t: TestApp, key: string) => {
+          await keyed(`status = 'abandoned', owner_token = NULL, locked_until = NULL`, key);
+          const response = { status: 201, body: { resolved: PLAINTEXT } };
+          const operations = t.app.get(IdempotencyOperations);
+          const [{ scope }] = await operations.listAbandoned();
+          expect(await operations.resolveAbandoned(scope, key, { response })).toBe(true);
+        },
+      ],
+    ])('an answer %s, copied into the renewed record of its key, is refused', async (_, settle) => {
+      const t = await start(encryption(K1));
+      const key = newKey();
+      t.app.get(TransferHooks).providerAnswers.push('unavailable');
+      expect((await transfer(t, key)).status).toBe(503);
+      await settle(t, key);
+      expect((await transfer(t, key)).status).toBe(201);
+      const [old] = await db.query(
+        `SELECT response_status, response_headers, response_body FROM idempotency_records
+            WHERE idempotency_key = $1`,
+        [key],
+      );
+      // The record expires; the key is used again for another transfer, which finishes.
+      await keyed(`expires_at = now() - interval '1 second'`, key);
+      const another = () =>
+        request(t.server).post('/transfers').set('Idempotency-Key', key).send({ amount: 7 });
+      expect((await another()).status).toBe(201);
+      await keyed(
+        'response_status = $2, response_headers = $3, response_body = $4',
+        key,
+        ...Object.values(old),
+      );
+      for (let retry = 0; retry < 2; retry++) expectUnreadable(await another());
     });
 
     it('with its key gone, neither a retry nor the completer resumes it; with the key back, it finishes', async () => {

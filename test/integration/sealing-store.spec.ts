@@ -216,16 +216,19 @@ describe('the operations port', () => {
     }
     expect(await rowText(request.key)).not.toContain(SECRET_TEXT);
 
-    // A resume (a rotated instance: k2 seals, k1 still opens) reads both in the clear.
+    // A resume (a retry on a rotated instance: k2 seals, k1 still opens) reads both in the clear.
+    expect(await store.release(ref, 'retry')).toBe(true);
     const rotated = sealing(K2, K1);
+    const retry = { ...request, ownerToken: randomUUID() };
+    expect((await rotated.claim(retry)).outcome).toBe('claimed');
     const operations = operationsOf(rotated);
-    const again = await operations.bind(ref, 'cards.create', { other: true }, SETTINGS);
+    const again = await operations.bind(refOf(retry), 'cards.create', { other: true }, SETTINGS);
     expect(again).toMatchObject({ resumed: true, input: INPUT, state: { token: SECRET_TEXT } });
-    const step = await operations.beginStep(ref, 'reserved', 'READ COMMITTED');
+    const step = await operations.beginStep(refOf(retry), 'reserved', 'READ COMMITTED');
     expect(step!.state).toEqual({ token: SECRET_TEXT });
     expect(
       await operations.finish(
-        ref,
+        refOf(retry),
         'reserved',
         { token: SECRET_TEXT, done: 1 },
         RESPONSE,
@@ -290,9 +293,9 @@ describe('the operations port', () => {
     const listed = (await operations.listAbandoned(100)).find((row) => row.key === request.key);
     expect(listed).toMatchObject({ input: INPUT, state: { token: SECRET_TEXT } });
     await unreadable(operationsOf(sealing(K2)).listAbandoned(100));
-    expect(await operations.resolveAbandoned(request.scope, request.key, RESPONSE, 3600)).toBe(
-      true,
-    );
+    const record = await operations.abandonedRecord(request.scope, request.key);
+    const completion = { record: record!, response: RESPONSE, ttlSeconds: 3600 };
+    expect(await operations.resolveAbandoned(request.scope, request.key, completion)).toBe(true);
     expect(await rowText(request.key)).not.toContain(SECRET_TEXT);
     const replay = await store.claim({ ...request, ownerToken: randomUUID() });
     expect(replay.outcome === 'completed' && replay.response).toEqual(RESPONSE);

@@ -197,18 +197,36 @@ describe('RecordSealer', () => {
     expect(sealing.openResponse('alice', 'key-1', sealed, 'r', ...AT).status).toBe(402);
   });
 
-  it('opens a format 1 blob (sealed before the record was bound) only while plaintextUntil lets it', () => {
-    const blob = legacySealedBody({ id: 'k1', secret: OLD }, 'a', 'k', RESPONSE);
+  it.each([
+    // Sealed before the status was sealed with it too: opened with the row status.
+    ['1 (sealed before the record was bound)', 1, RESPONSE.headers],
+    [
+      "3 (an earlier build's completer or operator)",
+      3,
+      { ...RESPONSE.headers, [SEALED_STATUS]: '201' },
+    ],
+  ] as const)('opens a format %s blob only while plaintextUntil lets it', (_, format, headers) => {
+    const blob = legacySealedBody(
+      { id: 'k1', secret: OLD },
+      'a',
+      'k',
+      { ...RESPONSE, headers },
+      format,
+    );
     const stored = { status: 201, headers: { [SEALED_MARKER]: 'k1' }, body: blob };
     const keys = [{ id: 'k1', secret: OLD }];
     const until = new Date(Date.now() + 60_000);
     const upgrading = new RecordSealer(resolveEncryptionOptions({ keys, plaintextUntil: until }));
-    // Sealed before the status was sealed with it too: opened with the row status.
     expect(upgrading.openResponse('a', 'k', stored, 'r', ...AT)).toEqual(RESPONSE);
+    unreadable(() => upgrading.openResponse('a', 'k2', stored, 'r', ...AT));
     unreadable(() => sealing.openResponse('a', 'k', stored, 'The record 5', ...AT));
     expect(logged.join('\n')).toContain(
-      'The record 5 is sealed in the format of a version before the record it answers was bound',
+      'The record 5 is sealed in a format of a build before the record it answers was bound',
     );
+    // Its format byte set to 2 does not open: the format is authenticated.
+    const body = Buffer.from(blob);
+    body[0] = 2;
+    unreadable(() => upgrading.openResponse('a', 'k', { ...stored, body }, 'r', ...AT));
   });
 
   it.each([
@@ -224,16 +242,17 @@ describe('RecordSealer', () => {
     expect(sealing.openResponse('alice', 'key-1', sealed, 'r', ...AT)).toEqual(RESPONSE);
   });
 
-  it('a response sealed where its record is not known (format 3) binds its scope and key only', () => {
-    const sealed = sealing.sealResponse('alice', 'key-1', RESPONSE);
-    expect(sealed.body[0]).toBe(3);
+  it('seals every response and input for its record (format 2), an unknown one for no record', () => {
     expect(sealing.sealResponse('alice', 'key-1', RESPONSE, RECORD).body[0]).toBe(2);
-    expect(sealing.openResponse('alice', 'key-1', sealed, 'r', 'any', 'any')).toEqual(RESPONSE);
-    unreadable(() => sealing.openResponse('alice', 'key-2', sealed, 'r', ...AT));
-    // Its format byte set to 2 (or a bound one's to 3) does not open: the format is authenticated.
-    const body = Buffer.from(sealed.body);
-    body[0] = 2;
-    unreadable(() => sealing.openResponse('alice', 'key-1', { ...sealed, body }, 'r', ...AT));
+    const orphan = sealing.sealResponse('alice', 'key-1', RESPONSE, undefined);
+    expect(orphan.body[0]).toBe(2);
+    unreadable(() => sealing.openResponse('alice', 'key-1', orphan, 'r', ...AT));
+    const input = sealing.sealValue('input', 'alice', 'key-1', { amount: 5 }, RECORD.recordId);
+    expect(sealing.openValue('input', 'alice', 'key-1', input, 'r', RECORD.recordId)).toEqual({
+      amount: 5,
+    });
+    // An input copied from an earlier record of the key (another record id) does not open.
+    unreadable(() => sealing.openValue('input', 'alice', 'key-1', input, 'r', 'earlier-record'));
   });
 
   it('refuses a state opened at another recovery point than it was stored with', () => {

@@ -17,6 +17,12 @@ export interface RunningEntry {
   leaseEndsAt: number;
 }
 
+/** The record a run answers: its id and its request's fingerprint, as the store returned them. */
+export interface RunRecord {
+  readonly recordId: string;
+  readonly fingerprint: string;
+}
+
 /** How a claim begun with {@link InFlightClaims.begin} ended. */
 export type ClaimEnd =
   | {
@@ -68,7 +74,7 @@ export class InFlightClaims {
    * The runs this instance won, by owner token, until they end: what record each one answers,
    * still known once its local lease lapsed (its completion is sealed for that record).
    */
-  private readonly runs = new Map<string, RunningEntry>();
+  private readonly runs = new Map<string, RunRecord>();
 
   /** @param now - monotonic clock in milliseconds (injected by tests) */
   constructor(private readonly now: () => number = () => performance.now()) {}
@@ -120,10 +126,15 @@ export class InFlightClaims {
   }
 
   /**
-   * A run this instance won and that has not ended, its local lease lapsed or not; one whose
-   * claim raced another of the key on this instance is not known here.
+   * Keeps the record of a run this instance won without an entry of its key: a claim that raced
+   * another of the key on this instance, or a takeover by the completer.
    */
-  run(ownerToken: string): RunningEntry | undefined {
+  won(ownerToken: string, record: RunRecord): void {
+    this.runs.set(ownerToken, record);
+  }
+
+  /** The record of a run this instance won and that has not ended, its local lease lapsed or not. */
+  run(ownerToken: string): RunRecord | undefined {
     return this.runs.get(ownerToken);
   }
 

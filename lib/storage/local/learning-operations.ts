@@ -3,6 +3,7 @@ import type {
   StoredResponse,
 } from '../../interfaces/idempotency-record.interface';
 import type {
+  OperationRecordRow,
   OperationRecordStore,
   OperationStepTransaction,
 } from '../../phases/operation-record.store';
@@ -16,6 +17,8 @@ export interface OperationWritesListener {
   completed(ref: IdempotencyRecordRef, response: StoredResponse, expiresAt: number): void;
   /** The owner's run ended: released by a commit, abandoned, or lost to another owner. */
   ended(ref: IdempotencyRecordRef): void;
+  /** The completer took these records over: runs of this instance from now on. */
+  taken(rows: readonly OperationRecordRow[]): void;
 }
 
 /** A step whose completion, written by a `finish()` in it, is reported once it commits. */
@@ -25,8 +28,9 @@ interface LearningStep extends OperationStepTransaction {
 
 /**
  * The operations ability of a wrapped store, with every owner-guarded write reported to the
- * local-first store: a completion is remembered for replays, and a run that ended (a write that
- * found the record no longer owned, an abandonment) stops answering 409 from this instance.
+ * local-first store: a completion is remembered for replays, a run that ended (a write that
+ * found the record no longer owned, an abandonment) stops answering 409 from this instance, and
+ * the records the completer takes over are known as this instance's runs.
  * Writes themselves go to the wrapped store unchanged. A completion written in a step's
  * transaction is reported once that step commits.
  * @param inner - the wrapped store's operations ability
@@ -68,6 +72,11 @@ export function learningOperations(
       if (step) (step as LearningStep).completion = report;
       else report();
       return true;
+    },
+    takeOver: async (batchSize, afterSeconds, maxAgeSeconds, lockTimeoutSeconds) => {
+      const rows = await inner.takeOver(batchSize, afterSeconds, maxAgeSeconds, lockTimeoutSeconds);
+      listener.taken(rows);
+      return rows;
     },
     abandon: async (ref) => {
       try {

@@ -23,9 +23,10 @@ export interface SealedRecord {
 
 /**
  * First byte of every sealed blob: what its authentication covers besides its part, key id,
- * scope and key. `BOUND` covers the record (a response: its id and fingerprint; a state: its
- * recovery point); `UNBOUND` is a response sealed where the run's record is not known (by the
- * completer, or an operator's resolution); `LEGACY` is what versions before `BOUND` sealed.
+ * scope and key. `BOUND` covers the record (a response: its id and fingerprint; an input: its
+ * id; a state: its recovery point); `UNBOUND` is a response sealed by builds that did not know
+ * the record on the completer's and an operator's paths; `LEGACY` is what builds before `BOUND`
+ * sealed. Only `BOUND` is written.
  */
 const LEGACY = 1;
 const BOUND = 2;
@@ -48,12 +49,12 @@ export const SEALED_STATUS = `${RESERVED_HEADER_PREFIX}status`;
  * `["nest-idempotency", format, part, keyId, scope, key, ...bound]` (`bound` in format 2 only),
  * so a blob opens only as the same part of a record with the same scope and key, under the key
  * id it names, and (format 2) only for what it was bound to: a response for the record id and
- * the request fingerprint it answered, a state at the recovery point it was stored with. Moved
- * to another record (an earlier one of the same key included), relabelled, or with its recovery
- * point moved, it fails to open. Format 3 is a response sealed where the run's record is not
- * known (the completer's, an operator's resolution): bound to its scope and key only. Format 1,
- * what versions before format 2 sealed, is opened only while `encryption.plaintextUntil` lets
- * records from before be read: the format is the row's word, so it cannot decide alone.
+ * the request fingerprint it answered, an input for its record id, a state at the recovery point
+ * it was stored with. Moved to another record (an earlier one of the same key included),
+ * relabelled, or with its recovery point moved, it fails to open. Formats 1 (what builds before
+ * format 2 sealed) and 3 (a response earlier builds sealed on the completer's and an operator's
+ * paths), bound to their scope and key only, are opened only while `encryption.plaintextUntil`
+ * lets records from before be read: the format is the row's word, so it cannot decide alone.
  *
  * - A response's headers and body are sealed together (the plaintext is `uint32 BE length of
  *   the headers' JSON | that JSON | the body`), its status among the headers as
@@ -93,14 +94,14 @@ export class RecordSealer {
 
   /**
    * The response as it is to be stored: sealed when encryption is on.
-   * @param record - the record it answers, bound into the seal; unknown (the completer's run, an
-   *   operator's resolution), the seal binds the scope and key only
+   * @param record - the record it answers, bound into the seal; unknown (a run this instance
+   *   no longer knows: its lease was lost), the seal binds no record and opens for no claim
    */
   sealResponse(
     scope: string,
     key: string,
     response: StoredResponse,
-    record?: SealedRecord,
+    record: SealedRecord | undefined,
   ): StoredResponse {
     const sealing = this.sealing;
     if (!sealing) return response;
@@ -109,18 +110,8 @@ export class RecordSealer {
     const length = Buffer.allocUnsafe(4);
     length.writeUInt32BE(headers.length);
     const plain = [length, headers, response.body];
-    const blob = record
-      ? this.seal(
-          sealing,
-          BOUND,
-          'response',
-          scope,
-          key,
-          plain,
-          record.recordId,
-          record.fingerprint,
-        )
-      : this.seal(sealing, UNBOUND, 'response', scope, key, plain);
+    const bound = [record?.recordId ?? '', record?.fingerprint ?? ''];
+    const blob = this.seal(sealing, 'response', scope, key, plain, ...bound);
     return { status: response.status, headers: { [SEALED_MARKER]: sealing.id }, body: blob };
   }
 
@@ -169,14 +160,14 @@ export class RecordSealer {
 
   /**
    * An operation's input or state as it is to be stored: sealed when encryption is on.
-   * @param point - a state's recovery point, bound into its seal
+   * @param bound - bound into its seal: an input's record id (unknown, `''`: as for a response),
+   *   a state's recovery point
    */
-  sealValue<T>(part: 'input' | 'state', scope: string, key: string, value: T, point?: string): T {
+  sealValue<T>(part: 'input' | 'state', scope: string, key: string, value: T, bound?: string): T {
     const sealing = this.sealing;
     if (!sealing) return value;
     const plain = Buffer.from(JSON.stringify(value ?? null), 'utf8');
-    const bound = part === 'state' ? String(point) : undefined;
-    const blob = this.seal(sealing, BOUND, part, scope, key, [plain], bound);
+    const blob = this.seal(sealing, part, scope, key, [plain], ...boundOf(part, bound));
     return { [SEALED_MARKER]: sealing.id, sealed: blob.toString('base64') } as T;
   }
 
@@ -185,7 +176,8 @@ export class RecordSealer {
    * is, when it may be read so (see `readsClear`), and the empty state the store gives an
    * operation that has not advanced yet (`started`) always.
    * @param what - names the record in the log (never its key)
-   * @param point - the record's recovery point (a state's is bound into its seal)
+   * @param bound - what its seal must be bound to: the record's id (an input), the recovery point
+   *   the record holds (a state)
    * @throws IdempotencyProblemException `idempotency_record_unreadable`
    */
   openValue<T>(
@@ -194,37 +186,35 @@ export class RecordSealer {
     key: string,
     value: T,
     what: string,
-    point?: string | null,
+    bound?: string | null,
   ): T {
     if (!isSealedValue(value)) {
-      if (!(part === 'state' && point === 'started' && isEmptyObject(value))) this.readsClear(what);
+      if (!(part === 'state' && bound === 'started' && isEmptyObject(value))) this.readsClear(what);
       return value;
     }
     const blob = Buffer.from(value.sealed, 'base64');
-    const bound = part === 'state' ? String(point) : undefined;
-    const plain = this.open(part, scope, key, value[SEALED_MARKER], blob, what, bound);
+    const id = value[SEALED_MARKER];
+    const plain = this.open(part, scope, key, id, blob, what, ...boundOf(part, bound));
     return JSON.parse(plain.toString('utf8')) as T;
   }
 
   private seal(
     sealing: { readonly id: string; readonly secret: KeyObject },
-    format: number,
     part: SealedPart,
     scope: string,
     key: string,
     plain: Buffer[],
-    first?: string,
-    second?: string,
+    ...bound: string[]
   ): Buffer {
     const iv = this.ivs.next();
     const cipher = createCipheriv('aes-256-gcm', sealing.secret, iv, { authTagLength: TAG_BYTES });
-    cipher.setAAD(additionalData(format, part, sealing.id, scope, key, first, second));
+    cipher.setAAD(additionalData(BOUND, part, sealing.id, scope, key, bound));
     // One update over the whole plaintext, written once into the blob: every call into the
     // cipher and every intermediate buffer costs more than AES-GCM does on a small body.
     const sealed = cipher.update(plain.length === 1 ? plain[0] : Buffer.concat(plain));
     const rest = cipher.final();
     const blob = Buffer.allocUnsafe(HEAD_BYTES + sealed.length + rest.length);
-    blob[0] = format;
+    blob[0] = BOUND;
     iv.copy(blob, 1);
     cipher.getAuthTag().copy(blob, 1 + IV_BYTES);
     sealed.copy(blob, HEAD_BYTES);
@@ -233,7 +223,7 @@ export class RecordSealer {
   }
 
   /**
-   * The plaintext of a blob, with what a format 2 blob must be bound to (`first`, `second`).
+   * The plaintext of a blob, with what a format 2 blob must be bound to.
    * @throws IdempotencyProblemException `idempotency_record_unreadable`
    */
   private open(
@@ -243,8 +233,7 @@ export class RecordSealer {
     id: string,
     blob: Buffer,
     what: string,
-    first?: string,
-    second?: string,
+    ...bound: string[]
   ): Buffer {
     const secret = this.secrets.get(id);
     if (!secret) {
@@ -255,10 +244,9 @@ export class RecordSealer {
       );
     }
     const format = blob.length >= HEAD_BYTES ? blob[0] : 0;
-    if (format === LEGACY) this.readsLegacy(what);
     const opened =
       (format === BOUND || format === LEGACY || (format === UNBOUND && part === 'response')) &&
-      decrypt(secret, blob, additionalData(format, part, id, scope, key, first, second));
+      decrypt(secret, blob, additionalData(format, part, id, scope, key, bound));
     if (!opened) {
       throw this.unreadable(
         `${what} could not be opened with encryption key "${id}": the stored bytes were ` +
@@ -267,6 +255,8 @@ export class RecordSealer {
           'that sealed them.',
       );
     }
+    // Authentic, but bound to no record: read only while records from before may be.
+    if (format !== BOUND) this.readsLegacy(what);
     return opened;
   }
 
@@ -289,16 +279,16 @@ export class RecordSealer {
   }
 
   /**
-   * Refuses a blob in the format versions before format 2 sealed (which does not bind the
-   * record it answers, so a row edit could move one from an earlier record of the key) unless
-   * `plaintextUntil` still lets records from before be read. The format byte is the row's
-   * word: it never decides alone.
+   * Refuses a blob in a format that does not bind its record (format 1, or a format 3 response
+   * of the completer or an operator), which a row edit could move from an earlier record of the
+   * key, unless `plaintextUntil` still lets records from before be read. The format byte is the
+   * row's word: it never decides alone.
    */
   private readsLegacy(what: string): void {
     if (this.readsBefore()) return;
     throw this.unreadable(
-      `${what} is sealed in the format of a version before the record it answers was bound ` +
-        'into its seal, and encryption.plaintextUntil ' +
+      `${what} is sealed in a format of a build before the record it answers was bound into ` +
+        'its seal, and encryption.plaintextUntil ' +
         (this.plaintextUntil === null ? 'is not set' : 'has passed') +
         ': it was written before the upgrade, or moved there from an earlier record outside the ' +
         'library. To read records sealed before the upgrade, set encryption.plaintextUntil.',
@@ -366,19 +356,23 @@ function isSealedValue(value: unknown): value is { [SEALED_MARKER]: string; seal
   );
 }
 
+/** What a value's seal binds: an input its record id, a state its recovery point. */
+function boundOf(part: 'input' | 'state', bound: string | null | undefined): string[] {
+  return [part === 'state' ? String(bound) : (bound ?? '')];
+}
+
 function additionalData(
   format: number,
   part: SealedPart,
   id: string,
   scope: string,
   key: string,
-  first?: string,
-  second?: string,
+  bound: string[],
 ): Buffer {
   const data: Array<string | number> = ['nest-idempotency', format, part, id, scope, key];
-  // What a format 2 blob is bound to: a response's record id and fingerprint, a state's point.
-  if (format === BOUND && first !== undefined) data.push(first);
-  if (format === BOUND && second !== undefined) data.push(second);
+  // What a format 2 blob is bound to: a response's record id and fingerprint, an input's record
+  // id, a state's recovery point.
+  if (format === BOUND) data.push(...bound);
   return Buffer.from(JSON.stringify(data), 'utf8');
 }
 

@@ -24,12 +24,13 @@ interface SealedParts {
  * operator when it grows older than `maxAgeSeconds`.
  *
  * A state is sealed for the recovery point it is stored with, and opened for the one the row
- * holds, so a recovery point moved outside the library fails to open; a final response is sealed
- * for the record the run answers when this instance won its claim (`recordOf`), else (the
- * completer's run, an operator's resolution) for its scope and key only.
+ * holds, so a recovery point moved outside the library fails to open; an input is sealed for
+ * its record id, and a final response for its record id and fingerprint: those of the run's
+ * claim or takeover (`recordOf`), or of the abandoned row an operator resolves, which the
+ * resolution then writes only if it still holds them.
  * @param inner - the wrapped store's operations ability
  * @param sealer - seals with the first key, opens with any
- * @param recordOf - the record a run of this instance answers, when known
+ * @param recordOf - the record a run of this instance answers (its claim's, or its takeover's)
  */
 export function sealingOperations(
   inner: OperationRecordStore,
@@ -38,9 +39,14 @@ export function sealingOperations(
 ): OperationRecordStore {
   const sealState = (ref: IdempotencyRecordRef, state: Record<string, unknown>, point: string) =>
     sealer.sealValue('state', ref.scope, ref.key, state, point);
-  const open = <T extends SealedParts>(scope: string, key: string, row: T, what: string): T => ({
+  const open = <T extends SealedParts>(
+    { scope, key }: { scope: string; key: string },
+    recordId: string,
+    row: T,
+    what: string,
+  ): T => ({
     ...row,
-    input: sealer.openValue('input', scope, key, row.input, `${what} (its input)`),
+    input: sealer.openValue('input', scope, key, row.input, `${what} (its input)`, recordId),
     state: sealer.openValue(
       'state',
       scope,
@@ -52,11 +58,10 @@ export function sealingOperations(
   });
   return overriding(inner, {
     bind: async (ref, operation, input, settings) => {
-      const sealed = sealer.sealValue('input', ref.scope, ref.key, input);
+      const sealed = sealer.sealValue('input', ref.scope, ref.key, input, recordOf(ref)?.recordId);
       const bound = await inner.bind(ref, operation, sealed, settings);
-      return (
-        bound && open(ref.scope, ref.key, bound, `The record of operation "${bound.operation}"`)
-      );
+      const what = `The record ${bound?.recordId} of operation "${bound?.operation}"`;
+      return bound && open(ref, bound.recordId, bound, what);
     },
     beginStep: async (ref, expectedPoint, isolation) => {
       const step = await inner.beginStep(ref, expectedPoint, isolation);
@@ -87,18 +92,20 @@ export function sealingOperations(
     listAbandoned: async (limit) =>
       (await inner.listAbandoned(limit)).map((row) =>
         open(
-          row.scope,
-          row.key,
+          row,
+          row.recordId,
           row,
           `The abandoned record ${row.recordId} of operation "${row.operation}"`,
         ),
       ),
-    resolveAbandoned: (scope, key, response, ttlSeconds) =>
+    resolveAbandoned: (scope, key, completion) =>
       inner.resolveAbandoned(
         scope,
         key,
-        response && sealer.sealResponse(scope, key, response),
-        ttlSeconds,
+        completion && {
+          ...completion,
+          response: sealer.sealResponse(scope, key, completion.response, completion.record),
+        },
       ),
   });
 }

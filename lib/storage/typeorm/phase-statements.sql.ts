@@ -16,7 +16,7 @@ const written = 'clock_timestamp()';
 const idle = `r.operation IS NOT NULL AND r.recovery_point <> 'finished'
                   AND r.status IN ('in_flight', 'released')
                   AND (r.status = 'released' OR r.locked_until <= ${at})`;
-const recordColumns = `r.scope, r.idempotency_key, r.record_id, r.operation, r.recovery_point, r.operation_settings`;
+const recordColumns = `r.scope, r.idempotency_key, r.record_id, r.fingerprint, r.operation, r.recovery_point, r.operation_settings`;
 
 /** Marks a record abandoned: no owner, no lease. */
 function abandonSql(t: string): string {
@@ -49,7 +49,7 @@ function stepSql(t: string) {
           FROM (SELECT recovery_point AS previous FROM ${t}
                  WHERE scope = $1 AND idempotency_key = $2) p
          WHERE ${owned}
-        RETURNING r.operation, r.recovery_point, r.operation_input, r.operation_state,
+        RETURNING r.record_id, r.operation, r.recovery_point, r.operation_input, r.operation_state,
                   p.previous IS NOT NULL AS resumed,
                   EXTRACT(EPOCH FROM ${written} - r.created_at)::float8 AS age_seconds`,
     lockStep: `
@@ -115,9 +115,10 @@ function abandonedSql(t: string) {
                expires_at = ${written} + $6::float8 * interval '1 second',
                purge_after = LEAST(r.purge_after, ${written} + $6::float8 * interval '1 second'),
                updated_at = ${written}
-         WHERE r.scope = $1 AND r.idempotency_key = $2 AND r.status = 'abandoned'`,
-    abandonedSettings: `
-        SELECT r.operation_settings FROM ${t} r
+         WHERE r.scope = $1 AND r.idempotency_key = $2 AND r.status = 'abandoned'
+           AND r.record_id = $7 AND r.fingerprint = $8`,
+    abandonedRecord: `
+        SELECT r.record_id, r.fingerprint, r.operation_settings FROM ${t} r
          WHERE r.scope = $1 AND r.idempotency_key = $2 AND r.status = 'abandoned'`,
     resolveDelete: `
         DELETE FROM ${t} r WHERE r.scope = $1 AND r.idempotency_key = $2 AND r.status = 'abandoned'`,

@@ -10,6 +10,7 @@ import type { PreparedStatement, StatementResult } from './prepared-statement';
 import { responseValues, writtenOf } from './record-rows';
 import type {
   AbandonedOperation,
+  AbandonedRecord,
   BoundOperation,
   OperationRecordRow,
   OperationRecordStore,
@@ -64,6 +65,7 @@ export class TypeOrmPhaseStore implements OperationRecordStore {
     const row = rows[0];
     if (!row) return undefined;
     return {
+      recordId: row.record_id,
       operation: row.operation,
       recoveryPoint: row.recovery_point,
       input: row.operation_input,
@@ -204,32 +206,36 @@ export class TypeOrmPhaseStore implements OperationRecordStore {
   }
 
   /** @inheritDoc */
-  async abandonedSettings(
-    scope: string,
-    key: string,
-  ): Promise<IdempotencyRunSettings | null | undefined> {
-    const { rows } = await this.store.run('read abandoned', this.sql.abandonedSettings, [
-      scope,
-      key,
-    ]);
-    return rows[0] ? settingsOf(rows[0].operation_settings) : undefined;
+  async abandonedRecord(scope: string, key: string): Promise<AbandonedRecord | undefined> {
+    const { rows } = await this.store.run('read abandoned', this.sql.abandonedRecord, [scope, key]);
+    const row = rows[0];
+    return (
+      row && {
+        recordId: row.record_id,
+        fingerprint: row.fingerprint,
+        settings: settingsOf(row.operation_settings),
+      }
+    );
   }
 
   /** @inheritDoc */
   async resolveAbandoned(
     scope: string,
     key: string,
-    response: StoredResponse | undefined,
-    ttlSeconds: number,
+    completion?: { record: AbandonedRecord; response: StoredResponse; ttlSeconds: number },
   ): Promise<boolean> {
-    const statement = response ? this.sql.resolveComplete : this.sql.resolveDelete;
-    const values = response ? [scope, key, ...responseValues(response, ttlSeconds)] : [scope, key];
+    const statement = completion ? this.sql.resolveComplete : this.sql.resolveDelete;
+    const values = completion
+      ? [scope, key, ...responseValues(completion.response, completion.ttlSeconds)]
+      : [scope, key];
+    if (completion) values.push(completion.record.recordId, completion.record.fingerprint);
     return (await this.store.run('resolve abandoned', statement, values)).rowCount === 1;
   }
 
   private rows(result: { rows: any[] }): OperationRecordRow[] {
     return result.rows.map((row) => ({
       ...operationOf(row),
+      fingerprint: row.fingerprint,
       ownerToken: row.owner_token,
       attempt: Number(row.attempts),
       settings: settingsOf(row.operation_settings),
