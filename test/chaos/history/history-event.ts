@@ -11,7 +11,8 @@ export type HistoryEvent =
   | ProviderChargeEvent
   | EffectEvent
   | NotStoredEvent
-  | JobEvent;
+  | JobEvent
+  | FaultEvent;
 
 /** A client's attempt and what came back; `status` is undefined when the transport failed. */
 export interface AnswerEvent {
@@ -91,3 +92,17 @@ export interface JobEvent {
   job: string;
   at: number;
 }
+
+/**
+ * A fault the run injected: `kind` names it (`sigkill`, `sigstop`, `db cut`, `proxy drop`, …),
+ * `detail` says where (the instance, the key, how many connections).
+ */
+export interface FaultEvent {
+  type: 'fault';
+  kind: string;
+  detail?: string;
+  at: number;
+}
+
+/** How an app instance (a child process) prefixes the history lines it prints on stdout. */
+export const HISTORY_LINE = 'HISTORY ';

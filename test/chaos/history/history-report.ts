@@ -6,7 +6,7 @@ import type { WorkloadCounts } from './history-workload';
 export interface HistorySummary {
   replication: 'sync' | 'async';
   counts: WorkloadCounts;
-  /** Faults injected, by kind (`failover`, `standby stall`). */
+  /** Faults injected, by kind, as the history recorded them (`countFaults`). */
   faults: Record<string, number>;
   statuses: Record<string, number>;
   violations: Violation[];
@@ -29,6 +29,15 @@ export function countStatuses(history: HistoryEvent[]): Record<string, number> {
     statuses[label] = (statuses[label] ?? 0) + 1;
   }
   return statuses;
+}
+
+/** Faults the history recorded, by kind (`sigkill`, `proxy drop`, `failover`, …). */
+export function countFaults(history: HistoryEvent[]): Record<string, number> {
+  const faults: Record<string, number> = {};
+  for (const event of history) {
+    if (event.type === 'fault') faults[event.kind] = (faults[event.kind] ?? 0) + 1;
+  }
+  return faults;
 }
 
 const describeEvent = (event: HistoryEvent) => {

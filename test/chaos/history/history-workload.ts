@@ -4,7 +4,16 @@
  * final answer with the same body (a replay) or another one (a 422). Every attempt goes into the
  * history.
  */
-import type { HistoryInstance, Ledger, PaymentBody } from './history-app';
+import type { Ledger } from './history-instances';
+
+/** Where clients send: an instance's base URL (through its lossy proxy). */
+export interface Target {
+  url: string;
+}
+
+interface PaymentBody {
+  amount: number;
+}
 
 /** What the clients did, for the summary. */
 export interface WorkloadCounts {
@@ -34,7 +43,7 @@ const isFinal = (status: number | undefined) =>
 export async function attempt(
   ledger: Ledger,
   counts: WorkloadCounts,
-  target: { instance: HistoryInstance; route: string; key: string; client: string },
+  target: { instance: Target; route: string; key: string; client: string },
   body: PaymentBody,
   headers: Record<string, string> = {},
 ): Promise<number | undefined> {
@@ -67,7 +76,7 @@ export async function attempt(
 async function untilFinal(
   ledger: Ledger,
   counts: WorkloadCounts,
-  instances: HistoryInstance[],
+  instances: Target[],
   plan: { route: string; key: string; client: string; first: number; deadline: number },
   body: PaymentBody,
   headers: Record<string, string> = {},
@@ -84,7 +93,7 @@ async function untilFinal(
 async function payKey(
   ledger: Ledger,
   counts: WorkloadCounts,
-  instances: HistoryInstance[],
+  instances: Target[],
   key: string,
   index: number,
   retryWindowMs: number,
@@ -122,7 +131,7 @@ async function payKey(
 export async function runWorkload(
   ledger: Ledger,
   counts: WorkloadCounts,
-  instances: HistoryInstance[],
+  instances: Target[],
   options: { prefix: string; workers: number; untilMs: number; retryWindowMs: number },
 ): Promise<string[]> {
   const keys: string[] = [];
@@ -142,7 +151,7 @@ export async function runWorkload(
 export async function probeKeys(
   ledger: Ledger,
   counts: WorkloadCounts,
-  instances: HistoryInstance[],
+  instances: Target[],
   keys: string[],
   retryWindowMs: number,
 ): Promise<void> {
