@@ -50,7 +50,9 @@ async function killOwner(ctx: FaultContext, restarts: Promise<void>[]): Promise<
   ctx.ledger.history.fault('sigkill', detail);
   ctx.log(`sigkill: ${detail}`);
   await ctx.instances.kill(slot);
-  restarts.push(ctx.instances.restart(slot));
+  const restart = ctx.instances.restart(slot);
+  restart.catch(() => undefined); // awaited at the end of the faults; not unhandled meanwhile
+  restarts.push(restart);
   return true;
 }
 
@@ -92,8 +94,8 @@ async function failOver(ctx: FaultContext): Promise<void> {
 
 /**
  * Injects faults until `untilMs` (epoch ms): `failovers` failovers evenly spread (a new standby
- * cloned after each but the last), and between them, every 2–5 s, the next of SIGKILL, a cut,
- * SIGSTOP, a cut (a cut when no owner is found). Resolves once every restarted instance is up.
+ * cloned after each but the last), and between them, every 2–5 s, the next of SIGSTOP, a cut,
+ * SIGKILL, a cut (a cut instead while no owner can be hit). Resolves once every restarted instance is up.
  */
 export async function injectFaults(
   ctx: FaultContext,
@@ -105,7 +107,7 @@ export async function injectFaults(
     { length: options.failovers },
     (_, n) => startedAt + (span * (n + 1)) / (options.failovers + 1),
   );
-  const rotation = ['sigkill', 'cut', 'sigstop', 'cut'];
+  const rotation = ['sigstop', 'cut', 'sigkill', 'cut'];
   const restarts: Promise<void>[] = [];
   for (let next = 0; Date.now() < options.untilMs - 2_000 && !ctx.interrupted();) {
     if (failoverAt.length && Date.now() >= failoverAt[0] - STALL_MS) {
@@ -119,10 +121,12 @@ export async function injectFaults(
     const gap = 2_000 + Math.random() * 3_000;
     await sleep(Math.min(gap, Math.max(0, (failoverAt[0] ?? Infinity) - STALL_MS - Date.now())));
     if (failoverAt.length && Date.now() >= failoverAt[0] - STALL_MS) continue;
-    const kind = rotation[next++ % rotation.length];
+    // A kill or pause with no owner to hit (one instance still restarting) waits for its turn.
+    const kind = rotation[next % rotation.length];
     const done =
       (kind === 'sigkill' && (await killOwner(ctx, restarts))) ||
       (kind === 'sigstop' && (await pauseOwner(ctx)));
+    if (done || kind === 'cut') next++;
     if (!done) await cutConnections(ctx).catch((error) => ctx.log(`cut failed: ${error}`));
   }
   await Promise.all(restarts);

@@ -32,6 +32,14 @@ export const newCounts = (): WorkloadCounts => ({
   transportErrors: 0,
 });
 
+/**
+ * How long a client waits for an answer before it gives up and retries elsewhere: shorter than a
+ * SIGSTOP pause, so the retry meets a paused owner's expired lease on the other instance.
+ */
+const TIMEOUT_MS = 2_500;
+/** A client that asked to wait (`Prefer: wait=5`) waits that long. */
+const WAITER_TIMEOUT_MS = 8_000;
+
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 const pick = <T>(items: T[], index: number) => items[index % items.length];
 
@@ -55,7 +63,7 @@ export async function attempt(
       method: 'POST',
       headers: { 'content-type': 'application/json', 'idempotency-key': target.key, ...headers },
       body: JSON.stringify(body),
-      signal: AbortSignal.timeout(20_000),
+      signal: AbortSignal.timeout(headers.prefer ? WAITER_TIMEOUT_MS : TIMEOUT_MS),
     });
     const bytes = Buffer.from(await response.arrayBuffer());
     ledger.history.answer(fields, {

@@ -78,6 +78,7 @@ async function main(): Promise<number> {
     faults: countFaults(ledger.history.events),
     statuses: countStatuses(ledger.history.events),
     violations,
+    history: ledger.history.events,
     notStored: new Set(
       ledger.history.events.flatMap((event) => (event.type === 'not-stored' ? [event.key] : [])),
     ),
