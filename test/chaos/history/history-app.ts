@@ -112,6 +112,7 @@ async function main(): Promise<void> {
   app.app.get(IdempotencyEvents).subscribe((event) => {
     const final = event.type === 'executed' && !event.stored && event.status < 500;
     if (final) report({ type: 'not-stored', key: event.key, instance, status: event.status });
+    if (event.type === 'lock_lost') report({ type: 'lock-lost', key: event.key, instance });
   });
   await app.app.listen(Number(process.env.PORT ?? 0), '127.0.0.1');
   const { port } = app.app.getHttpServer().address() as { port: number };

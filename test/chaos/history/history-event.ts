@@ -11,6 +11,7 @@ export type HistoryEvent =
   | ProviderChargeEvent
   | EffectEvent
   | NotStoredEvent
+  | LockLostEvent
   | JobEvent
   | FaultEvent;
 
@@ -83,6 +84,17 @@ export interface NotStoredEvent {
   key: string;
   instance: string;
   status: number;
+  at: number;
+}
+
+/**
+ * The library found that another request had taken the key's lease over from this instance's
+ * run (its `lock_lost` event): the run was a stale owner's, whose completion changed nothing.
+ */
+export interface LockLostEvent {
+  type: 'lock-lost';
+  key: string;
+  instance: string;
   at: number;
 }
 

@@ -28,22 +28,31 @@ export const STALL_MS = 1_500;
 
 /**
  * A live slot whose instance runs a handler now (polled for up to 3 s), never the last live one:
- * the fault then lands mid-handler on the key's owner, and a survivor can take the key over.
+ * the fault then lands mid-handler on the key's owner, and a survivor can take the key over. Of
+ * several, the one hit least so far (`hits`, by slot), so both adapters take their share.
  */
-async function findOwner(instances: HistoryInstances): Promise<number | undefined> {
+async function findOwner(instances: HistoryInstances, hits: number[]): Promise<number | undefined> {
   for (const endsAt = Date.now() + 3_000; Date.now() < endsAt;) {
     const live = instances.cluster.liveSlots();
     if (live.length < 2) return undefined;
-    const owner = live.find((slot) => instances.runningOn(slot).length > 0);
-    if (owner !== undefined) return owner;
+    const owners = live.filter((slot) => instances.runningOn(slot).length > 0);
+    if (owners.length) {
+      const owner = owners.sort((a, b) => (hits[a] ?? 0) - (hits[b] ?? 0))[0];
+      hits[owner] = (hits[owner] ?? 0) + 1;
+      return owner;
+    }
     await sleep(10);
   }
   return undefined;
 }
 
 /** SIGKILL of a key's owner mid-handler; it restarts in the background. False if none was found. */
-async function killOwner(ctx: FaultContext, restarts: Promise<void>[]): Promise<boolean> {
-  const slot = await findOwner(ctx.instances);
+async function killOwner(
+  ctx: FaultContext,
+  hits: number[],
+  restarts: Promise<void>[],
+): Promise<boolean> {
+  const slot = await findOwner(ctx.instances, hits);
   if (slot === undefined) return false;
   const keys = ctx.instances.runningOn(slot).join(' ');
   const detail = `${ctx.instances.instance(slot)} mid-handler of ${keys}`;
@@ -57,8 +66,8 @@ async function killOwner(ctx: FaultContext, restarts: Promise<void>[]): Promise<
 }
 
 /** SIGSTOP of a key's owner mid-handler for longer than the lease, then SIGCONT. */
-async function pauseOwner(ctx: FaultContext): Promise<boolean> {
-  const slot = await findOwner(ctx.instances);
+async function pauseOwner(ctx: FaultContext, hits: number[]): Promise<boolean> {
+  const slot = await findOwner(ctx.instances, hits);
   if (slot === undefined) return false;
   const ms = Math.round(LEASE_SECONDS * 1000 * (1.5 + Math.random()));
   const keys = ctx.instances.runningOn(slot).join(' ');
@@ -109,6 +118,7 @@ export async function injectFaults(
   );
   const rotation = ['sigstop', 'cut', 'sigkill', 'cut'];
   const restarts: Promise<void>[] = [];
+  const [killed, paused]: number[][] = [[], []];
   for (let next = 0; Date.now() < options.untilMs - 2_000 && !ctx.interrupted();) {
     if (failoverAt.length && Date.now() >= failoverAt[0] - STALL_MS) {
       failoverAt.shift();
@@ -124,8 +134,8 @@ export async function injectFaults(
     // A kill or pause with no owner to hit (one instance still restarting) waits for its turn.
     const kind = rotation[next % rotation.length];
     const done =
-      (kind === 'sigkill' && (await killOwner(ctx, restarts))) ||
-      (kind === 'sigstop' && (await pauseOwner(ctx)));
+      (kind === 'sigkill' && (await killOwner(ctx, killed, restarts))) ||
+      (kind === 'sigstop' && (await pauseOwner(ctx, paused)));
     if (done || kind === 'cut') next++;
     if (!done) await cutConnections(ctx).catch((error) => ctx.log(`cut failed: ${error}`));
   }

@@ -69,12 +69,13 @@ export function formatSummary(summary: HistorySummary, evidencePerRule = Infinit
     .map(([status, n]) => `${status}:${n}`)
     .join(' ');
   const { runs, rerunKeys } = countRuns(summary.history);
+  const lockLost = summary.history.filter((event) => event.type === 'lock-lost').length;
   const lines = [
     `replication:  ${summary.replication}`,
     `keys:         ${summary.counts.keys}`,
     `requests:     ${summary.counts.requests} (retries ${summary.counts.retries}, no answer ${summary.counts.transportErrors})`,
     `statuses:     ${statuses}`,
-    `handlers:     ${runs} runs; ${rerunKeys} keys ran again after a fault cut their run short`,
+    `handlers:     ${runs} runs; ${rerunKeys} keys ran again after a fault cut their run short; ${lockLost} runs found their lease taken over (lock_lost)`,
     `faults:       ${Object.entries(summary.faults)
       .map(([kind, n]) => `${kind} ${n}`)
       .join(', ')}`,
