@@ -30,7 +30,12 @@ export interface LossyHttpProxyOptions {
   /** The app's answer to a duplicated copy, which no client saw. */
   onDuplicateAnswer: (key: string, body: Buffer, startedAt: number, answer?: ProxiedAnswer) => void;
   now: () => number;
+  /** Which fault a request meets, if any. @defaultValue one of the four at random, at `rate` */
+  draw?: (rate: number) => ProxyFault | undefined;
 }
+
+const drawAtRandom = (rate: number) =>
+  Math.random() < rate ? PROXY_FAULTS[Math.floor(Math.random() * PROXY_FAULTS.length)] : undefined;
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'transfer-encoding', 'content-length']);
@@ -71,8 +76,7 @@ export class LossyHttpProxy {
   private async handle(request: IncomingMessage, response: ServerResponse): Promise<void> {
     const body = await readBody(request);
     const key = String(request.headers['idempotency-key'] ?? '');
-    const fault =
-      Math.random() < this.rate ? PROXY_FAULTS[Math.floor(Math.random() * 4)] : undefined;
+    const fault = (this.options.draw ?? drawAtRandom)(this.rate);
     if (fault) this.options.onFault(fault, key);
     if (fault === 'drop') return void request.socket.destroy();
     if (fault === 'delay') await sleep(200 + Math.random() * 1_300);
