@@ -75,7 +75,7 @@ export function formatSummary(summary: HistorySummary, evidencePerRule = Infinit
     `keys:         ${summary.counts.keys}`,
     `requests:     ${summary.counts.requests} (retries ${summary.counts.retries}, no answer ${summary.counts.transportErrors})`,
     `statuses:     ${statuses}`,
-    `handlers:     ${runs} runs; ${rerunKeys} keys ran again after a fault cut their run short; ${lockLost} runs found their lease taken over (lock_lost)`,
+    `handlers:     ${runs} runs; ${rerunKeys} keys ran again after a fault cut their run short; ${lockLost} lock_lost events (a run found its lease taken over)`,
     `faults:       ${Object.entries(summary.faults)
       .map(([kind, n]) => `${kind} ${n}`)
       .join(', ')}`,
