@@ -20,9 +20,18 @@ interface Slot {
   starting?: Promise<void>;
 }
 
+/** Another app than the sample (the history run's), and who wants to hear of each process. */
+export interface AppClusterOptions {
+  /** The app's entry script, relative to the repository root. @defaultValue the sample app */
+  entry?: string;
+  /** Called with each process once it listens (its output can be followed from there). */
+  onStart?: (slot: number, app: SampleAppProcess) => void;
+}
+
 /**
  * Two (or more) sample-app processes on one database, each in a slot that can be killed with
- * SIGKILL and restarted (on a new port). Exits the harness did not cause are recorded.
+ * SIGKILL and restarted (on a new port), or paused (SIGSTOP) and resumed. Exits the harness did
+ * not cause are recorded.
  */
 export class AppCluster {
   /** One line per process exit the harness did not cause, with the tail of its output. */
@@ -43,6 +52,7 @@ export class AppCluster {
   constructor(
     private readonly env: Record<string, string>,
     adapters: SampleHttpAdapter[],
+    private readonly options: AppClusterOptions = {},
   ) {
     this.slots = adapters.map((adapter) => ({ adapter, killing: false }));
   }
@@ -90,6 +100,16 @@ export class AppCluster {
     entry.app = undefined;
     await app.stop('SIGKILL');
     entry.killing = false;
+  }
+
+  /** SIGSTOP of the slot's process: it holds its connections and leases but runs nothing. */
+  pause(slot: number): void {
+    this.slots[slot].app?.child.kill('SIGSTOP');
+  }
+
+  /** SIGCONT of the slot's process after `pause()`. */
+  resume(slot: number): void {
+    this.slots[slot].app?.child.kill('SIGCONT');
   }
 
   /**
@@ -152,6 +172,7 @@ export class AppCluster {
         entry.killing = true;
         entry.app = undefined;
         const timer = setTimeout(() => app.child.kill('SIGKILL'), 5000);
+        app.child.kill('SIGCONT'); // a paused process would hold SIGTERM until the SIGKILL
         await app.stop('SIGTERM');
         clearTimeout(timer);
       }),
@@ -160,11 +181,8 @@ export class AppCluster {
 
   private async startSlot(slot: number, extraEnv: Record<string, string>): Promise<void> {
     const entry = this.slots[slot];
-    const app = await spawnSampleApp({
-      ...this.env,
-      ...extraEnv,
-      HTTP_ADAPTER: entry.adapter,
-    });
+    const env = { ...this.env, ...extraEnv, HTTP_ADAPTER: entry.adapter };
+    const app = await spawnSampleApp(env, undefined, this.options.entry);
     this.starts++;
     running.add(app);
     app.child.once('exit', (code, signal) => {
@@ -180,5 +198,6 @@ export class AppCluster {
       }
     });
     entry.app = app;
+    this.options.onStart?.(slot, app);
   }
 }

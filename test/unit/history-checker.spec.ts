@@ -100,6 +100,34 @@ describe('the history checker', () => {
     ]);
   });
 
+  it("excuses a late run only when the library found that run's lease taken over", () => {
+    const late = (lost: HistoryEvent[]): HistoryEvent[] => [
+      ...cleanHistory(),
+      {
+        type: 'handler-start',
+        key: 'k1',
+        run: 'r2',
+        instance: 'b',
+        requestHash: 'body-a',
+        at: 100,
+      },
+      ...lost,
+      { type: 'handler-end', run: 'r2', at: 120 },
+    ];
+    expect(rulesOf(late([{ type: 'lock-lost', key: 'k1', instance: 'b', at: 110 }]))).toEqual([]);
+    const stillViolations = [
+      // another instance's lost lease, another key's, or one lost before this run began
+      { type: 'lock-lost', key: 'k1', instance: 'a', at: 110 },
+      { type: 'lock-lost', key: 'k2', instance: 'b', at: 110 },
+      { type: 'lock-lost', key: 'k1', instance: 'b', at: 90 },
+    ] as const;
+    for (const lost of stillViolations) {
+      expect(rulesOf(late([lost]))).toEqual([
+        'no-contradiction: the handler ran again with the same body after a final answer was seen',
+      ]);
+    }
+  });
+
   it('finds a key refused as outstanding past the bound after its owner was killed', () => {
     const inUse = { status: 409, code: 'idempotency_key_in_use', answerHash: 'x' } as const;
     const history: HistoryEvent[] = [

@@ -50,19 +50,34 @@ async function pg(tool: string, args: string[]): Promise<string> {
   return stdout;
 }
 
+type Node = 'primary' | 'replica';
+
 /**
  * Two throwaway PostgreSQL servers of their own, on their own ports, under one temporary folder: a
  * primary and a streaming replica made with `pg_basebackup -R`. It never touches the machine's
- * clusters. `remove()` stops both and deletes the folder; call it from a `finally` and an interrupt
- * handler, since servers outlive the process that started them.
+ * clusters. After a failover, `rebuildStandby()` makes the promoted replica the primary and clones
+ * a new replica from it, so a run can fail over again. `remove()` stops both and deletes the
+ * folder; call it from a `finally` and an interrupt handler, since servers outlive the process that
+ * started them.
  */
 export class PostgresPair {
+  /** Each node's data folder and port: `rebuildStandby()` moves them. */
+  private readonly nodes: Record<Node, { dir: string; port: number }>;
+  private clones = 0;
+  /** The node that takes writes: the replica from a failover until `rebuildStandby()`. */
+  current: Node = 'primary';
+
   private constructor(
     readonly folder: string,
-    readonly primaryPort: number,
-    readonly replicaPort: number,
+    primaryPort: number,
+    replicaPort: number,
     readonly replication: Replication,
-  ) {}
+  ) {
+    this.nodes = {
+      primary: { dir: join(folder, 'primary'), port: primaryPort },
+      replica: { dir: join(folder, 'replica'), port: replicaPort },
+    };
+  }
 
   static async create(replication: Replication): Promise<PostgresPair> {
     const folder = mkdtempSync(join(tmpdir(), 'idempotency-failover-'));
@@ -82,8 +97,16 @@ export class PostgresPair {
     return pair;
   }
 
-  private dir(name: 'primary' | 'replica'): string {
-    return join(this.folder, name);
+  get primaryPort(): number {
+    return this.nodes.primary.port;
+  }
+
+  get replicaPort(): number {
+    return this.nodes.replica.port;
+  }
+
+  private dir(name: Node): string {
+    return this.nodes[name].dir;
   }
 
   private async initPrimary(): Promise<void> {
@@ -110,13 +133,13 @@ export class PostgresPair {
   }
 
   /** Starts one server and waits until it accepts connections. */
-  async start(name: 'primary' | 'replica'): Promise<void> {
-    const log = join(this.folder, `${name}.log`);
+  async start(name: Node): Promise<void> {
+    const log = `${this.dir(name)}.log`;
     await pg('pg_ctl', ['-D', this.dir(name), '-l', log, '-w', '-t', '30', 'start']);
   }
 
   /** Stops one server: `immediate` is a crash (no checkpoint, clients cut off). */
-  async stop(name: 'primary' | 'replica', mode: 'fast' | 'immediate' = 'fast'): Promise<void> {
+  async stop(name: Node, mode: 'fast' | 'immediate' = 'fast'): Promise<void> {
     await pg('pg_ctl', ['-D', this.dir(name), '-m', mode, '-w', 'stop']).catch(() => undefined);
   }
 
@@ -133,18 +156,54 @@ export class PostgresPair {
     await this.stop('primary', 'immediate');
     if (!(await this.running('replica'))) await this.start('replica');
     await this.promote();
+    this.current = 'replica';
   }
 
-  async running(name: 'primary' | 'replica'): Promise<boolean> {
+  async running(name: Node): Promise<boolean> {
     return pg('pg_ctl', ['-D', this.dir(name), 'status']).then(
       () => true,
       () => false,
     );
   }
 
-  url(name: 'primary' | 'replica', database = 'postgres'): string {
-    const port = name === 'primary' ? this.primaryPort : this.replicaPort;
+  url(name: Node, database = 'postgres'): string {
+    const port = this.nodes[name].port;
     return `postgres://postgres@127.0.0.1:${port}/${database}`;
+  }
+
+  /**
+   * After `failOver()`: the promoted replica becomes the primary, and a new replica is cloned from
+   * it (`pg_basebackup -R`), started, and caught up. With synchronous replication the primary then
+   * waits for it again (until then its commits were not replicated: fail over only after this).
+   */
+  async rebuildStandby(): Promise<void> {
+    await this.stop('primary', 'immediate');
+    rmSync(this.dir('primary'), { recursive: true, force: true });
+    this.nodes.primary = this.nodes.replica;
+    this.current = 'primary';
+    this.nodes.replica = {
+      dir: join(this.folder, `clone-${++this.clones}`),
+      port: await freePort(),
+    };
+    await this.cloneReplica();
+    await this.waitForReplica();
+    if (this.replication === 'sync') {
+      const conf = join(this.dir('primary'), 'postgresql.auto.conf');
+      await appendFile(conf, "synchronous_standby_names = '*'\n");
+      await query(this.url('primary'), 'SELECT pg_reload_conf()');
+      await this.waitFor(
+        "SELECT count(*) > 0 AS ok FROM pg_stat_replication WHERE sync_state = 'sync'",
+      );
+    }
+  }
+
+  /** Polls `sql` (one row, `ok`) on the primary until it is true. */
+  private async waitFor(sql: string, timeoutMs = 15_000): Promise<void> {
+    for (const endsAt = Date.now() + timeoutMs; Date.now() < endsAt;) {
+      if ((await query(this.url('primary'), sql))[0].ok) return;
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+    throw new Error(`timed out waiting for: ${sql}`);
   }
 
   /** Waits until the replica has replayed everything the primary has written so far. */

@@ -3,6 +3,7 @@ import type {
   HandlerStartEvent,
   HistoryEvent,
   InstanceKillEvent,
+  LockLostEvent,
 } from './history-event';
 
 /** A broken promise, with the events that prove it. */
@@ -101,9 +102,22 @@ function checkReplays(answers: AnswerEvent[], first: Map<string, AnswerEvent>): 
 }
 
 /**
+ * Whether a run was a stale owner's: one that claimed the key, stopped (SIGSTOP) past its lease
+ * while another request took the key over and answered, and went on. Nothing can keep it from
+ * starting its handler late, but the library found its lease lost (`lock_lost`, on the run's
+ * instance, for the key, after the run began), so its completion changed nothing; its effects
+ * are checked by `one-effect` and its client's answer by `replay-equal`.
+ */
+function fenced(start: HandlerStartEvent, lockLost: LockLostEvent[]): boolean {
+  return lockLost.some(
+    (lost) => lost.key === start.key && lost.instance === start.instance && lost.at >= start.at,
+  );
+}
+
+/**
  * Once a final answer was seen, an attempt begun later with the same body never gets 422, and no
  * handler runs again for the key (with the same body that is a lost record; with another, a
- * payload that should have been refused).
+ * payload that should have been refused), but for a stale owner's fenced run.
  */
 function checkContradictions(
   history: HistoryEvent[],
@@ -123,9 +137,10 @@ function checkContradictions(
       events: [final, answer],
     });
   }
+  const lockLost = ofType(history, 'lock-lost');
   for (const start of ofType(history, 'handler-start')) {
     const final = first.get(start.key);
-    if (!final || start.at <= final.at) continue;
+    if (!final || start.at <= final.at || fenced(start, lockLost)) continue;
     const body = start.requestHash === final.requestHash ? 'the same body' : 'another body';
     violations.push({
       rule: 'no-contradiction',

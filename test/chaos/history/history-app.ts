@@ -1,43 +1,51 @@
 /**
- * The history run's app: payments on `@Idempotent()` routes, one transactional (its order row is
- * the local effect), one plain (its only effect is the provider's charge, keyed by the derived
- * key). Every instance of a run shares one `Ledger`, so handler starts and ends and provider
- * charges land in the run's single history beside the clients' answers.
+ * One instance of the history run's app, run as a child process (`HistoryInstances` starts it
+ * through the chaos suite's `AppCluster`): payments on `@Idempotent()` routes, one transactional
+ * (its order row is the local effect), one plain (its only effect is the provider's charge, keyed
+ * by the derived key). Handler starts and ends go to stdout as history lines, and the provider is
+ * the run's own HTTP server, so both land in the run's single history even when this process is
+ * killed the next instant.
  */
-import { Body, Controller, Inject, Post } from '@nestjs/common';
+import { createHash } from 'node:crypto';
+import { Body, Controller, Get, Inject, Post } from '@nestjs/common';
 import { Idempotent, IdempotencyContext, IdempotencyEvents } from '../../../lib';
 import type { TestDatabase } from '../../fixtures/database';
 import { createTestApp } from '../../fixtures/test-app';
-import type { AdapterName, TestApp } from '../../fixtures/test-app';
-import { HistoryRecorder } from './history-recorder';
+import type { AdapterName } from '../../fixtures/test-app';
+import { HISTORY_LINE } from './history-event';
 
-/** The run's history, and a provider whose charges are keyed by the derived key. */
-export class Ledger {
-  readonly history = new HistoryRecorder();
-  private readonly charges = new Set<string>();
+const instance = `${process.env.HISTORY_INSTANCE}/${process.pid}`;
+const sha256 = (data: string) => createHash('sha256').update(data).digest('hex');
+let runs = 0;
 
-  charge(derivedKey: string, key: string): void {
-    const created = !this.charges.has(derivedKey);
-    this.charges.add(derivedKey);
-    this.history.providerCharge(derivedKey, created, key);
-  }
+/**
+ * One history line for the run, with this machine's epoch time. Writes to a pipe are synchronous
+ * on Linux, so a SIGKILL loses no line already written.
+ */
+function report(event: Record<string, unknown>): void {
+  process.stdout.write(`${HISTORY_LINE}${JSON.stringify({ ...event, at: Date.now() })}\n`);
 }
 
-const INSTANCE = 'HISTORY_INSTANCE';
-export interface PaymentBody {
+/** The run's provider: a charge keyed by the derived key (the provider dedupes it). */
+async function charge(derivedKey: string, key: string): Promise<void> {
+  const response = await fetch(`${process.env.HISTORY_PROVIDER_URL}/charges`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ derivedKey, key }),
+  });
+  if (!response.ok) throw new Error(`the provider answered ${response.status}`);
+}
+
+interface PaymentBody {
   amount: number;
 }
 
-/** The handler's own time, so duplicates meet it in flight and a failover can land mid-handler. */
+/** The handler's own time, so duplicates meet it in flight and faults land mid-handler. */
 const work = () => new Promise((resolve) => setTimeout(resolve, 30 + Math.random() * 120));
 
 @Controller('payments')
 class PaymentsController {
-  constructor(
-    @Inject(Ledger) private readonly ledger: Ledger,
-    @Inject(INSTANCE) private readonly instance: string,
-    @Inject(IdempotencyContext) private readonly idempotency: IdempotencyContext,
-  ) {}
+  constructor(@Inject(IdempotencyContext) private readonly idempotency: IdempotencyContext) {}
 
   @Post('tx')
   @Idempotent({ execution: { transactional: true } })
@@ -59,54 +67,59 @@ class PaymentsController {
 
   private async handle(body: PaymentBody, write: (key: string) => Promise<number | undefined>) {
     const key = this.idempotency.identity!.key;
-    const ended = this.ledger.history.handlerStart(key, this.instance, body);
+    const run = `${instance}:${++runs}`;
+    report({
+      type: 'handler-start',
+      key,
+      run,
+      instance,
+      requestHash: sha256(JSON.stringify(body)),
+    });
     try {
       await work();
-      this.ledger.charge(this.idempotency.derivedKey('charge'), key);
+      await charge(this.idempotency.derivedKey('charge'), key);
       const order = await write(key);
       return { key, amount: body.amount, order, charge: this.idempotency.derivedKey('charge') };
     } finally {
-      ended();
+      report({ type: 'handler-end', run });
     }
   }
 }
 
-/** A running instance: its name, its adapter and the base URL clients send to. */
-export interface HistoryInstance {
-  name: string;
-  adapter: AdapterName;
-  url: string;
-  app: TestApp;
+@Controller('health')
+class HealthController {
+  @Get()
+  health() {
+    return { status: 'ok' };
+  }
 }
 
-/** Lease of in-flight requests: short, so a key held by a handler cut off by the failover frees soon. */
-export const LEASE_SECONDS = 2;
-
-/** Starts one instance on `databaseUrl` (the moving endpoint), listening on a free port. */
-export async function startInstance(
-  name: string,
-  adapter: AdapterName,
-  databaseUrl: string,
-  ledger: Ledger,
-): Promise<HistoryInstance> {
-  const app = await createTestApp(adapter, { url: databaseUrl } as TestDatabase, {
-    databaseUrl,
-    controllers: [PaymentsController],
-    providers: [
-      { provide: Ledger, useValue: ledger },
-      { provide: INSTANCE, useValue: name },
-    ],
-    module: {
-      replayCache: false,
-      execution: { lockTimeoutSeconds: LEASE_SECONDS },
-      wait: { maxSeconds: 5 },
+async function main(): Promise<void> {
+  const url = process.env.DATABASE_URL!;
+  const app = await createTestApp(
+    process.env.HTTP_ADAPTER as AdapterName,
+    { url } as TestDatabase,
+    {
+      databaseUrl: url,
+      controllers: [PaymentsController, HealthController],
+      module: {
+        replayCache: false,
+        execution: { lockTimeoutSeconds: Number(process.env.IDEMPOTENCY_LOCK_TIMEOUT_SECONDS) },
+        wait: { maxSeconds: 5 },
+      },
     },
-  });
+  );
   app.app.get(IdempotencyEvents).subscribe((event) => {
     const final = event.type === 'executed' && !event.stored && event.status < 500;
-    if (final) ledger.history.notStored(event.key, name, event.status);
+    if (final) report({ type: 'not-stored', key: event.key, instance, status: event.status });
+    if (event.type === 'lock_lost') report({ type: 'lock-lost', key: event.key, instance });
   });
-  await app.app.listen(0, '127.0.0.1');
+  await app.app.listen(Number(process.env.PORT ?? 0), '127.0.0.1');
   const { port } = app.app.getHttpServer().address() as { port: number };
-  return { name, adapter, url: `http://127.0.0.1:${port}`, app };
+  process.stdout.write(`Listening on http://localhost:${port} (${process.env.HTTP_ADAPTER})\n`);
 }
+
+main().catch((error) => {
+  process.stderr.write(`history app failed to start: ${error?.stack ?? error}\n`);
+  process.exit(1);
+});

@@ -11,7 +11,9 @@ export type HistoryEvent =
   | ProviderChargeEvent
   | EffectEvent
   | NotStoredEvent
-  | JobEvent;
+  | LockLostEvent
+  | JobEvent
+  | FaultEvent;
 
 /** A client's attempt and what came back; `status` is undefined when the transport failed. */
 export interface AnswerEvent {
@@ -85,9 +87,34 @@ export interface NotStoredEvent {
   at: number;
 }
 
+/**
+ * The library found that another request had taken the key's lease over from this instance's
+ * run (its `lock_lost` event): the run was a stale owner's, whose completion changed nothing.
+ */
+export interface LockLostEvent {
+  type: 'lock-lost';
+  key: string;
+  instance: string;
+  at: number;
+}
+
 /** A staged job: committed with its request, delivered to its handler, its effect applied. */
 export interface JobEvent {
   type: 'job-staged' | 'job-delivery' | 'job-effect';
   job: string;
   at: number;
 }
+
+/**
+ * A fault the run injected: `kind` names it (`sigkill`, `sigstop`, `db cut`, `proxy drop`, …),
+ * `detail` says where (the instance, the key, how many connections).
+ */
+export interface FaultEvent {
+  type: 'fault';
+  kind: string;
+  detail?: string;
+  at: number;
+}
+
+/** How an app instance (a child process) prefixes the history lines it prints on stdout. */
+export const HISTORY_LINE = 'HISTORY ';

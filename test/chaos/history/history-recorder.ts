@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import type { AnswerEvent, HistoryEvent } from './history-event';
+import type { AnswerEvent, FaultEvent, HistoryEvent } from './history-event';
 
 const sha256 = (data: string | Buffer) => createHash('sha256').update(data).digest('hex');
 
@@ -19,6 +19,18 @@ export class HistoryRecorder {
 
   now(): number {
     return Date.now() - this.started;
+  }
+
+  /** An epoch time (another process's `Date.now()`, same machine) on this recorder's clock. */
+  sinceStart(epochMs: number): number {
+    return epochMs - this.started;
+  }
+
+  /** Records a fault the run injected. */
+  fault(kind: string, detail?: string): FaultEvent {
+    const event: FaultEvent = { type: 'fault', kind, detail, at: this.now() };
+    this.events.push(event);
+    return event;
   }
 
   /** Records one client attempt: when it began, what it sent and what came back. */

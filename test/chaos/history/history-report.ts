@@ -6,10 +6,11 @@ import type { WorkloadCounts } from './history-workload';
 export interface HistorySummary {
   replication: 'sync' | 'async';
   counts: WorkloadCounts;
-  /** Faults injected, by kind (`failover`, `standby stall`). */
+  /** Faults injected, by kind, as the history recorded them (`countFaults`). */
   faults: Record<string, number>;
   statuses: Record<string, number>;
   violations: Violation[];
+  history: HistoryEvent[];
   /** Keys whose response the library reported sent but not stored (its `executed` event). */
   notStored: Set<string>;
   durationMs: number;
@@ -31,6 +32,25 @@ export function countStatuses(history: HistoryEvent[]): Record<string, number> {
   return statuses;
 }
 
+/** Faults the history recorded, by kind (`sigkill`, `proxy drop`, `failover`, …). */
+export function countFaults(history: HistoryEvent[]): Record<string, number> {
+  const faults: Record<string, number> = {};
+  for (const event of history) {
+    if (event.type === 'fault') faults[event.kind] = (faults[event.kind] ?? 0) + 1;
+  }
+  return faults;
+}
+
+/** Handler runs, and keys whose handler ran more than once (taken over after a fault). */
+export function countRuns(history: HistoryEvent[]): { runs: number; rerunKeys: number } {
+  const perKey = new Map<string, number>();
+  for (const event of history) {
+    if (event.type === 'handler-start') perKey.set(event.key, (perKey.get(event.key) ?? 0) + 1);
+  }
+  const runs = [...perKey.values()];
+  return { runs: runs.reduce((a, b) => a + b, 0), rerunKeys: runs.filter((n) => n > 1).length };
+}
+
 const describeEvent = (event: HistoryEvent) => {
   const { type, at, ...rest } = event;
   return `    ${String(at).padStart(7)} ms ${type} ${JSON.stringify(rest)}`;
@@ -48,11 +68,14 @@ export function formatSummary(summary: HistorySummary, evidencePerRule = Infinit
     .sort(([a], [b]) => a.localeCompare(b))
     .map(([status, n]) => `${status}:${n}`)
     .join(' ');
+  const { runs, rerunKeys } = countRuns(summary.history);
+  const lockLost = summary.history.filter((event) => event.type === 'lock-lost').length;
   const lines = [
     `replication:  ${summary.replication}`,
     `keys:         ${summary.counts.keys}`,
     `requests:     ${summary.counts.requests} (retries ${summary.counts.retries}, no answer ${summary.counts.transportErrors})`,
     `statuses:     ${statuses}`,
+    `handlers:     ${runs} runs; ${rerunKeys} keys ran again after a fault cut their run short; ${lockLost} lock_lost events (a run found its lease taken over)`,
     `faults:       ${Object.entries(summary.faults)
       .map(([kind, n]) => `${kind} ${n}`)
       .join(', ')}`,

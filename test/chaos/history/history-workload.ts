@@ -4,7 +4,16 @@
  * final answer with the same body (a replay) or another one (a 422). Every attempt goes into the
  * history.
  */
-import type { HistoryInstance, Ledger, PaymentBody } from './history-app';
+import type { Ledger } from './history-instances';
+
+/** Where clients send: an instance's base URL (through its lossy proxy). */
+export interface Target {
+  url: string;
+}
+
+interface PaymentBody {
+  amount: number;
+}
 
 /** What the clients did, for the summary. */
 export interface WorkloadCounts {
@@ -23,6 +32,14 @@ export const newCounts = (): WorkloadCounts => ({
   transportErrors: 0,
 });
 
+/**
+ * How long a client waits for an answer before it gives up and retries elsewhere: shorter than a
+ * SIGSTOP pause, so the retry meets a paused owner's expired lease on the other instance.
+ */
+const TIMEOUT_MS = 2_500;
+/** A client that asked to wait (`Prefer: wait=5`) waits that long. */
+const WAITER_TIMEOUT_MS = 8_000;
+
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 const pick = <T>(items: T[], index: number) => items[index % items.length];
 
@@ -34,7 +51,7 @@ const isFinal = (status: number | undefined) =>
 export async function attempt(
   ledger: Ledger,
   counts: WorkloadCounts,
-  target: { instance: HistoryInstance; route: string; key: string; client: string },
+  target: { instance: Target; route: string; key: string; client: string },
   body: PaymentBody,
   headers: Record<string, string> = {},
 ): Promise<number | undefined> {
@@ -46,7 +63,7 @@ export async function attempt(
       method: 'POST',
       headers: { 'content-type': 'application/json', 'idempotency-key': target.key, ...headers },
       body: JSON.stringify(body),
-      signal: AbortSignal.timeout(20_000),
+      signal: AbortSignal.timeout(headers.prefer ? WAITER_TIMEOUT_MS : TIMEOUT_MS),
     });
     const bytes = Buffer.from(await response.arrayBuffer());
     ledger.history.answer(fields, {
@@ -67,7 +84,7 @@ export async function attempt(
 async function untilFinal(
   ledger: Ledger,
   counts: WorkloadCounts,
-  instances: HistoryInstance[],
+  instances: Target[],
   plan: { route: string; key: string; client: string; first: number; deadline: number },
   body: PaymentBody,
   headers: Record<string, string> = {},
@@ -84,7 +101,7 @@ async function untilFinal(
 async function payKey(
   ledger: Ledger,
   counts: WorkloadCounts,
-  instances: HistoryInstance[],
+  instances: Target[],
   key: string,
   index: number,
   retryWindowMs: number,
@@ -122,7 +139,7 @@ async function payKey(
 export async function runWorkload(
   ledger: Ledger,
   counts: WorkloadCounts,
-  instances: HistoryInstance[],
+  instances: Target[],
   options: { prefix: string; workers: number; untilMs: number; retryWindowMs: number },
 ): Promise<string[]> {
   const keys: string[] = [];
@@ -142,7 +159,7 @@ export async function runWorkload(
 export async function probeKeys(
   ledger: Ledger,
   counts: WorkloadCounts,
-  instances: HistoryInstance[],
+  instances: Target[],
   keys: string[],
   retryWindowMs: number,
 ): Promise<void> {

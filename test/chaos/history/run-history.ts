@@ -1,24 +1,27 @@
 /**
  * `npm run history`: records every operation of a payments workload, through an Express and a
- * Fastify instance sharing one database, while the database fails over (a primary and a streaming
- * replica of the run's own, behind an endpoint that moves), then checks the whole history against
- * the promise with `checkHistory`. With synchronous replication (the default) any violation fails
+ * Fastify instance (child processes) sharing one database, while faults fire: a lossy proxy before
+ * each instance, SIGKILL and SIGSTOP of a key's owner mid-handler, cut database connections, and
+ * failovers (a primary and a streaming replica of the run's own, behind an endpoint that moves).
+ * Then it checks the whole history against the promise with `checkHistory`. With synchronous replication (the default) any violation fails
  * the run; `--async` reports what asynchronous replication loses (expected, exit 0 unless
  * `--strict`). `--quick`: one round, one failover, about three minutes on a loaded machine.
  */
 import { parseArgs } from 'node:util';
+import { killAllApps } from '../app-cluster';
 import { runInterruptCleanups } from '../emergency-cleanup';
 import { checkHistory } from './check-history';
-import { LEASE_SECONDS, Ledger } from './history-app';
-import { countStatuses, formatSummary } from './history-report';
+import { LEASE_SECONDS, Ledger } from './history-instances';
+import { countFaults, countStatuses, formatSummary } from './history-report';
 import { runRound } from './history-round';
 import { newCounts } from './history-workload';
 
-const USAGE = `npm run history -- [--quick] [--async [--strict]] [--rounds N]
-  --quick     one round of 40 s with one failover (CI)
-  --async     asynchronous replication: report what is lost, exit 0 unless --strict
-  --strict    with --async, exit non-zero on a violation too
-  --rounds N  rounds, each a fresh primary and replica and one failover (full: 4)`;
+const USAGE = `npm run history -- [--quick] [--async [--strict]] [--rounds N] [--failovers N]
+  --quick        one round of 40 s with one failover (CI)
+  --async        asynchronous replication: report what is lost, exit 0 unless --strict
+  --strict       with --async, exit non-zero on a violation too
+  --rounds N     rounds, each a fresh primary and replica (full: 3)
+  --failovers N  failovers per round, a new standby cloned between two (full: 3)`;
 
 const startedAt = Date.now();
 const log = (line: string) =>
@@ -31,6 +34,7 @@ function parseOptions() {
       async: { type: 'boolean', default: false },
       strict: { type: 'boolean', default: false },
       rounds: { type: 'string' },
+      failovers: { type: 'string' },
       help: { type: 'boolean', default: false },
     },
   });
@@ -41,9 +45,11 @@ function parseOptions() {
   return {
     replication: values.async ? ('async' as const) : ('sync' as const),
     strict: values.strict || !values.async,
-    rounds: Number(values.rounds ?? (values.quick ? 1 : 4)),
-    workloadMs: values.quick ? 40_000 : 120_000,
+    rounds: Number(values.rounds ?? (values.quick ? 1 : 3)),
+    failovers: Number(values.failovers ?? (values.quick ? 1 : 3)),
+    workloadMs: values.quick ? 40_000 : 180_000,
     workers: values.quick ? 6 : 10,
+    proxyRate: 0.08,
   };
 }
 
@@ -52,14 +58,16 @@ async function main(): Promise<number> {
   for (const signal of ['SIGINT', 'SIGTERM'] as const) {
     process.once(signal, () => {
       log(`${signal}: removing the clusters`);
-      void runInterruptCleanups().finally(() => process.exit(130));
+      void runInterruptCleanups().finally(() => {
+        killAllApps();
+        process.exit(130);
+      });
     });
   }
   const ledger = new Ledger();
   const counts = newCounts();
-  const faults: Record<string, number> = { failover: 0, 'standby stall': 0 };
   for (let round = 1; round <= options.rounds; round++) {
-    await runRound(ledger, counts, faults, { ...options, round, log });
+    await runRound(ledger, counts, { ...options, round, log });
   }
   // Lease plus the time a client's retry takes to come round: a freed key is taken within it.
   const settleBoundMs = LEASE_SECONDS * 1000 + 8_000;
@@ -67,9 +75,10 @@ async function main(): Promise<number> {
   const summary = {
     replication: options.replication,
     counts,
-    faults,
+    faults: countFaults(ledger.history.events),
     statuses: countStatuses(ledger.history.events),
     violations,
+    history: ledger.history.events,
     notStored: new Set(
       ledger.history.events.flatMap((event) => (event.type === 'not-stored' ? [event.key] : [])),
     ),
@@ -87,6 +96,7 @@ main().then(
   async (error) => {
     process.stderr.write(`history run failed: ${(error as Error)?.stack ?? error}\n`);
     await runInterruptCleanups();
+    killAllApps();
     process.exit(2);
   },
 );
