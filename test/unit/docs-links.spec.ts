@@ -247,6 +247,16 @@ describe('links', () => {
     expect(brokenLinks(markdown(page))).toEqual([]);
   });
 
+  it.each(PAGES)(
+    '%s: no two sections of the page share a title (a link reaches only the first)',
+    (page) => {
+      const titles = markdown(page)
+        .headings.filter((heading) => heading.level <= 2)
+        .map((heading) => heading.text);
+      expect(titles.filter((title, i) => titles.indexOf(title) !== i)).toEqual([]);
+    },
+  );
+
   it(`code comments (${CODE_DIRS.join('/, ')}/) name pages and headings that exist`, () => {
     const problems = CODE_DIRS.flatMap((dir) =>
       filesUnder(dir, (path) => path.endsWith('.ts') && path !== SELF).flatMap((file) =>
