@@ -182,7 +182,12 @@ export type IdempotencyEvent =
       /** Which event this is. */
       type: 'job_delivered';
     } & JobEvent)
-  /** A delivery failed; the job is retried later, or is now dead (see `listDeadJobs()`). */
+  /**
+   * A delivery failed; the job is retried later, or is now dead (see `listDeadJobs()`). One
+   * exception: with `error` an `IdempotencyCommitUnconfirmedError`, the delivery's commit stands
+   * on the primary without the synchronous standby's confirmation, so nothing retries it there;
+   * a failover to a standby that missed it delivers it once more (docs/running-in-production.md).
+   */
   | ({
       /** Which event this is. */
       type: 'job_failed';
