@@ -2,7 +2,9 @@
  * One instance of the history run's app, run as a child process (`HistoryInstances` starts it
  * through the chaos suite's `AppCluster`): payments on `@Idempotent()` routes, one transactional
  * (its order row is the local effect), one plain (its only effect is the provider's charge, keyed
- * by the derived key). Handler starts and ends go to stdout as history lines, and the provider is
+ * by the derived key), and a staged one (`history-staged.ts`: an operation in phases whose job
+ * writes its effect in the drainer's transaction), and a Stripe-signed webhook
+ * (`history-webhook-route.ts`). Handler starts and ends go to stdout as history lines, and the provider is
  * the run's own HTTP server, so both land in the run's single history even when this process is
  * killed the next instant.
  */
@@ -12,19 +14,20 @@ import { Idempotent, IdempotencyContext, IdempotencyEvents } from '../../../lib'
 import type { TestDatabase } from '../../fixtures/database';
 import { createTestApp } from '../../fixtures/test-app';
 import type { AdapterName } from '../../fixtures/test-app';
-import { HISTORY_LINE } from './history-event';
+import { instance, report } from './history-report-line';
+import {
+  CreateJobEffects1764028800101,
+  HistoryEffectJob,
+  StagedPayment,
+  StagedPaymentsController,
+} from './history-staged';
+import {
+  CreateWebhookEffects1764028800102,
+  WebhookEventsController,
+} from './history-webhook-route';
 
-const instance = `${process.env.HISTORY_INSTANCE}/${process.pid}`;
 const sha256 = (data: string) => createHash('sha256').update(data).digest('hex');
 let runs = 0;
-
-/**
- * One history line for the run, with this machine's epoch time. Writes to a pipe are synchronous
- * on Linux, so a SIGKILL loses no line already written.
- */
-function report(event: Record<string, unknown>): void {
-  process.stdout.write(`${HISTORY_LINE}${JSON.stringify({ ...event, at: Date.now() })}\n`);
-}
 
 /** The run's provider: a charge keyed by the derived key (the provider dedupes it). */
 async function charge(derivedKey: string, key: string): Promise<void> {
@@ -101,7 +104,16 @@ async function main(): Promise<void> {
     { url } as TestDatabase,
     {
       databaseUrl: url,
-      controllers: [PaymentsController, HealthController],
+      controllers: [
+        PaymentsController,
+        StagedPaymentsController,
+        WebhookEventsController,
+        HealthController,
+      ],
+      providers: [StagedPayment, HistoryEffectJob],
+      migrations: [CreateJobEffects1764028800101, CreateWebhookEffects1764028800102],
+      // The webhook route checks its signature over the raw body.
+      rawBody: true,
       module: {
         replayCache: false,
         execution: { lockTimeoutSeconds: Number(process.env.IDEMPOTENCY_LOCK_TIMEOUT_SECONDS) },

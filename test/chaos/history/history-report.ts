@@ -41,6 +41,13 @@ export function countFaults(history: HistoryEvent[]): Record<string, number> {
   return faults;
 }
 
+/** Staged jobs, their deliveries and their effect rows, as the history recorded them. */
+export function countJobs(history: HistoryEvent[]): Record<string, number> {
+  const jobs: Record<string, number> = { 'job-staged': 0, 'job-delivery': 0, 'job-effect': 0 };
+  for (const event of history) if (event.type in jobs) jobs[event.type]++;
+  return jobs;
+}
+
 /** Handler runs, and keys whose handler ran more than once (taken over after a fault). */
 export function countRuns(history: HistoryEvent[]): { runs: number; rerunKeys: number } {
   const perKey = new Map<string, number>();
@@ -69,6 +76,7 @@ export function formatSummary(summary: HistorySummary, evidencePerRule = Infinit
     .map(([status, n]) => `${status}:${n}`)
     .join(' ');
   const { runs, rerunKeys } = countRuns(summary.history);
+  const jobs = countJobs(summary.history);
   const lockLost = summary.history.filter((event) => event.type === 'lock-lost').length;
   const lines = [
     `replication:  ${summary.replication}`,
@@ -76,6 +84,8 @@ export function formatSummary(summary: HistorySummary, evidencePerRule = Infinit
     `requests:     ${summary.counts.requests} (retries ${summary.counts.retries}, no answer ${summary.counts.transportErrors})`,
     `statuses:     ${statuses}`,
     `handlers:     ${runs} runs; ${rerunKeys} keys ran again after a fault cut their run short; ${lockLost} lock_lost events (a run found its lease taken over)`,
+    `jobs:         ${jobs['job-staged']} staged (operations answered 201), ${jobs['job-delivery']} deliveries, ${jobs['job-effect']} effect rows on the final primary`,
+    `webhooks:     ${summary.counts.webhookEvents} events, ${summary.counts.webhookDeliveries} signed deliveries (each event sent 2 or 3 times, and probed)`,
     `faults:       ${Object.entries(summary.faults)
       .map(([kind, n]) => `${kind} ${n}`)
       .join(', ')}`,

@@ -1,5 +1,6 @@
 /**
- * `npm run history`: records every operation of a payments workload, through an Express and a
+ * `npm run history`: records every operation of a workload (payments, staged jobs, webhooks
+ * delivered two or three times), through an Express and a
  * Fastify instance (child processes) sharing one database, while faults fire: a lossy proxy before
  * each instance, SIGKILL and SIGSTOP of a key's owner mid-handler, cut database connections, and
  * failovers (a primary and a streaming replica of the run's own, behind an endpoint that moves).
