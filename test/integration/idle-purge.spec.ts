@@ -13,10 +13,12 @@ describe('the purge when there is nothing to purge', () => {
   let db: TestDatabase;
   let t: TestApp;
 
+  // A first app of a worker on the Nest 12 leg loads and transforms Nest's ESM: on a loaded
+  // 2-core host that took over the default 30 s once (a clean-clone CI run on 679bdd1).
   beforeAll(async () => {
     db = await createTestDatabase();
     t = await createTestApp('express', db);
-  });
+  }, 120_000);
 
   afterAll(async () => {
     await t?.close();
