@@ -44,6 +44,10 @@ module.exports = {
   // apps, whichever leg runs it. The fallback check of fastify-serialized-send loads a fresh copy
   // of its module with require(), which cannot load Nest 12's ESM; what it checks (Fastify's
   // symbols, one warning) does not depend on the Nest line.
+  // Each spec file evaluates Nest 12's ESM afresh in its own VM context, so its first app's
+  // bootstrap is slower than on the CommonJS leg: on a loaded 2-core host one took over the base
+  // 30 s once (a clean-clone run on 679bdd1). Hooks and tests that set no timeout get 90 s here.
+  testTimeout: 90_000,
   testPathIgnorePatterns: [
     ...base.testPathIgnorePatterns,
     '<rootDir>/test/unit/api-reference.spec.ts',
