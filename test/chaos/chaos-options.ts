@@ -9,8 +9,6 @@ export interface ChaosSizes {
   stormRequestsPerKey: number;
   /** Keys whose bursts run at the same time. */
   stormParallelKeys: number;
-  crashRounds: number;
-  crashKeysPerRound: number;
   /** Concurrent clients, each sending key after key, during the outage scenario. */
   outageClients: number;
   /** How long the database stays unreachable. */
@@ -47,8 +45,6 @@ const FULL: ChaosSizes = {
   stormKeys: 100,
   stormRequestsPerKey: 50,
   stormParallelKeys: 5,
-  crashRounds: 20,
-  crashKeysPerRound: 10,
   outageClients: 16,
   outageSeconds: 4,
   tenancyKeys: 20,
@@ -63,8 +59,6 @@ const QUICK: ChaosSizes = {
   stormKeys: 20,
   stormRequestsPerKey: 20,
   stormParallelKeys: 5,
-  crashRounds: 4,
-  crashKeysPerRound: 6,
   outageClients: 8,
   outageSeconds: 2,
   tenancyKeys: 6,
@@ -76,7 +70,7 @@ const QUICK: ChaosSizes = {
 };
 
 /** Usage text for `--help` and argument errors. */
-export const CHAOS_USAGE = `Usage: npm run chaos -- [--quick] [--scenarios storm,crash,outage,tenancy,phases,scaleout]
+export const CHAOS_USAGE = `Usage: npm run chaos -- [--quick] [--scenarios storm,outage,tenancy,phases,scaleout]
                        [--adapter express|fastify] [--keep-db]
 
   --quick        small counts; the outage terminates the app's connections instead of

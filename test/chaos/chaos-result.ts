@@ -1,12 +1,5 @@
 /** Names of the chaos scenarios, in the order they run. */
-export const SCENARIO_NAMES = [
-  'storm',
-  'crash',
-  'outage',
-  'tenancy',
-  'phases',
-  'scaleout',
-] as const;
+export const SCENARIO_NAMES = ['storm', 'outage', 'tenancy', 'phases', 'scaleout'] as const;
 
 /** One chaos scenario. */
 export type ScenarioName = (typeof SCENARIO_NAMES)[number];

@@ -1,7 +1,7 @@
 /**
- * `npm run chaos`: throws storms, crashes, database outages and cross-tenant replays at the
- * sample payments app running as real child processes on the local PostgreSQL, and kills it at
- * every phase boundary of `POST /payments`, then counts executions, payments, provider charges
+ * `npm run chaos`: throws storms, database outages, cross-tenant replays and a four-instance
+ * scale-out under `kill -9` at the sample payments app running as real child processes on the
+ * local PostgreSQL, and kills it at every phase boundary of `POST /payments`, then counts executions, payments, provider charges
  * and receipts in the database and checks them against the responses the clients got. Prints one
  * row per scenario, writes `results/latest.json` (`quick.json` for `--quick`), and exits non-zero
  * when any invariant is violated. `--help` for the flags.
@@ -15,7 +15,6 @@ import { formatTable, formatViolations, writeResults } from './chaos-report';
 import { runInterruptCleanups } from './emergency-cleanup';
 import { createSchemaTemplate } from './schema-template';
 import type { Scenario } from './scenario-support';
-import { runCrash } from './scenarios/crash.scenario';
 import { runOutage } from './scenarios/outage.scenario';
 import { runPhases } from './scenarios/phases.scenario';
 import { runScaleOut } from './scenarios/scale-out.scenario';
@@ -24,7 +23,6 @@ import { runTenancy } from './scenarios/tenancy.scenario';
 
 const SCENARIOS: Record<ScenarioName, Scenario> = {
   storm: runStorm,
-  crash: runCrash,
   outage: runOutage,
   tenancy: runTenancy,
   phases: runPhases,

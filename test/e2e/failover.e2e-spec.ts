@@ -146,6 +146,7 @@ async function send(rig: Rig, key: string, body = { amount: 500 }, path = '/paym
       status: response.status,
       contentType: response.headers['content-type'],
       replayed: response.headers['idempotent-replayed'] === 'true',
+      retryAfter: response.headers['retry-after'],
       body: response.text,
     },
   );

@@ -23,7 +23,13 @@ function cleanHistory(): HistoryEvent[] {
   return [
     { type: 'handler-start', key: 'k1', run: 'r1', instance: 'a', requestHash: 'body-a', at: 10 },
     { type: 'provider-charge', derivedKey: 'k1/charge', created: true, at: 20 },
-    answer(25, { client: 'c2', status: 409, code: 'idempotency_key_in_use', answerHash: 'x' }),
+    answer(25, {
+      client: 'c2',
+      status: 409,
+      code: 'idempotency_key_in_use',
+      retryAfter: '1',
+      answerHash: 'x',
+    }),
     { type: 'effect', key: 'k1', at: 30 },
     { type: 'handler-end', run: 'r1', at: 40 },
     answer(50),
@@ -129,7 +135,12 @@ describe('the history checker', () => {
   });
 
   it('finds a key refused as outstanding past the bound after its owner was killed', () => {
-    const inUse = { status: 409, code: 'idempotency_key_in_use', answerHash: 'x' } as const;
+    const inUse = {
+      status: 409,
+      code: 'idempotency_key_in_use',
+      retryAfter: '1',
+      answerHash: 'x',
+    } as const;
     const history: HistoryEvent[] = [
       { type: 'handler-start', key: 'k2', run: 'r3', instance: 'a', requestHash: 'b', at: 0 },
       { type: 'kill', instance: 'a', at: 100 },
@@ -147,7 +158,13 @@ describe('the history checker', () => {
   it('does not blame a wait on a handler that is still running', () => {
     const history: HistoryEvent[] = [
       { type: 'handler-start', key: 'k3', run: 'r5', instance: 'a', requestHash: 'b', at: 0 },
-      answer(5_000, { key: 'k3', status: 409, code: 'idempotency_key_in_use', startedAt: 4_900 }),
+      answer(5_000, {
+        key: 'k3',
+        status: 409,
+        code: 'idempotency_key_in_use',
+        retryAfter: '1',
+        startedAt: 4_900,
+      }),
       { type: 'handler-end', run: 'r5', at: 6_000 },
       answer(6_100, { key: 'k3', requestHash: 'b' }),
     ];
@@ -157,7 +174,12 @@ describe('the history checker', () => {
   it('finds a key no client ever saw a final answer for', () => {
     const history = [
       ...cleanHistory(),
-      answer(200, { key: 'k4', status: 503, code: 'idempotency_store_unavailable' }),
+      answer(200, {
+        key: 'k4',
+        status: 503,
+        code: 'idempotency_store_unavailable',
+        retryAfter: '1',
+      }),
     ];
     expect(rulesOf(history)).toEqual(['settles: no client ever saw a final answer']);
   });
@@ -167,5 +189,31 @@ describe('the history checker', () => {
     expect(rulesOf(lost)).toEqual(['jobs: a staged job was never delivered']);
     const twice = [...cleanHistory(), { type: 'job-effect', job: 'j1', at: 97 } as const];
     expect(rulesOf(twice)).toEqual(["jobs: a staged job's effect was applied 2 times"]);
+  });
+
+  it('finds a refusal without Retry-After, and a 409 that is not idempotency_key_in_use', () => {
+    const bare = [
+      ...cleanHistory(),
+      answer(26, { client: 'c3', status: 503, code: 'idempotency_store_unavailable' }),
+    ];
+    expect(rulesOf(bare)).toEqual([
+      'refusals: 503 idempotency_store_unavailable without a Retry-After of whole seconds (undefined)',
+    ]);
+    const dated = [
+      ...cleanHistory(),
+      answer(26, {
+        client: 'c3',
+        status: 409,
+        code: 'idempotency_key_in_use',
+        retryAfter: 'Wed, 02 Dec 2026 15:00:00 GMT',
+      }),
+    ];
+    expect(rulesOf(dated)).toEqual([
+      'refusals: 409 idempotency_key_in_use without a Retry-After of whole seconds (Wed, 02 Dec 2026 15:00:00 GMT)',
+    ]);
+    const plain = [...cleanHistory(), answer(26, { client: 'c3', status: 409, code: undefined })];
+    expect(rulesOf(plain)).toEqual([
+      'refusals: 409 that is not idempotency_key_in_use problem+json (code undefined)',
+    ]);
   });
 });

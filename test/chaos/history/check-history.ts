@@ -8,7 +8,7 @@ import type {
 
 /** A broken promise, with the events that prove it. */
 export interface Violation {
-  rule: 'one-effect' | 'replay-equal' | 'no-contradiction' | 'settles' | 'jobs';
+  rule: 'one-effect' | 'replay-equal' | 'no-contradiction' | 'settles' | 'jobs' | 'refusals';
   subject: string;
   message: string;
   events: HistoryEvent[];
@@ -229,6 +229,38 @@ function checkJobs(history: HistoryEvent[]): Violation[] {
   return violations;
 }
 
+/** The library's refusals that ask the client to come back: each must say when. */
+const RETRY_LATER = new Set([
+  'idempotency_key_in_use',
+  'idempotency_store_unavailable',
+  'idempotency_retry_later',
+]);
+
+/**
+ * Every refusal is one a client can act on: a 409 is `idempotency_key_in_use` problem+json, and
+ * each refusal that asks for a retry (in use, store unavailable, retry later) has a `Retry-After`
+ * of whole seconds, so clients back off instead of hammering a key or a database that is down.
+ */
+function checkRefusals(answers: AnswerEvent[]): Violation[] {
+  const violations: Violation[] = [];
+  for (const answer of answers) {
+    const problem =
+      answer.status === 409 && answer.code !== 'idempotency_key_in_use'
+        ? `409 that is not idempotency_key_in_use problem+json (code ${answer.code})`
+        : RETRY_LATER.has(answer.code ?? '') && !/^\d+$/.test(answer.retryAfter ?? '')
+          ? `${answer.status} ${answer.code} without a Retry-After of whole seconds (${answer.retryAfter})`
+          : undefined;
+    if (problem)
+      violations.push({
+        rule: 'refusals',
+        subject: answer.key,
+        message: problem,
+        events: [answer],
+      });
+  }
+  return violations;
+}
+
 /** Reads a run's history and returns every violation of the promise, with its evidence. */
 export function checkHistory(history: HistoryEvent[], options: CheckOptions): Violation[] {
   const answers = ofType(history, 'answer');
@@ -239,5 +271,6 @@ export function checkHistory(history: HistoryEvent[], options: CheckOptions): Vi
     ...checkContradictions(history, answers, first),
     ...checkSettling(history, answers, first, options),
     ...checkJobs(history),
+    ...checkRefusals(answers),
   ];
 }

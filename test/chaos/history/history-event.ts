@@ -28,6 +28,8 @@ export interface AnswerEvent {
   /** The problem+json `code`, when the answer was one. */
   code?: string;
   replayed: boolean;
+  /** The `Retry-After` header, when the answer had one. */
+  retryAfter?: string;
   /** SHA-256 of status, content type and body as the client received them. */
   answerHash?: string;
 }

@@ -8,6 +8,7 @@ export interface ClientAnswer {
   status?: number;
   contentType?: string;
   replayed?: boolean;
+  retryAfter?: string;
   body?: Buffer | string;
 }
 
@@ -53,6 +54,7 @@ export class HistoryRecorder {
       status: got.status,
       code,
       replayed: got.replayed ?? false,
+      ...(got.retryAfter === undefined ? {} : { retryAfter: got.retryAfter }),
       answerHash:
         got.status === undefined
           ? undefined

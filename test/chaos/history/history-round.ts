@@ -95,6 +95,7 @@ function startProxies(ledger: Ledger, instances: HistoryInstances, rate: number)
                   status: answer.status,
                   contentType: answer.headers['content-type'],
                   replayed: answer.headers['idempotent-replayed'] === 'true',
+                  retryAfter: answer.headers['retry-after'],
                   body: answer.body,
                 }
               : {},

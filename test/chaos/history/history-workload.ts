@@ -77,6 +77,7 @@ export async function postRecorded(
       status: response.status,
       contentType: response.headers.get('content-type') ?? undefined,
       replayed: response.headers.get('idempotent-replayed') === 'true',
+      retryAfter: response.headers.get('retry-after') ?? undefined,
       body: bytes,
     });
     return response.status;
