@@ -20,7 +20,7 @@ import type {
 // (and the package root) imports them from.
 export { DEFAULT_IDEMPOTENCY_OPTIONS } from './default-options';
 export { checkBoolean, checkNumber, checkRange } from './option-checks';
-export { limit, OPTION_LIMITS } from './option-limits';
+export { count, OPTION_LIMITS, seconds } from './option-limits';
 export type { IdempotencyLimitedOption, IdempotencyOptionLimit } from './option-limits';
 export { switchableSection, validateRouteOptions, withoutUndefined } from './option-validation';
 export { check, flattenOptionGroups, optionPlace } from './option-groups';

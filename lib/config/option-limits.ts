@@ -20,19 +20,14 @@ export interface IdempotencyOptionLimit {
   readonly note?: string;
 }
 
-/** Freezes a range. Internal. */
-export function limit(spec: IdempotencyOptionLimit): IdempotencyOptionLimit {
-  return Object.freeze(spec);
+/** A range of seconds, fractions accepted. Internal. */
+export function seconds(min: number, max: number, example: number, note?: string) {
+  return Object.freeze({ min, max, integer: false, unit: 'seconds', example, note });
 }
 
-/** A range of seconds, fractions accepted. */
-function seconds(min: number, max: number, example: number, note?: string) {
-  return limit({ min, max, integer: false, unit: 'seconds', example, note });
-}
-
-/** A range of whole `unit`s. */
-function count(min: number, max: number, unit: string, example: number, note?: string) {
-  return limit({ min, max, integer: true, unit, example, note });
+/** A range of whole `unit`s. Internal. */
+export function count(min: number, max: number, unit: string, example: number, note?: string) {
+  return Object.freeze({ min, max, integer: true, unit, example, note });
 }
 
 const { request, execution, wait, responses, errors, purge, replayCache } =

@@ -40,15 +40,15 @@ export const PROBLEMS: Record<IdempotencyErrorCode, { status: number; title: str
     status: 409,
     title: 'The operation for this Idempotency-Key was abandoned',
   },
-  idempotency_record_unreadable: { status: 500, title: 'Idempotency record cannot be read' },
-  idempotency_operation_input_invalid: {
-    status: 400,
-    title: 'The operation input cannot be stored',
-  },
   idempotency_operation_unavailable: {
     status: 500,
     title: 'Idempotency operation is misconfigured',
   },
+  idempotency_operation_input_invalid: {
+    status: 400,
+    title: 'The operation input cannot be stored',
+  },
+  idempotency_record_unreadable: { status: 500, title: 'Idempotency record cannot be read' },
   idempotency_request_too_large: {
     status: 413,
     title: 'Request body is too large for an Idempotency-Key',

@@ -3,7 +3,7 @@ import type { ModulesContainer } from '@nestjs/core';
 import { DEFAULT_IDEMPOTENCY_OPTIONS } from '../config/idempotency.defaults';
 import type { ResolvedIdempotencyOptions } from '../interfaces/idempotency-module-options.interface';
 import { controllersOf } from '../openapi/idempotency-openapi';
-import { idempotentRoutesOf } from './idempotent-routes';
+import { idempotentRoutesOf } from '../decorators/idempotent-routes';
 
 /** Token of the provider that logs the bootstrap warnings (shared scope, safe methods). */
 export const IDEMPOTENCY_BOOTSTRAP_WARNINGS = Symbol('IDEMPOTENCY_BOOTSTRAP_WARNINGS');

@@ -4,15 +4,14 @@ import type { ModulesContainer } from '@nestjs/core';
 import type * as Swagger from '@nestjs/swagger';
 import { loadOptionalPeer } from '../utils/load-optional-peer';
 import { markCoveredControllers } from '../decorators/handler-start';
-import { isIdempotencySkipped } from '../decorators/skip-idempotency.decorator';
-import { IDEMPOTENT_CLASS_METADATA, IDEMPOTENT_METADATA } from '../config/idempotency.constants';
+import { idempotentRoutesOf } from '../decorators/idempotent-routes';
+import type { IdempotentRouteDeclaration } from '../decorators/idempotent-routes';
 import { mergeRouteOptions } from '../config/idempotency.defaults';
 import { keySourceOf } from '../decorators/idempotency-key-source';
 import { IDEMPOTENCY_OPTIONS } from '../config/idempotency.tokens';
 import { pluginResponseOf } from '../internals/swagger-plugin-response';
 import type {
   ResolvedIdempotencyRouteOptions,
-  FlatIdempotencyRouteOptions,
   ResolvedIdempotencyOptions,
 } from '../interfaces/idempotency-module-options.interface';
 import { requestParameters, successHeaders } from './openapi-headers';
@@ -29,9 +28,6 @@ type NestModule = ModulesContainer extends Map<string, infer M> ? M : never;
 
 type Controller = abstract new (...args: any[]) => unknown;
 
-/** Route options as `@Idempotent()` leaves them on a class or a handler, when it does. */
-type OptionsOnTarget = FlatIdempotencyRouteOptions | undefined;
-
 /** Injection token of the provider that documents the routes (its value is not used). */
 export const IDEMPOTENCY_OPENAPI = Symbol('IDEMPOTENCY_OPENAPI');
 
@@ -43,11 +39,7 @@ const UNDOCUMENTED_METHODS = new Set<number>([
   RequestMethod.ALL,
 ]);
 
-/** Nest's metadata keys for a route handler (`@nestjs/common/constants`, stable across 11/12). */
-const METHOD_METADATA = 'method';
-
-const PATH_METADATA = 'path';
-
+/** Nest's metadata key for `@HttpCode()` (`@nestjs/common/constants`, stable across 11/12). */
 const HTTP_CODE_METADATA = '__httpCode__';
 
 /** A handler's own swagger metadata before the library documented it, by metadata key. */
@@ -109,17 +101,15 @@ export async function documentIdempotentRoutes(
       route.handler,
       new Map(keys.map((k) => [k, Reflect.getOwnMetadata(k, route.handler)])),
     );
-    document(swagger, model, route, mergeRouteOptions(options, ...route.options), options);
+    const merged = mergeRouteOptions(options, route.onClass, route.onHandler);
+    document(swagger, model, route, merged, options);
   }
   return writes;
 }
 
-interface Route {
+/** A documented route: an idempotent one with an unsafe method, and its controller. */
+interface Route extends IdempotentRouteDeclaration {
   controller: Controller;
-  name: string | symbol;
-  handler: Handler;
-  /** Class then handler options. */
-  options: [OptionsOnTarget, OptionsOnTarget];
 }
 
 /**
@@ -127,29 +117,9 @@ interface Route {
  * that `@Idempotent()` covers.
  */
 function routesOf(controller: Controller): Route[] {
-  const routes: Route[] = [];
-  const seen = new Set<string | symbol>(['constructor']);
-  const onClass: OptionsOnTarget = Reflect.getMetadata(IDEMPOTENT_CLASS_METADATA, controller);
-  for (let p = controller.prototype; p && p !== Object.prototype; p = Object.getPrototypeOf(p)) {
-    for (const name of Reflect.ownKeys(p)) {
-      if (seen.has(name)) continue;
-      seen.add(name);
-      const handler = Object.getOwnPropertyDescriptor(p, name)?.value;
-      if (typeof handler !== 'function') continue;
-      if (Reflect.getMetadata(PATH_METADATA, handler) === undefined) continue;
-      const method: number | undefined = Reflect.getMetadata(METHOD_METADATA, handler);
-      const onHandler: OptionsOnTarget = Reflect.getMetadata(IDEMPOTENT_METADATA, handler);
-      if (
-        method !== undefined &&
-        !UNDOCUMENTED_METHODS.has(method) &&
-        (onHandler !== undefined || onClass !== undefined) &&
-        !isIdempotencySkipped(handler)
-      ) {
-        routes.push({ controller, name, handler, options: [onClass, onHandler] });
-      }
-    }
-  }
-  return routes;
+  return idempotentRoutesOf(controller)
+    .filter((route) => !UNDOCUMENTED_METHODS.has(route.method))
+    .map((route) => ({ ...route, controller }));
 }
 
 /**
@@ -244,9 +214,8 @@ function document(
  * skips the plugin's declaration once a handler has responses).
  */
 function successOf(route: Route): Record<string, Record<string, any>> {
-  const method = Reflect.getMetadata(METHOD_METADATA, route.handler);
   const status: number =
     Reflect.getMetadata(HTTP_CODE_METADATA, route.handler) ??
-    (method === RequestMethod.POST ? 201 : 200);
+    (route.method === RequestMethod.POST ? 201 : 200);
   return { [status]: { description: '', ...pluginResponseOf(route.controller, route.name) } };
 }

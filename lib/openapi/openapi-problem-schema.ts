@@ -1,5 +1,5 @@
 import type * as Swagger from '@nestjs/swagger';
-import type { IdempotencyErrorCode } from '../errors/idempotency-error-codes';
+import { PROBLEMS, type IdempotencyErrorCode } from '../errors/idempotency-error-codes';
 
 // The shared problem+json schema that the documented 4xx and 5xx answers refer to.
 
@@ -8,31 +8,8 @@ type SwaggerApi = typeof Swagger;
 /** Name of the shared problem+json schema in `components.schemas`. */
 export const IDEMPOTENCY_PROBLEM_SCHEMA = 'IdempotencyProblem';
 
-/**
- * Every stable error code, for the schema's enum. A `Record` over the union, so the compiler
- * refuses this list when a code is added to or removed from `IdempotencyErrorCode`.
- */
-const CODES: Record<IdempotencyErrorCode, true> = {
-  idempotency_key_missing: true,
-  idempotency_key_invalid: true,
-  idempotency_key_reused: true,
-  idempotency_key_in_use: true,
-  idempotency_store_unavailable: true,
-  idempotency_body_unreadable: true,
-  idempotency_scope_invalid: true,
-  idempotency_scope_missing: true,
-  idempotency_transaction_unavailable: true,
-  idempotency_retry_later: true,
-  idempotency_operation_abandoned: true,
-  idempotency_operation_unavailable: true,
-  idempotency_operation_input_invalid: true,
-  idempotency_record_unreadable: true,
-  idempotency_request_too_large: true,
-  idempotency_response_not_stored: true,
-  idempotency_webhook_signature_invalid: true,
-};
-
-export const IDEMPOTENCY_ERROR_CODES = Object.keys(CODES) as IdempotencyErrorCode[];
+/** Every stable error code, for the schema's enum: the keys of `PROBLEMS`, in its order. */
+export const IDEMPOTENCY_ERROR_CODES = Object.keys(PROBLEMS) as IdempotencyErrorCode[];
 
 let problemModel: { api: SwaggerApi; model: abstract new () => unknown } | undefined;
 

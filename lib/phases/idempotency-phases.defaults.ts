@@ -1,7 +1,8 @@
 import {
   check,
   checkNumber,
-  limit,
+  count,
+  seconds,
   switchableSection,
   withoutUndefined,
 } from '../config/idempotency.defaults';
@@ -34,14 +35,6 @@ export const DEFAULT_IDEMPOTENCY_PHASES_OPTIONS: Readonly<ResolvedIdempotencyPha
       maxBackoffSeconds: 600,
     }),
   });
-
-function seconds(min: number, max: number, example: number, note?: string): IdempotencyOptionLimit {
-  return limit({ min, max, integer: false, unit: 'seconds', example, note });
-}
-
-function count(min: number, max: number, unit: string, example: number): IdempotencyOptionLimit {
-  return limit({ min, max, integer: true, unit, example });
-}
 
 const { completer, jobs, ...phases } = DEFAULT_IDEMPOTENCY_PHASES_OPTIONS;
 const INTERVAL = 'Longer periods overflow setInterval (2^31-1 ms).';

@@ -71,3 +71,9 @@ export function claimedOf(result: ClaimResult): { recordId: string; attempt: num
   }
   return result;
 }
+
+/** The replay of a claim that must find the record completed. */
+export function completedOf(result: ClaimResult): Extract<ClaimResult, { outcome: 'completed' }> {
+  if (result.outcome !== 'completed') throw new Error(`expected a replay, got ${result.outcome}`);
+  return result;
+}

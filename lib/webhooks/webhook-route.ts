@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import type { InjectionToken } from '@nestjs/common';
 import { IdempotencyConfigurationError } from '../config/idempotency-configuration.error';
-import { checkNumber, limit } from '../config/idempotency.defaults';
+import { checkNumber, seconds } from '../config/idempotency.defaults';
 import { DEFAULT_IDEMPOTENCY_WEBHOOK_OPTIONS } from './idempotent-webhook.options';
 import type {
   IdempotencyWebhookEvent,
@@ -29,14 +29,12 @@ export interface ResolvedWebhookRoute {
 
 const HEADER = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
 const PROVIDER = /^[A-Za-z0-9._-]{1,100}$/;
-const TOLERANCE = limit({
-  min: 1,
-  max: 86_400,
-  integer: false,
-  unit: 'seconds',
-  example: DEFAULT_IDEMPOTENCY_WEBHOOK_OPTIONS.toleranceSeconds,
-  note: 'A delivery signed longer ago than this is refused as a replay.',
-});
+const TOLERANCE = seconds(
+  1,
+  86_400,
+  DEFAULT_IDEMPOTENCY_WEBHOOK_OPTIONS.toleranceSeconds,
+  'A delivery signed longer ago than this is refused as a replay.',
+);
 
 function fail(provider: unknown, option: string, fix: string): never {
   throw new IdempotencyConfigurationError(

@@ -2,7 +2,7 @@ import type { ModuleRef } from '@nestjs/core';
 import { getDataSourceToken } from '@nestjs/typeorm';
 import type { DataSource } from 'typeorm';
 import { IdempotencyConfigurationError } from '../../config/idempotency-configuration.error';
-import { check, checkBoolean, checkNumber, limit } from '../../config/idempotency.defaults';
+import { check, checkBoolean, checkNumber, seconds } from '../../config/idempotency.defaults';
 import type { IdempotencyStoreFactory } from '../idempotency-store.factory';
 import { TypeOrmIdempotencyStore } from './typeorm-idempotency.store';
 import { DEFAULT_TYPEORM_STORE_OPTIONS } from './typeorm-store.defaults';
@@ -49,13 +49,7 @@ export interface IdempotencyTypeOrmStoreOptions {
 
 const TABLE_NAME = /^([a-z_][a-z0-9_]{0,62}\.)?[a-z_][a-z0-9_]{0,62}$/;
 
-const TIMEOUT = limit({
-  min: 0.05,
-  max: 300,
-  integer: false,
-  unit: 'seconds',
-  example: DEFAULT_TYPEORM_STORE_OPTIONS.timeoutSeconds,
-});
+const TIMEOUT = seconds(0.05, 300, DEFAULT_TYPEORM_STORE_OPTIONS.timeoutSeconds);
 
 /**
  * The TypeORM store for the module's `store` option: PostgreSQL through the application's

@@ -1,7 +1,7 @@
 import { RequestMethod } from '@nestjs/common';
-import { methodsOf } from '../decorators/handler-start';
-import { idempotentOptionsOf } from '../decorators/idempotency-route-options.resolver';
-import { isIdempotencySkipped } from '../decorators/skip-idempotency.decorator';
+import { methodsOf } from './handler-start';
+import { idempotentOptionsOf } from './idempotency-route-options.resolver';
+import { isIdempotencySkipped } from './skip-idempotency.decorator';
 import { IDEMPOTENT_CLASS_METADATA, IDEMPOTENT_METADATA } from '../config/idempotency.constants';
 import type { FlatIdempotencyRouteOptions } from '../interfaces/idempotency-module-options.interface';
 
@@ -11,6 +11,10 @@ const METHOD_METADATA = 'method';
 
 /** A route a controller serves that `@Idempotent()` names, on its class or its handler. */
 export interface IdempotentRouteDeclaration {
+  /** The handler's property name on the controller. */
+  name: string | symbol;
+  /** The handler, the controller's own or the one it inherits. */
+  handler: (...args: unknown[]) => unknown;
   /** The route's method, as Nest's `RequestMethod`. */
   method: RequestMethod;
   /** Where it is served, as `METHOD /path`, one entry per path. */
@@ -23,7 +27,7 @@ export interface IdempotentRouteDeclaration {
 
 /**
  * The routes of a controller (own and inherited) that carry `@Idempotent()` on the class or the
- * handler, for the warnings given at bootstrap. A handler under `@SkipIdempotency()` is left out.
+ * handler, for the warnings given at bootstrap and the OpenAPI documentation. A handler under `@SkipIdempotency()` is left out.
  * @param controller - a controller class
  */
 export function idempotentRoutesOf(
@@ -31,13 +35,13 @@ export function idempotentRoutesOf(
 ): IdempotentRouteDeclaration[] {
   const onClass = idempotentOptionsOf(IDEMPOTENT_CLASS_METADATA, controller);
   const routes: IdempotentRouteDeclaration[] = [];
-  for (const [, { value: handler }] of methodsOf(controller)) {
+  for (const [name, { value: handler }] of methodsOf(controller)) {
     if (isIdempotencySkipped(handler)) continue;
     const method: RequestMethod | undefined = Reflect.getMetadata(METHOD_METADATA, handler);
     const onHandler = idempotentOptionsOf(IDEMPOTENT_METADATA, handler);
     if (method === undefined || (!onClass && !onHandler)) continue;
     const labels = pathsOf(controller, handler).map((path) => `${RequestMethod[method]} ${path}`);
-    routes.push({ method, labels, onClass, onHandler });
+    routes.push({ name, handler, method, labels, onClass, onHandler });
   }
   return routes;
 }
