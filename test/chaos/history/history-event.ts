@@ -27,6 +27,8 @@ export interface AnswerEvent {
   status?: number;
   /** The problem+json `code`, when the answer was one. */
   code?: string;
+  /** A 5xx without a `code` (an error nothing mapped): the start of its body, for the report. */
+  uncoded?: string;
   replayed: boolean;
   /** SHA-256 of status, content type and body as the client received them. */
   answerHash?: string;

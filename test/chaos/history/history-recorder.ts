@@ -53,6 +53,10 @@ export class HistoryRecorder {
       status: got.status,
       code,
       replayed: got.replayed ?? false,
+      uncoded:
+        got.status !== undefined && got.status >= 500 && !code
+          ? (body?.toString('utf8').slice(0, 200) ?? '')
+          : undefined,
       answerHash:
         got.status === undefined
           ? undefined
