@@ -182,18 +182,24 @@ export type IdempotencyEvent =
       /** Which event this is. */
       type: 'job_delivered';
     } & JobEvent)
-  /**
-   * A delivery failed; the job is retried later, or is now dead (see `listDeadJobs()`). One
-   * exception: with `error` an `IdempotencyCommitUnconfirmedError`, the delivery's commit stands
-   * on the primary without the synchronous standby's confirmation, so nothing retries it there;
-   * a failover to a standby that missed it delivers it once more (docs/running-in-production.md).
-   */
+  /** A delivery failed; the job is retried later, or is now dead (see `listDeadJobs()`). */
   | ({
       /** Which event this is. */
       type: 'job_failed';
       /** Whether no attempts are left: the job is kept for a human. */
       dead: boolean;
       /** What the handler threw, or the timeout. */
+      error: unknown;
+    } & JobEvent)
+  /**
+   * A delivery's commit stands on the primary without its synchronous standby's confirmation
+   * (`error`, an `IdempotencyCommitUnconfirmedError`): nothing retries it there, and a failover to
+   * a standby that missed it delivers it once more (docs/running-in-production.md).
+   */
+  | ({
+      /** Which event this is. */
+      type: 'job_unconfirmed';
+      /** What the commit threw. */
       error: unknown;
     } & JobEvent)
   /**

@@ -4,6 +4,7 @@ import { idempotencyRunScopes } from '../context/idempotency-run-scope';
 import type { IdempotencyRunScope } from '../context/idempotency-run-scope';
 import { IdempotencyProblemException } from '../errors/idempotency-problem.exception';
 import { isCommitUnconfirmed } from '../storage/commit-unconfirmed.error';
+import { isDatabaseUnavailable } from '../storage/typeorm/database-unavailable';
 import type { ResponseSink } from '../http/response-sink.interface';
 import type { ResolvedIdempotencyRouteOptions } from '../interfaces/idempotency-module-options.interface';
 import type {
@@ -121,7 +122,10 @@ export class IdempotencyExecution extends ExecutionStoreSteps implements Respons
             last = value;
             subscriber.next(value);
           },
-          error: (error) => void this.settleFailure(error).then(() => subscriber.error(error)),
+          error: (error) => {
+            const thrown = this.failClosed(error);
+            void this.settleFailure(error).then(() => subscriber.error(thrown));
+          },
           complete: () => {
             this.settle({ kind: 'value', value: last });
             subscriber.complete();
@@ -166,6 +170,16 @@ export class IdempotencyExecution extends ExecutionStoreSteps implements Respons
       'Could not write the response of an idempotent request; the client got a 500',
       error as Error,
     );
+  }
+
+  /**
+   * A handler that threw because its run's transaction lost its connection (cut, failover) met
+   * an unreachable store: 503 `idempotency_store_unavailable`, as for a claim, not a bare 500.
+   */
+  private failClosed(error: unknown): unknown {
+    if (this.run.completion !== 'transaction' || !isDatabaseUnavailable(error)) return error;
+    this.deps.events.emit({ type: 'store_error', operation: 'transaction', error });
+    return IdempotencyProblemException.storeUnavailable(this.route.retryAfterSeconds);
   }
 
   /** The handler threw: its writes are rolled back before anything answers its client. */

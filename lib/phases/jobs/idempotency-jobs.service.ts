@@ -11,6 +11,7 @@ import { IdleBackoff } from '../../scheduling/idle-backoff';
 import { PeriodicTask } from '../../scheduling/periodic-task';
 import type { IdempotencyStoreCapabilities } from '../../storage/idempotency-store.capabilities';
 import type { PeriodicRunOutcome } from '../../scheduling/periodic-task';
+import { isCommitUnconfirmed } from '../../storage/commit-unconfirmed.error';
 import { jobErrorText } from './job-error-text';
 import { untilAborted } from '../operation-step-support';
 import type { DeadJob, StagedJob } from './staged-job.interface';
@@ -18,7 +19,7 @@ import type { ClaimedJob, JobDelivery, StagedJobStore } from './staged-job.store
 
 /** What one drain did. */
 export interface DrainSummary {
-  /** Jobs delivered (and deleted). */
+  /** Jobs delivered (and deleted), those whose commit was unconfirmed (`job_unconfirmed`) included. */
   delivered: number;
   /** Deliveries that failed, timed out included. */
   failed: number;
@@ -174,7 +175,11 @@ export class IdempotencyJobs implements OnApplicationBootstrap, OnApplicationShu
       await delivery.commit();
     } catch (error) {
       await delivery?.rollback().catch(() => undefined);
-      return this.failed(store, job, error, run);
+      if (!isCommitUnconfirmed(error)) return this.failed(store, job, error, run);
+      // Delivered and deleted on the primary; its synchronous standby did not confirm it.
+      run.delivered++;
+      this.events.emit({ type: 'job_unconfirmed', ...this.describe(job), error });
+      return;
     }
     run.delivered++;
     this.events.emit({ type: 'job_delivered', ...this.describe(job) });

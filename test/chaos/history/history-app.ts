@@ -9,7 +9,7 @@
  * killed the next instant.
  */
 import { createHash } from 'node:crypto';
-import { Body, Controller, Get, Inject, Post } from '@nestjs/common';
+import { Body, ConsoleLogger, Controller, Get, Inject, Post } from '@nestjs/common';
 import { Idempotent, IdempotencyContext, IdempotencyEvents } from '../../../lib';
 import type { TestDatabase } from '../../fixtures/database';
 import { createTestApp } from '../../fixtures/test-app';
@@ -114,6 +114,8 @@ async function main(): Promise<void> {
       migrations: [CreateJobEffects1764028800101, CreateWebhookEffects1764028800102],
       // The webhook route checks its signature over the raw body.
       rawBody: true,
+      // Errors on stderr: the run reads the exception handler's, the cause of a 5xx with no code.
+      logger: new ConsoleLogger({ logLevels: ['error'] }),
       module: {
         replayCache: false,
         execution: { lockTimeoutSeconds: Number(process.env.IDEMPOTENCY_LOCK_TIMEOUT_SECONDS) },

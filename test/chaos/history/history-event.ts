@@ -27,6 +27,8 @@ export interface AnswerEvent {
   status?: number;
   /** The problem+json `code`, when the answer was one. */
   code?: string;
+  /** A 5xx without a `code` (an error nothing mapped): the start of its body, for the report. */
+  uncoded?: string;
   replayed: boolean;
   /** The `Retry-After` header, when the answer had one. */
   retryAfter?: string;

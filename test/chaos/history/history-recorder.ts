@@ -55,6 +55,10 @@ export class HistoryRecorder {
       code,
       replayed: got.replayed ?? false,
       ...(got.retryAfter === undefined ? {} : { retryAfter: got.retryAfter }),
+      uncoded:
+        got.status !== undefined && got.status >= 500 && !code
+          ? (body?.toString('utf8').slice(0, 200) ?? '')
+          : undefined,
       answerHash:
         got.status === undefined
           ? undefined

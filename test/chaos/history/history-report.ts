@@ -16,13 +16,15 @@ export interface HistorySummary {
   durationMs: number;
 }
 
-/** Answers by status (`r201` a replay, `err` no answer), as the chaos run counts them. */
+/**
+ * Answers by status (`r201` a replay, `err` no answer), as the chaos run counts them; a 5xx
+ * names its problem+json code, or `no code` (an error nothing mapped, listed on its own line).
+ */
 export function countStatuses(history: HistoryEvent[]): Record<string, number> {
   const statuses: Record<string, number> = {};
   for (const event of history) {
     if (event.type !== 'answer') continue;
-    // A 5xx names its code: 503 is the store refusing, anything else is worth a look.
-    const code = event.status !== undefined && event.status >= 500 && event.code;
+    const code = event.uncoded !== undefined ? 'no code' : event.status! >= 500 && event.code;
     const label =
       event.status === undefined
         ? 'err'
@@ -78,6 +80,9 @@ export function formatSummary(summary: HistorySummary, evidencePerRule = Infinit
   const { runs, rerunKeys } = countRuns(summary.history);
   const jobs = countJobs(summary.history);
   const lockLost = summary.history.filter((event) => event.type === 'lock-lost').length;
+  const uncoded = summary.history.flatMap((event) =>
+    event.type === 'answer' && event.uncoded !== undefined ? [event] : [],
+  );
   const lines = [
     `replication:  ${summary.replication}`,
     `keys:         ${summary.counts.keys}`,
@@ -97,6 +102,10 @@ export function formatSummary(summary: HistorySummary, evidencePerRule = Infinit
         : ''
     }`,
     `not stored:   ${summary.notStored.size} keys whose final answer the library could not store (logged, sent all the same)`,
+    `no code:      ${uncoded.length} 5xx answers without a problem+json code (an error nothing mapped; the apps' logged errors are in the run's log)`,
+    ...uncoded
+      .slice(0, evidencePerRule)
+      .map((event) => `    ${event.key} (${event.client}): ${event.status} ${event.uncoded}`),
     `duration:     ${(summary.durationMs / 1000).toFixed(1)} s`,
   ];
   const shown: Record<string, number> = {};

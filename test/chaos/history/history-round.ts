@@ -162,6 +162,8 @@ export async function runRound(
     await recordEffects(ledger, pair);
     await recordJobs(ledger, pair, keys);
     for (const exit of instances.unexpectedExits) log(`unexpected exit: ${exit}`);
+    // What the apps' exception handler logged: the cause of any 5xx without a code.
+    for (const error of instances.cluster.unhandledErrors()) log(`the apps logged ${error}`);
     log(`round ${round}: probed every key`);
   } finally {
     await instances?.stopAll();
