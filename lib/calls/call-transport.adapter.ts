@@ -5,6 +5,7 @@ import type { IdempotencyExecution } from '../execution/idempotency-execution';
 import type { IdempotencyCallInput, IdempotencyTransport } from '../execution/idempotency-runner';
 import type { StoredResponse } from '../interfaces/idempotency-record.interface';
 import { fingerprintWithin } from '../execution/request-fingerprint';
+import { IdempotencyProblemException } from '../errors/idempotency-problem.exception';
 import type { OutgoingResponse } from '../utils/response-bytes';
 import type { IdempotencyCallTransport } from './idempotency-call-transport';
 
@@ -64,7 +65,12 @@ function run(
     let last: unknown;
     execution.handle(next).subscribe({
       next: (value) => (last = value),
-      error: (error) => void execution.giveBack().then(() => subscriber.error(error)),
+      // A run the store failed under (its transaction's connection cut) is refused in the
+      // transport's own form; the handler's own errors pass as they are.
+      error: (error) =>
+        void execution
+          .giveBack()
+          .then(() => subscriber.error(refusalOf(error, transport, context))),
       complete: () => {
         let outgoing: OutgoingResponse;
         try {
@@ -84,6 +90,17 @@ function run(
       },
     });
   });
+}
+
+/** The library's refusal of a run that started, as its transport renders it; else the error. */
+function refusalOf(
+  error: unknown,
+  transport: IdempotencyCallTransport,
+  context: ExecutionContext,
+): unknown {
+  return error instanceof IdempotencyProblemException
+    ? transport.refuse(error, context, true)
+    : error;
 }
 
 /** A handler's value as the response kept in its record: JSON, or no body for `undefined`. */

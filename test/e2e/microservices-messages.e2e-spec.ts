@@ -4,7 +4,8 @@
  * once (counted in rows and runs), whatever its style (a value, a promise, an observable,
  * transactional); concurrent duplicates run it once and get 409 `idempotency_key_in_use`; the
  * key with other data gets 422 `idempotency_key_reused`; a handler that throws gives the key
- * back; with the store unreachable nothing runs (503); the key can come from a header; plain
+ * back; with the store unreachable nothing runs (503), and a transactional run whose connection is
+ * cut is refused with 503 too and runs again on the next send; the key can come from a header; plain
  * `@Idempotent()` on a message handler refuses. Every error is an `RpcException` whose error
  * is `{ status, code, title, detail }`.
  *
@@ -83,6 +84,22 @@ class ChargesHandlers {
     );
     if (charge.failFirst && this.probe.ran(name) === 1) throw new Error('ledger closed');
     return { refunded: charge.amount, run: this.probe.ran(name) };
+  }
+
+  @MessagePattern('charges.cut')
+  @IdempotentMessage({ execution: { transactional: true } })
+  async cut(@Payload() charge: Charge) {
+    const name = `cut:${charge.idempotencyKey}`;
+    this.probe.count(name);
+    const manager = this.idempotency.entityManager;
+    await manager.query('INSERT INTO charges (key, amount) VALUES ($1, $2)', [
+      charge.idempotencyKey,
+      charge.amount,
+    ]);
+    // The first run loses its transaction's connection, as a failover or a proxy reset does.
+    if (this.probe.ran(name) === 1)
+      await manager.query('SELECT pg_terminate_backend(pg_backend_pid())');
+    return { charged: charge.amount, run: this.probe.ran(name) };
   }
 
   @MessagePattern('charges.by-header')
@@ -318,6 +335,22 @@ describe('@IdempotentMessage() on @MessagePattern() handlers (RabbitMQ)', () => 
     ).toEqual(refunded);
     expect(await rows('r-1')).toEqual([-40]);
     expect(probe.ran('refund:r-1')).toBe(2);
+  });
+
+  it('transactional: a run whose connection is cut gets the message form of 503, and the retry runs', async () => {
+    const cut = await send('charges.cut', { idempotencyKey: 'c-1', amount: 70 });
+    expect(cut.error).toMatchObject({
+      status: 503,
+      code: 'idempotency_store_unavailable',
+      retryAfterSeconds: expect.any(Number),
+    });
+    expect(await rows('c-1')).toEqual([]);
+    expect(await completed('c-1')).toBe(0);
+    const retried = await send('charges.cut', { idempotencyKey: 'c-1', amount: 70 });
+    expect(retried).toEqual({ charged: 70, run: 2 });
+    expect(await send('charges.cut', { idempotencyKey: 'c-1', amount: 70 })).toEqual(retried);
+    expect(await rows('c-1')).toEqual([70]);
+    expect(probe.ran('cut:c-1')).toBe(2);
   });
 
   it('the key from a header (any case), with RmqRecordBuilder', async () => {
