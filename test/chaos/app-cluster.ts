@@ -149,12 +149,16 @@ export class AppCluster {
       lines.forEach((line, index) => {
         const match = /ERROR \[ExceptionsHandler\] (.*)$/.exec(line);
         if (!match) return;
-        // The first frame in the app or the library says who called the database.
+        // The first frame in the app (the sample app or a chaos app) or the library says who called.
         const frames: string[] = [];
         for (let next = index + 1; /^\s*at /.test(lines[next] ?? ''); next++) {
           frames.push(lines[next].trim());
         }
-        const site = frames.find((frame) => /\/(sample-app|lib)\//.test(frame)) ?? frames[0];
+        const site =
+          frames.find(
+            (frame) =>
+              /\/(sample-app|lib|test\/chaos)\//.test(frame) && !frame.includes('node_modules'),
+          ) ?? frames[0];
         const entry = `${match[1].trim()}${site ? ` (${site.replace(/^at /, '')})` : ''}`;
         counts.set(entry, (counts.get(entry) ?? 0) + 1);
       });
