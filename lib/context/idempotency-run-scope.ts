@@ -1,5 +1,6 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 import type { IdempotencyRun } from '../execution/idempotency-run';
+import { runScopeDisableOn } from '../internals/run-scope-disable';
 
 /** What the code running under a claimed record (a handler, an operation's steps) can reach. */
 export interface IdempotencyRunScope {
@@ -13,14 +14,15 @@ export interface IdempotencyRunScope {
 
 /**
  * Carries each live run's scope through the async calls of its handler (or its completer). A run
- * that ended is reached no more, even by code it left running. The storage stays on for the
- * process's life (docs/design/internals.md: turning it off between runs was measured). Internal.
+ * that ended is reached no more, even by code it left running. Where `run-scope-disable` is on,
+ * the storage (and Node's async hooks with it) is off while no run is live. Internal.
  */
 export class IdempotencyRunScopes {
   private readonly storage = new AsyncLocalStorage<IdempotencyRunScope>();
   /** Weak: a run whose handler never settles does not keep its objects alive. */
   private readonly live = new WeakSet<IdempotencyRunScope>();
   private liveCount = 0;
+  private readonly disabling = runScopeDisableOn();
 
   /** The scope of the run the caller's code belongs to, while that run is live. */
   current(): IdempotencyRunScope | undefined {
@@ -28,7 +30,7 @@ export class IdempotencyRunScopes {
     return scope !== undefined && this.live.has(scope) ? scope : undefined;
   }
 
-  /** Whether a run is live: none once every run ended (no run leaks). */
+  /** Whether a run is live: none once every run ended (no run leaks), and so the storage on. */
   get active(): boolean {
     return this.liveCount > 0;
   }
@@ -47,12 +49,12 @@ export class IdempotencyRunScopes {
   }
 
   /**
-   * Ends a run's scope: its code reaches it no more, wherever it still runs. Safe to call more
-   * than once, or for a scope never run.
+   * Ends a run's scope: its code reaches it no more, wherever it still runs. The last live run's
+   * end turns the storage off. Safe to call more than once, or for a scope never run.
    * @param scope - the run's scope
    */
   end(scope: IdempotencyRunScope): void {
-    if (this.live.delete(scope)) this.liveCount--;
+    if (this.live.delete(scope) && --this.liveCount === 0 && this.disabling) this.storage.disable();
   }
 }
 

@@ -1,4 +1,7 @@
-/** The run scopes: what a run's code reaches while the run is live, and nothing once it ended. */
+/**
+ * The run scopes: what a run's code reaches while the run is live, and nothing once it ended; the
+ * same with the storage turned off between runs (`run-scope-disable`) and on the plain path.
+ */
 import { IdempotencyRunScopes } from '../../lib/context/idempotency-run-scope';
 import type { IdempotencyRunScope } from '../../lib/context/idempotency-run-scope';
 import type { IdempotencyRun } from '../../lib/execution/idempotency-run';
@@ -11,11 +14,13 @@ const scopeOf = (name: string): IdempotencyRunScope => ({
 /** Resolves on the next macrotask, so a continuation really is a later async call. */
 const later = () => new Promise<void>((resolve) => setTimeout(resolve, 1));
 
-describe('IdempotencyRunScopes', () => {
+describe.each(['', 'run-scope-disable'])('IdempotencyRunScopes (plain: %p)', (plain) => {
   let scopes: IdempotencyRunScopes;
   beforeEach(() => {
+    process.env.NEST_IDEMPOTENCY_PLAIN = plain;
     scopes = new IdempotencyRunScopes();
   });
+  afterAll(() => delete process.env.NEST_IDEMPOTENCY_PLAIN);
 
   it("gives a run's code its scope, after awaits and timers, and nothing outside it", async () => {
     const a = scopeOf('a');
@@ -79,5 +84,23 @@ describe('IdempotencyRunScopes', () => {
     expect(scopes.active).toBe(true);
     scopes.end(a);
     expect(scopes.active).toBe(false);
+  });
+
+  it('gives a run started after every run ended its scope, and code it left nothing', async () => {
+    const [a, b] = [scopeOf('a'), scopeOf('b')];
+    let release!: () => void;
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    const leftBehind = scopes.run(a, () => gate.then(() => scopes.current()));
+    scopes.end(a);
+
+    const seen = await scopes.run(b, async () => {
+      await later();
+      return scopes.current();
+    });
+    release();
+
+    expect(seen).toBe(b);
+    expect(await leftBehind).toBeUndefined();
+    scopes.end(b);
   });
 });
