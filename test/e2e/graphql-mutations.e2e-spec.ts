@@ -3,7 +3,8 @@
  * Fastify: a mutation runs once per key (from the `Idempotency-Key` header or an argument) and
  * every retry gets its first result back, `DateTime` fields included; refusals are GraphQL
  * errors with the library's `extensions.code`; a resolver that throws gives the key back; a
- * transactional resolver's writes commit with its record; with the store down nothing runs;
+ * transactional resolver's writes commit with its record, and one whose connection is cut is
+ * refused with idempotency_store_unavailable and runs again; with the store down nothing runs;
  * queries and unprotected mutations are left alone.
  */
 import request from 'supertest';
@@ -278,6 +279,27 @@ describe.each(ADAPTERS)('GraphQL mutations run once per key (%s)', (adapter) => 
       { method: 'MUTATION', path: 'payInTransaction', status: 'completed' },
     ]);
     expect(await gql(query, {}, key)).toEqual(retried);
+    expect(probe.ran('payInTransaction')).toBe(before + 2);
+  });
+
+  it('transactional: a run whose connection is cut is refused with idempotency_store_unavailable, and the retry runs', async () => {
+    const key = newKey();
+    const query = `mutation { payInTransaction(amount: 6, note: "${key}", cutFirst: true) { ${PAYMENT} } }`;
+    const before = probe.ran('payInTransaction');
+    const cut = await gql(query, {}, key);
+    expect(cut.errors![0].extensions).toMatchObject({
+      code: 'idempotency_store_unavailable',
+      status: 503,
+      retryAfterSeconds: 1,
+    });
+    expect(await orderCount(db, key)).toBe(0);
+    expect(await records(key)).toEqual([
+      { method: 'MUTATION', path: 'payInTransaction', status: 'released' },
+    ]);
+    const retried = await gql(query, {}, key);
+    expect(retried.errors).toBeUndefined();
+    expect(await gql(query, {}, key)).toEqual(retried);
+    expect(await orderCount(db, key)).toBe(1);
     expect(probe.ran('payInTransaction')).toBe(before + 2);
   });
 
