@@ -124,7 +124,7 @@ export class IdempotencyExecution extends ExecutionStoreSteps implements Respons
           },
           error: (error) => {
             const thrown = this.failClosed(error);
-            void this.settleFailure(error).then(() => subscriber.error(thrown));
+            void this.settleFailure(thrown).then(() => subscriber.error(thrown));
           },
           complete: () => {
             this.settle({ kind: 'value', value: last });
@@ -208,7 +208,11 @@ export class IdempotencyExecution extends ExecutionStoreSteps implements Respons
    * @returns what its client should get
    */
   private async decideOwnOutcome(outcome: HandlerOutcome): Promise<ExecutionResult> {
-    const own = renderHandlerOutcome(outcome, this.deps.before, this.deps.textContentType);
+    // One of the library's own errors (a cut transaction's 503) as its exception filter writes it.
+    const own =
+      outcome.kind === 'error' && outcome.error instanceof IdempotencyProblemException
+        ? this.render(outcome.error)
+        : renderHandlerOutcome(outcome, this.deps.before, this.deps.textContentType);
     if (own || outcome.kind === 'value') return answeredWith(await this.respond(own), own);
     if (this.run.completion === 'operation') {
       return answeredWith(await this.respond(undefined), INTERNAL_ERROR);

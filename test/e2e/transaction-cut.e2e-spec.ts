@@ -10,11 +10,11 @@ import { Body, Controller, Post } from '@nestjs/common';
 import type { INestApplication } from '@nestjs/common';
 import request from 'supertest';
 import { IdempotencyContext, Idempotent } from '../../lib';
+import { cutBackend } from '../fixtures/connection-cut';
+import type { Cut } from '../fixtures/connection-cut';
 import { createTestDatabase } from '../fixtures/database';
 import type { TestDatabase } from '../fixtures/database';
 import { ADAPTERS, createTestApp } from '../fixtures/test-app';
-
-type Cut = 'between statements' | 'mid-statement';
 
 /** What the test does to the handler's backend once the handler reports it, and the runs. */
 const handlerSide = {
@@ -43,8 +43,6 @@ class CutController {
   }
 }
 
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
 describe.each(ADAPTERS)('a transactional route whose connection is cut on %s', (adapter) => {
   let db: TestDatabase;
   let app: INestApplication;
@@ -67,22 +65,7 @@ describe.each(ADAPTERS)('a transactional route whose connection is cut on %s', (
     async (cut) => {
       const key = `cut-${adapter}-${cut.replace(' ', '-')}`;
       handlerSide.runs = 0;
-      handlerSide.onBackend = async (pid) => {
-        if (cut === 'mid-statement') {
-          // Cut once the sleep is under way on that backend.
-          for (let tries = 0; tries < 100; tries++) {
-            const [row] = await db.query(
-              "SELECT query FROM pg_stat_activity WHERE pid = $1 AND state = 'active'",
-              [pid],
-            );
-            if (row?.query.includes('pg_sleep')) break;
-            await sleep(20);
-          }
-        }
-        await db.query('SELECT pg_terminate_backend($1)', [pid]);
-        // Let the driver see its connection go before the handler's next query.
-        await sleep(200);
-      };
+      handlerSide.onBackend = (pid) => cutBackend(db, pid, cut);
       const send = () =>
         request(app.getHttpServer())
           .post('/orders')
