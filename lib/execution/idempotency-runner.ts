@@ -30,6 +30,7 @@ import type { WonClaim } from './idempotency-execution.factory';
 import type { IdempotencyExecution } from './idempotency-execution';
 import { emitRejected } from './rejected-event';
 import { omittedBodyOf } from './stored-response';
+import { storeUnavailable } from './store-unavailable';
 
 /** One request or call as its transport reads it: what its claim is decided by. */
 export interface IdempotencyCallInput {
@@ -322,9 +323,9 @@ export class IdempotencyRunner {
     operation: string,
     label: string,
   ): IdempotencyProblemException {
-    this.events.emit({ type: 'store_error', operation, error, route: label });
+    const failure = { operation, error, route: label };
+    const problem = storeUnavailable(this.events, failure, route.retryAfterSeconds);
     this.logger.error(`Idempotency store unavailable during ${operation}`, error as Error);
-    const problem = IdempotencyProblemException.storeUnavailable(route.retryAfterSeconds);
     return this.reject(problem, label);
   }
 

@@ -138,6 +138,11 @@ export class LocalFirstIdempotencyStore extends IdempotencyStore {
     return this.inner.purgeExpired(batchSize);
   }
 
+  /** The wrapped store's answer. @inheritDoc */
+  override isUnavailable(error: unknown): boolean {
+    return this.inner.isUnavailable(error);
+  }
+
   /**
    * The completion is sealed, and remembered once the transaction commits (`learningTransaction`).
    * @inheritDoc
@@ -252,17 +257,14 @@ export class LocalFirstIdempotencyStore extends IdempotencyStore {
     waited = false,
   ): KnownClaimResult | Promise<void> | undefined {
     const cached = this.cache.get(scope, key);
-    if (cached) {
-      if (cached.fingerprint !== fingerprint) {
-        return { outcome: 'mismatch', recordId: cached.recordId };
-      }
+    if (cached?.fingerprint === fingerprint) {
       return { outcome: 'completed', recordId: cached.recordId, response: cached.response };
     }
+    if (cached) return { outcome: 'mismatch', recordId: cached.recordId };
     const local = this.inFlight.get(scope, key);
     if (local?.state === 'running') {
-      if (local.fingerprint !== fingerprint)
-        return { outcome: 'mismatch', recordId: local.recordId };
-      return { outcome: 'in_flight', recordId: local.recordId };
+      const outcome = local.fingerprint === fingerprint ? 'in_flight' : 'mismatch';
+      return { outcome, recordId: local.recordId };
     }
     return local?.state === 'claiming' && !waited ? local.settled : undefined;
   }
@@ -333,12 +335,11 @@ export class LocalFirstIdempotencyStore extends IdempotencyStore {
     result: Extract<ClaimResult, { outcome: 'completed' }>,
   ): ClaimResult {
     const { recordId } = result;
-    const what = `The record ${recordId}`;
     const response = this.sealer.openResponse(
       scope,
       key,
       result.response,
-      what,
+      `The record ${recordId}`,
       recordId,
       fingerprint,
     );

@@ -16,6 +16,7 @@ import { jobsTableNameOf, quoteTableName } from './idempotency-table.sql';
 import { hasPoolAccess, prepareStatements, runOnPool } from './prepared-statement';
 import type { PreparedStatement, StatementOptions, StatementResult } from './prepared-statement';
 import { recoverCompletion } from './completion-retry';
+import { isDatabaseUnavailable } from './database-unavailable';
 import { runOnNewQueryRunner } from './query-runner-statements';
 import { claimOutcomeOf, freshClaimOf, responseValues, writtenOf } from './record-rows';
 import { recordStatements } from './record-statements.sql';
@@ -258,6 +259,15 @@ export class TypeOrmIdempotencyStore extends IdempotencyStore implements TypeOrm
           : undefined,
     };
     return this.abilities;
+  }
+
+  /**
+   * PostgreSQL down, restarting or refusing connections, a connection cut, or a call out of
+   * time: `isDatabaseUnavailable()`.
+   * @inheritDoc
+   */
+  override isUnavailable(error: unknown): boolean {
+    return isDatabaseUnavailable(error);
   }
 
   /** @inheritDoc */
