@@ -136,15 +136,6 @@ export abstract class ExecutionStoreSteps {
     return owned;
   }
 
-  /** The store's `complete()`, a synchronous throw turned into a rejection. */
-  protected completeRun(stored: StoredResponse): Promise<boolean> {
-    try {
-      return this.deps.store.complete(this.run.ref, stored, this.route.ttlSeconds);
-    } catch (error) {
-      return Promise.reject(error);
-    }
-  }
-
   /**
    * What a failed completion outside a transaction ends in: a refusal when it committed without
    * confirmation (`notConfirmed`), else the handler's answer, not stored, logged loudly with

@@ -18,6 +18,7 @@ import { isSendable } from './sendable-response';
 import { storedResponseOf } from './stored-response';
 import { ExecutionStoreSteps } from './execution-store-steps';
 import { storeUnavailable } from './store-unavailable';
+import { rejectOnThrow } from '../utils/reject-on-throw';
 import type {
   ConcludeReason,
   IdempotencyExecutionDeps,
@@ -314,7 +315,8 @@ export class IdempotencyExecution extends ExecutionStoreSteps implements Respons
       return Promise.reject(error);
     }
     if (transaction) return this.storeInTransaction(transaction, stored, outgoing);
-    return this.completeRun(stored).then(
+    const { ref } = this.run;
+    return rejectOnThrow(() => this.deps.store.complete(ref, stored, this.route.ttlSeconds)).then(
       (owned) => {
         this.finish();
         this.deps.recordCompletion?.((performance.now() - started) / 1000, owned);

@@ -31,6 +31,7 @@ import type { IdempotencyExecution } from './idempotency-execution';
 import { emitRejected } from './rejected-event';
 import { omittedBodyOf } from './stored-response';
 import { storeUnavailable } from './store-unavailable';
+import { rejectOnThrow } from '../utils/reject-on-throw';
 
 /** One request or call as its transport reads it: what its claim is decided by. */
 export interface IdempotencyCallInput {
@@ -230,7 +231,7 @@ export class IdempotencyRunner {
     input: CheckedCall,
     transport: IdempotencyTransport,
   ): Promise<Claimed> {
-    try {
+    return rejectOnThrow(() => {
       const { route, scope, key, label, fingerprint, method, path } = input;
       const ownerToken = randomUUID();
       const { lockTimeoutSeconds, ttlSeconds } = route;
@@ -249,12 +250,8 @@ export class IdempotencyRunner {
       const send = (): Promise<ClaimResult> => {
         claimedAt = Date.now();
         started = performance.now();
-        try {
-          return this.store.claim(claimRequest);
-        } catch (error) {
-          // A store that throws rather than rejects is unavailable all the same (503).
-          return Promise.reject(error);
-        }
+        // A store that throws rather than rejects is unavailable all the same (503).
+        return rejectOnThrow(() => this.store.claim(claimRequest));
       };
       const measured = (claim: ClaimResult) => {
         this.metrics.claimed(label, (performance.now() - started) / 1000, claim.outcome);
@@ -287,9 +284,7 @@ export class IdempotencyRunner {
         return claimOrWait(this.waiters, this.events, route.wait, waiting, claimOnce).then(follow);
       }
       return send().then((claim) => follow(measured(claim)), failed);
-    } catch (error) {
-      return Promise.reject(error);
-    }
+    });
   }
 
   /** What an answer other than a key won means for the call: a replay, or a refusal (thrown). */

@@ -20,6 +20,7 @@ import type { RunningEntry } from './local/in-flight-claims';
 import { ReplayCache } from './local/replay-cache';
 import { RecordSealer } from './sealed/record-sealer';
 import { sealingOperations } from './sealed/sealing-operations';
+import { rejectOnThrow } from '../utils/reject-on-throw';
 
 /** How the local-first store keeps what it knows and what it writes. */
 export interface LocalFirstStoreOptions {
@@ -281,13 +282,7 @@ export class LocalFirstIdempotencyStore extends IdempotencyStore {
       endClaim?.({ claimed: false });
       throw error;
     };
-    let sent: Promise<ClaimResult>;
-    try {
-      sent = this.inner.claim(request);
-    } catch (error) {
-      sent = Promise.reject(error);
-    }
-    return sent.then((found) => {
+    return rejectOnThrow(() => this.inner.claim(request)).then((found) => {
       let result = found;
       if (found.outcome === 'completed') {
         try {
@@ -361,13 +356,7 @@ export class LocalFirstIdempotencyStore extends IdempotencyStore {
       end();
       throw error;
     };
-    let sent: Promise<boolean>;
-    try {
-      sent = write();
-    } catch (error) {
-      sent = Promise.reject(error);
-    }
-    return sent.then((owned) => {
+    return rejectOnThrow(write).then((owned) => {
       end();
       learn?.(owned);
       this.announce(ref);
