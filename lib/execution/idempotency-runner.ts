@@ -350,10 +350,7 @@ export class IdempotencyRunner {
     const value = route.scope(call.scopeSource);
     // A resolver the application set that finds no caller: refused rather than shared. Only
     // the default (`req.user?.id`) shares '' among callers, and says so at bootstrap.
-    if (
-      (value === undefined || value === null || value === '') &&
-      route.scope !== DEFAULT_IDEMPOTENCY_OPTIONS.request.scope
-    ) {
+    if ((value ?? '') === '' && route.scope !== DEFAULT_IDEMPOTENCY_OPTIONS.request.scope) {
       throw this.reject(IdempotencyProblemException.scopeMissing(), call.label);
     }
     try {
