@@ -119,10 +119,7 @@ export class IdempotencyExecution extends ExecutionStoreSteps implements Respons
       let last: unknown;
       idempotencyRunScopes.run(this.runScope, () =>
         next.handle().subscribe({
-          next: (value) => {
-            last = value;
-            subscriber.next(value);
-          },
+          next: (value) => subscriber.next((last = value)),
           error: (error) => {
             const thrown = this.failClosed(error);
             void this.settleFailure(error).then(() => subscriber.error(thrown));
