@@ -261,9 +261,9 @@ export class TypeOrmIdempotencyStore extends IdempotencyStore implements TypeOrm
   }
 
   /**
-   * PostgreSQL down, restarting or refusing connections, a connection cut, or a call out of
-   * time: `isDatabaseUnavailable()`.
-   * @inheritDoc
+   * Whether `error` means PostgreSQL could not be reached (down, restarting, refusing
+   * connections, a connection cut) or a call ran out of time: `isDatabaseUnavailable()`.
+   * @param error - what a store call, the transaction or the handler's query threw
    */
   override isUnavailable(error: unknown): boolean {
     return isDatabaseUnavailable(error);
