@@ -191,14 +191,13 @@ export class IdempotencyRunner {
       throw this.reject(IdempotencyProblemException.keyInvalid(keyPlace, key.reason), label);
     }
     const scope = this.scopeOf(route, call);
-    let fingerprint: string;
     try {
-      fingerprint = call.fingerprint(scope);
+      const fingerprint = call.fingerprint(scope);
+      return { route, keyPlace, scope, key: key.key, fingerprint, label, method, path };
     } catch (error) {
       if (!(error instanceof IdempotencyProblemException)) throw error;
       throw this.reject(error, label, scope);
     }
-    return { route, keyPlace, scope, key: key.key, fingerprint, label, method, path };
   }
 
   /**

@@ -149,13 +149,11 @@ export class OperationRunner {
   private indexAfter(operation: RegisteredOperation, recoveryPoint: string): number {
     if (recoveryPoint === 'started') return 0;
     const index = operation.steps.findIndex((step) => step.name === recoveryPoint);
-    if (index < 0) {
-      throw IdempotencyProblemException.operationUnavailable(
-        `The record stands at recovery point "${recoveryPoint}", which operation ` +
-          `"${operation.name}" does not have (was a step renamed?).`,
-      );
-    }
-    return index + 1;
+    if (index >= 0) return index + 1;
+    throw IdempotencyProblemException.operationUnavailable(
+      `The record stands at recovery point "${recoveryPoint}", which operation ` +
+        `"${operation.name}" does not have (was a step renamed?).`,
+    );
   }
 
   private async runLocal(call: StepCall<LocalStep>): Promise<StepRunResult> {
@@ -346,16 +344,15 @@ export class OperationRunner {
     { operation, step, run }: StepCall,
     outcome: Extract<StepOutcome, { kind: 'respond' }>,
   ): { stored: StoredResponse; outgoing: StoredResponse } {
-    let outgoing: StoredResponse;
     try {
-      outgoing = sendableResponse(outcome);
+      const outgoing = sendableResponse(outcome);
+      return { stored: storedResponseOf(outgoing, run.settings), outgoing };
     } catch (error) {
       if (!(error instanceof UnsendableResponseError)) throw error;
       throw IdempotencyProblemException.operationUnavailable(
         `Step "${step.name}" of "${operation.name}" responded with ${error.why}; nothing was stored.`,
       );
     }
-    return { stored: storedResponseOf(outgoing, run.settings), outgoing };
   }
 }
 
