@@ -68,9 +68,10 @@ function run(
       // A run the store failed under (its transaction's connection cut) is refused in the
       // transport's own form; the handler's own errors pass as they are.
       error: (error) =>
-        void execution
-          .giveBack()
-          .then(() => subscriber.error(refusalOf(error, transport, context))),
+        void execution.giveBack().then(() => {
+          const ours = error instanceof IdempotencyProblemException;
+          subscriber.error(ours ? transport.refuse(error, context, true) : error);
+        }),
       complete: () => {
         let outgoing: OutgoingResponse;
         try {
@@ -90,17 +91,6 @@ function run(
       },
     });
   });
-}
-
-/** The library's refusal of a run that started, as its transport renders it; else the error. */
-function refusalOf(
-  error: unknown,
-  transport: IdempotencyCallTransport,
-  context: ExecutionContext,
-): unknown {
-  return error instanceof IdempotencyProblemException
-    ? transport.refuse(error, context, true)
-    : error;
 }
 
 /** A handler's value as the response kept in its record: JSON, or no body for `undefined`. */

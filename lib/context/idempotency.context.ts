@@ -43,16 +43,14 @@ export class IdempotencyContext {
    */
   get entityManager(): EntityManager {
     const manager = idempotencyRunScopes.current()?.manager;
-    if (!manager) {
-      const message =
-        'nest-idempotency: no transaction here. IdempotencyContext.entityManager is only ' +
-        'available inside a handler decorated with @Idempotent({ execution: { transactional: true } }) on the ' +
-        'TypeORM store.';
-      // The client sees a generic problem; the developer needs the fix, once per occurrence.
-      this.logger.error(message);
-      throw IdempotencyProblemException.transactionUnavailable(message);
-    }
-    return manager as EntityManager;
+    if (manager) return manager as EntityManager;
+    const message =
+      'nest-idempotency: no transaction here. IdempotencyContext.entityManager is only ' +
+      'available inside a handler decorated with @Idempotent({ execution: { transactional: true } }) on the ' +
+      'TypeORM store.';
+    // The client sees a generic problem; the developer needs the fix, once per occurrence.
+    this.logger.error(message);
+    throw IdempotencyProblemException.transactionUnavailable(message);
   }
 
   /**
@@ -65,12 +63,10 @@ export class IdempotencyContext {
    * @throws IdempotencyError outside an idempotent handler
    */
   derivedKey(label: string): string {
-    const scope = idempotencyRunScopes.current();
-    if (!scope) {
-      throw new IdempotencyError(
-        'nest-idempotency: derivedKey() was called outside an @Idempotent() handler.',
-      );
-    }
-    return deriveKey(scope.run.identity.recordId, label);
+    const run = idempotencyRunScopes.current()?.run;
+    if (run) return deriveKey(run.identity.recordId, label);
+    throw new IdempotencyError(
+      'nest-idempotency: derivedKey() was called outside an @Idempotent() handler.',
+    );
   }
 }

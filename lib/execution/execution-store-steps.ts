@@ -90,11 +90,9 @@ export abstract class ExecutionStoreSteps {
     await this.rollback();
     const { ref } = this.run;
     try {
-      if (await this.deps.store.release(ref, mode)) {
-        this.deps.events.emit({ type: 'released', scope: ref.scope, key: ref.key, reason });
-      } else {
-        this.emitLockLost('release');
-      }
+      const owned = await this.deps.store.release(ref, mode);
+      if (!owned) this.emitLockLost('release');
+      else this.deps.events.emit({ type: 'released', scope: ref.scope, key: ref.key, reason });
     } catch (error) {
       // The lease lapses on its own; a retry then takes the key over.
       this.deps.events.emit({ type: 'store_error', operation: 'release', error });
@@ -122,27 +120,16 @@ export abstract class ExecutionStoreSteps {
     transaction: IdempotencyStoreTransaction,
     stored: StoredResponse,
   ): Promise<boolean> {
-    let owned: boolean;
     const started = performance.now();
+    const { ref } = this.run;
     const { ttlSeconds } = this.route;
-    if (transaction.completeAndCommit) {
-      owned = await transaction.completeAndCommit(this.run.ref, stored, ttlSeconds);
-    } else {
-      owned = await transaction.complete(this.run.ref, stored, ttlSeconds);
-      if (owned) await transaction.commit();
-      else await transaction.rollback();
-    }
+    const owned = transaction.completeAndCommit
+      ? await transaction.completeAndCommit(ref, stored, ttlSeconds)
+      : await transaction.complete(ref, stored, ttlSeconds);
+    if (!transaction.completeAndCommit)
+      await (owned ? transaction.commit() : transaction.rollback());
     this.deps.recordCompletion?.((performance.now() - started) / 1000, owned);
     return owned;
-  }
-
-  /** The store's `complete()`, a synchronous throw turned into a rejection. */
-  protected completeRun(stored: StoredResponse): Promise<boolean> {
-    try {
-      return this.deps.store.complete(this.run.ref, stored, this.route.ttlSeconds);
-    } catch (error) {
-      return Promise.reject(error);
-    }
   }
 
   /**

@@ -14,6 +14,7 @@ import { IdempotencyStore } from '../storage/idempotency.store';
 import { IdempotencyExecution } from './idempotency-execution';
 import { IdempotencyRun } from './idempotency-run';
 import { IdempotencyMetrics } from '../metrics/idempotency-metrics';
+import { rejectOnThrow } from '../utils/reject-on-throw';
 
 /** What a call that is not an HTTP request has set before its handler runs: nothing. */
 const CALL_BEFORE: ResponseSnapshot = { status: 200, headers: {} };
@@ -60,7 +61,7 @@ export class IdempotencyExecutionFactory {
     claim: WonClaim,
   ): IdempotencyExecution | Promise<IdempotencyExecution> {
     // A throw is turned into the rejection its caller handles, here and in startCall().
-    try {
+    return rejectOnThrow(() => {
       const response = context.switchToHttp().getResponse();
       const adapter = this.responses.get();
       const before = adapter.snapshot(response);
@@ -70,9 +71,7 @@ export class IdempotencyExecutionFactory {
         return execution;
       };
       return begun instanceof Promise ? begun.then(captured) : captured(begun);
-    } catch (error) {
-      return Promise.reject(error);
-    }
+    });
   }
 
   /**
@@ -85,11 +84,8 @@ export class IdempotencyExecutionFactory {
     route: ResolvedIdempotencyRouteOptions,
     claim: WonClaim,
   ): IdempotencyExecution | Promise<IdempotencyExecution> {
-    try {
-      return this.begin(context, route, claim, CALL_BEFORE, 'application/json; charset=utf-8');
-    } catch (error) {
-      return Promise.reject(error);
-    }
+    const textContentType = 'application/json; charset=utf-8';
+    return rejectOnThrow(() => this.begin(context, route, claim, CALL_BEFORE, textContentType));
   }
 
   private begin(
@@ -116,12 +112,7 @@ export class IdempotencyExecutionFactory {
           ? { scope, key, ownerToken, announce: true }
           : { scope, key, ownerToken },
       identity: { scope, key, recordId, attempt },
-      settings: {
-        ttlSeconds: route.ttlSeconds,
-        replayHeaders: route.replayHeaders,
-        storeBody: route.storeBody,
-        maxResponseBytes: route.maxResponseBytes,
-      },
+      settings: route,
       completion: route.transactional ? 'transaction' : 'response',
       lockTimeoutSeconds: route.lockTimeoutSeconds,
       maxLockHoldSeconds: route.maxLockHoldSeconds,

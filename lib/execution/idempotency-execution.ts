@@ -4,7 +4,6 @@ import { idempotencyRunScopes } from '../context/idempotency-run-scope';
 import type { IdempotencyRunScope } from '../context/idempotency-run-scope';
 import { IdempotencyProblemException } from '../errors/idempotency-problem.exception';
 import { isCommitUnconfirmed } from '../storage/commit-unconfirmed.error';
-import { isDatabaseUnavailable } from '../storage/typeorm/database-unavailable';
 import type { ResponseSink } from '../http/response-sink.interface';
 import type { ResolvedIdempotencyRouteOptions } from '../interfaces/idempotency-module-options.interface';
 import type {
@@ -18,6 +17,8 @@ import type { IdempotencyRun } from './idempotency-run';
 import { isSendable } from './sendable-response';
 import { storedResponseOf } from './stored-response';
 import { ExecutionStoreSteps } from './execution-store-steps';
+import { storeUnavailable } from './store-unavailable';
+import { rejectOnThrow } from '../utils/reject-on-throw';
 import type {
   ConcludeReason,
   IdempotencyExecutionDeps,
@@ -118,10 +119,7 @@ export class IdempotencyExecution extends ExecutionStoreSteps implements Respons
       let last: unknown;
       idempotencyRunScopes.run(this.runScope, () =>
         next.handle().subscribe({
-          next: (value) => {
-            last = value;
-            subscriber.next(value);
-          },
+          next: (value) => subscriber.next((last = value)),
           error: (error) => {
             const thrown = this.failClosed(error);
             void this.settleFailure(thrown).then(() => subscriber.error(thrown));
@@ -174,12 +172,17 @@ export class IdempotencyExecution extends ExecutionStoreSteps implements Respons
 
   /**
    * A handler that threw because its run's transaction lost its connection (cut, failover) met
-   * an unreachable store: 503 `idempotency_store_unavailable`, as for a claim, not a bare 500.
+   * an unreachable store, as the store tells: 503 `idempotency_store_unavailable`, as for a
+   * claim, not a bare 500.
    */
   private failClosed(error: unknown): unknown {
-    if (this.run.completion !== 'transaction' || !isDatabaseUnavailable(error)) return error;
-    this.deps.events.emit({ type: 'store_error', operation: 'transaction', error });
-    return IdempotencyProblemException.storeUnavailable(this.route.retryAfterSeconds);
+    const { store, events } = this.deps;
+    if (this.run.completion !== 'transaction' || !store.isUnavailable(error)) return error;
+    return storeUnavailable(
+      events,
+      { operation: 'transaction', error },
+      this.route.retryAfterSeconds,
+    );
   }
 
   /** The handler threw: its writes are rolled back before anything answers its client. */
@@ -313,7 +316,8 @@ export class IdempotencyExecution extends ExecutionStoreSteps implements Respons
       return Promise.reject(error);
     }
     if (transaction) return this.storeInTransaction(transaction, stored, outgoing);
-    return this.completeRun(stored).then(
+    const { ref } = this.run;
+    return rejectOnThrow(() => this.deps.store.complete(ref, stored, this.route.ttlSeconds)).then(
       (owned) => {
         this.finish();
         this.deps.recordCompletion?.((performance.now() - started) / 1000, owned);

@@ -80,16 +80,11 @@ export class IdempotencyRun {
    * @param start - the record, its settings and completion, the lease's bounds
    */
   static begin(start: IdempotencyRunStart): IdempotencyRun {
-    const lease = new LeaseHeartbeat(
-      start.store,
-      start.ref,
-      start.lockTimeoutSeconds,
-      start.maxLockHoldSeconds,
-      start.onLost,
-      start.onError,
-    );
+    const { store, ref, onLost, onError } = start;
+    const { lockTimeoutSeconds: lock, maxLockHoldSeconds: hold } = start;
+    const lease = new LeaseHeartbeat(store, ref, lock, hold, onLost, onError);
     lease.start(start.claimedAt);
-    return new IdempotencyRun(start.ref, start.identity, lease, start.settings, start.completion);
+    return new IdempotencyRun(ref, start.identity, lease, start.settings, start.completion);
   }
 
   /** How this run's record is completed. */

@@ -30,6 +30,8 @@ import type { WonClaim } from './idempotency-execution.factory';
 import type { IdempotencyExecution } from './idempotency-execution';
 import { emitRejected } from './rejected-event';
 import { omittedBodyOf } from './stored-response';
+import { storeUnavailable } from './store-unavailable';
+import { rejectOnThrow } from '../utils/reject-on-throw';
 
 /** One request or call as its transport reads it: what its claim is decided by. */
 export interface IdempotencyCallInput {
@@ -189,14 +191,13 @@ export class IdempotencyRunner {
       throw this.reject(IdempotencyProblemException.keyInvalid(keyPlace, key.reason), label);
     }
     const scope = this.scopeOf(route, call);
-    let fingerprint: string;
     try {
-      fingerprint = call.fingerprint(scope);
+      const fingerprint = call.fingerprint(scope);
+      return { route, keyPlace, scope, key: key.key, fingerprint, label, method, path };
     } catch (error) {
       if (!(error instanceof IdempotencyProblemException)) throw error;
       throw this.reject(error, label, scope);
     }
-    return { route, keyPlace, scope, key: key.key, fingerprint, label, method, path };
   }
 
   /**
@@ -229,7 +230,7 @@ export class IdempotencyRunner {
     input: CheckedCall,
     transport: IdempotencyTransport,
   ): Promise<Claimed> {
-    try {
+    return rejectOnThrow(() => {
       const { route, scope, key, label, fingerprint, method, path } = input;
       const ownerToken = randomUUID();
       const { lockTimeoutSeconds, ttlSeconds } = route;
@@ -248,12 +249,8 @@ export class IdempotencyRunner {
       const send = (): Promise<ClaimResult> => {
         claimedAt = Date.now();
         started = performance.now();
-        try {
-          return this.store.claim(claimRequest);
-        } catch (error) {
-          // A store that throws rather than rejects is unavailable all the same (503).
-          return Promise.reject(error);
-        }
+        // A store that throws rather than rejects is unavailable all the same (503).
+        return rejectOnThrow(() => this.store.claim(claimRequest));
       };
       const measured = (claim: ClaimResult) => {
         this.metrics.claimed(label, (performance.now() - started) / 1000, claim.outcome);
@@ -286,9 +283,7 @@ export class IdempotencyRunner {
         return claimOrWait(this.waiters, this.events, route.wait, waiting, claimOnce).then(follow);
       }
       return send().then((claim) => follow(measured(claim)), failed);
-    } catch (error) {
-      return Promise.reject(error);
-    }
+    });
   }
 
   /** What an answer other than a key won means for the call: a replay, or a refusal (thrown). */
@@ -322,9 +317,9 @@ export class IdempotencyRunner {
     operation: string,
     label: string,
   ): IdempotencyProblemException {
-    this.events.emit({ type: 'store_error', operation, error, route: label });
+    const failure = { operation, error, route: label };
+    const problem = storeUnavailable(this.events, failure, route.retryAfterSeconds);
     this.logger.error(`Idempotency store unavailable during ${operation}`, error as Error);
-    const problem = IdempotencyProblemException.storeUnavailable(route.retryAfterSeconds);
     return this.reject(problem, label);
   }
 
@@ -354,10 +349,7 @@ export class IdempotencyRunner {
     const value = route.scope(call.scopeSource);
     // A resolver the application set that finds no caller: refused rather than shared. Only
     // the default (`req.user?.id`) shares '' among callers, and says so at bootstrap.
-    if (
-      (value === undefined || value === null || value === '') &&
-      route.scope !== DEFAULT_IDEMPOTENCY_OPTIONS.request.scope
-    ) {
+    if ((value ?? '') === '' && route.scope !== DEFAULT_IDEMPOTENCY_OPTIONS.request.scope) {
       throw this.reject(IdempotencyProblemException.scopeMissing(), call.label);
     }
     try {

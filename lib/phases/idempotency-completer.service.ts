@@ -95,11 +95,12 @@ export class IdempotencyCompleter implements OnApplicationBootstrap, OnApplicati
     for (const [index, row] of taken.entries()) {
       const outcome = await this.complete(row, runs[index]);
       if (outcome === 'completed') completed++;
+      const { scope, key, operation } = row;
       this.events.emit({
         type: 'operation_completed_by_completer',
-        scope: row.scope,
-        key: row.key,
-        operation: row.operation,
+        scope,
+        key,
+        operation,
         outcome,
       });
     }
@@ -112,14 +113,13 @@ export class IdempotencyCompleter implements OnApplicationBootstrap, OnApplicati
    * started it (the module's for records older than those settings).
    */
   private begin(row: OperationRecordRow, claimedAt: number): IdempotencyRun {
-    const { lockTimeoutSeconds, maxLockHoldSeconds, ttlSeconds, replayHeaders } = this.options;
-    const { storeBody, maxResponseBytes } = this.options;
+    const { lockTimeoutSeconds, maxLockHoldSeconds } = this.options;
     const { scope, key } = row;
     return IdempotencyRun.begin({
       store: this.store,
       ref: { scope, key, ownerToken: row.ownerToken! },
       identity: { scope, key, recordId: row.recordId, attempt: row.attempt },
-      settings: row.settings ?? { ttlSeconds, replayHeaders, storeBody, maxResponseBytes },
+      settings: row.settings ?? this.options,
       completion: 'operation',
       lockTimeoutSeconds,
       maxLockHoldSeconds,

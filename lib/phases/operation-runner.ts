@@ -1,7 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Inject, Injectable, Logger } from '@nestjs/common';
 import { deriveKey } from '../context/idempotency-identity';
-import { isDatabaseUnavailable } from '../storage/typeorm/database-unavailable';
 import { IdempotencyProblemException } from '../errors/idempotency-problem.exception';
 import { IdempotencyEvents } from '../events/idempotency.events';
 import { IDEMPOTENCY_OPTIONS, IDEMPOTENCY_STORE_CAPABILITIES } from '../config/idempotency.tokens';
@@ -15,6 +14,7 @@ import { IdempotencyStore } from '../storage/idempotency.store';
 import type { OperationRecordStore, OperationStepTransaction } from './operation-record.store';
 import type { OperationStep, StepOutcome } from './operation-step';
 import { storedResponseOf } from '../execution/stored-response';
+import { storeUnavailable } from '../execution/store-unavailable';
 import { sendableResponse, UnsendableResponseError } from '../execution/sendable-response';
 import type { RegisteredOperation } from './operation-registry';
 import { abandonedEvent } from './operation-events';
@@ -135,28 +135,25 @@ export class OperationRunner {
 
   /**
    * Rethrows a failure of the store or of a local step's transaction; one that means the
-   * database could not be reached (`isDatabaseUnavailable`) becomes 503
+   * store could not be reached (as `IdempotencyStore.isUnavailable()` tells) becomes 503
    * `idempotency_store_unavailable` with `Retry-After` (a `store_error` event carries the
    * original), as for a claim. The step rolled back and the key is released by the run's
    * owner, so a retry resumes at the same recovery point. A foreign step's own errors never
    * come here.
    */
   private failClosed(error: unknown, operation: string): never {
-    if (!isDatabaseUnavailable(error)) throw error;
-    this.events.emit({ type: 'store_error', operation, error });
-    throw IdempotencyProblemException.storeUnavailable(this.options.retryAfterSeconds);
+    if (!this.store.isUnavailable(error)) throw error;
+    throw storeUnavailable(this.events, { operation, error }, this.options.retryAfterSeconds);
   }
 
   private indexAfter(operation: RegisteredOperation, recoveryPoint: string): number {
     if (recoveryPoint === 'started') return 0;
     const index = operation.steps.findIndex((step) => step.name === recoveryPoint);
-    if (index < 0) {
-      throw IdempotencyProblemException.operationUnavailable(
-        `The record stands at recovery point "${recoveryPoint}", which operation ` +
-          `"${operation.name}" does not have (was a step renamed?).`,
-      );
-    }
-    return index + 1;
+    if (index >= 0) return index + 1;
+    throw IdempotencyProblemException.operationUnavailable(
+      `The record stands at recovery point "${recoveryPoint}", which operation ` +
+        `"${operation.name}" does not have (was a step renamed?).`,
+    );
   }
 
   private async runLocal(call: StepCall<LocalStep>): Promise<StepRunResult> {
@@ -347,16 +344,15 @@ export class OperationRunner {
     { operation, step, run }: StepCall,
     outcome: Extract<StepOutcome, { kind: 'respond' }>,
   ): { stored: StoredResponse; outgoing: StoredResponse } {
-    let outgoing: StoredResponse;
     try {
-      outgoing = sendableResponse(outcome);
+      const outgoing = sendableResponse(outcome);
+      return { stored: storedResponseOf(outgoing, run.settings), outgoing };
     } catch (error) {
       if (!(error instanceof UnsendableResponseError)) throw error;
       throw IdempotencyProblemException.operationUnavailable(
         `Step "${step.name}" of "${operation.name}" responded with ${error.why}; nothing was stored.`,
       );
     }
-    return { stored: storedResponseOf(outgoing, run.settings), outgoing };
   }
 }
 

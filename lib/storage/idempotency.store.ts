@@ -70,6 +70,19 @@ export abstract class IdempotencyStore {
   abstract beginTransaction(): Promise<IdempotencyStoreTransaction>;
 
   /**
+   * Whether `error`, thrown by one of this store's calls or by a query in a transaction it
+   * opened, means the store could not be reached (down, restarting, its connection cut) rather
+   * than a statement that failed. The library answers a transactional handler or a step of an
+   * operation in phases that failed so with 503 `idempotency_store_unavailable` and
+   * `Retry-After`, as it answers a failed claim, instead of a 500. A store of your own answers
+   * true for its client's connection errors; by default nothing is (the error stays a 500).
+   * @param _error - what the call, the transaction or the handler's query threw
+   */
+  isUnavailable(_error: unknown): boolean {
+    return false;
+  }
+
+  /**
    * The abilities this store has beyond this contract (operations in phases, staged jobs,
    * health counts, a bootstrap check). Asked once, at bootstrap; none by default. Internal: its
    * ports are the library's own, so a store of your own leaves it as it is.

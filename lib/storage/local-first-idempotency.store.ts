@@ -20,6 +20,7 @@ import type { RunningEntry } from './local/in-flight-claims';
 import { ReplayCache } from './local/replay-cache';
 import { RecordSealer } from './sealed/record-sealer';
 import { sealingOperations } from './sealed/sealing-operations';
+import { rejectOnThrow } from '../utils/reject-on-throw';
 
 /** How the local-first store keeps what it knows and what it writes. */
 export interface LocalFirstStoreOptions {
@@ -138,6 +139,11 @@ export class LocalFirstIdempotencyStore extends IdempotencyStore {
     return this.inner.purgeExpired(batchSize);
   }
 
+  /** The wrapped store's answer. @inheritDoc */
+  override isUnavailable(error: unknown): boolean {
+    return this.inner.isUnavailable(error);
+  }
+
   /**
    * The completion is sealed, and remembered once the transaction commits (`learningTransaction`).
    * @inheritDoc
@@ -252,17 +258,14 @@ export class LocalFirstIdempotencyStore extends IdempotencyStore {
     waited = false,
   ): KnownClaimResult | Promise<void> | undefined {
     const cached = this.cache.get(scope, key);
-    if (cached) {
-      if (cached.fingerprint !== fingerprint) {
-        return { outcome: 'mismatch', recordId: cached.recordId };
-      }
+    if (cached?.fingerprint === fingerprint) {
       return { outcome: 'completed', recordId: cached.recordId, response: cached.response };
     }
+    if (cached) return { outcome: 'mismatch', recordId: cached.recordId };
     const local = this.inFlight.get(scope, key);
     if (local?.state === 'running') {
-      if (local.fingerprint !== fingerprint)
-        return { outcome: 'mismatch', recordId: local.recordId };
-      return { outcome: 'in_flight', recordId: local.recordId };
+      const outcome = local.fingerprint === fingerprint ? 'in_flight' : 'mismatch';
+      return { outcome, recordId: local.recordId };
     }
     return local?.state === 'claiming' && !waited ? local.settled : undefined;
   }
@@ -279,13 +282,7 @@ export class LocalFirstIdempotencyStore extends IdempotencyStore {
       endClaim?.({ claimed: false });
       throw error;
     };
-    let sent: Promise<ClaimResult>;
-    try {
-      sent = this.inner.claim(request);
-    } catch (error) {
-      sent = Promise.reject(error);
-    }
-    return sent.then((found) => {
+    return rejectOnThrow(() => this.inner.claim(request)).then((found) => {
       let result = found;
       if (found.outcome === 'completed') {
         try {
@@ -333,12 +330,11 @@ export class LocalFirstIdempotencyStore extends IdempotencyStore {
     result: Extract<ClaimResult, { outcome: 'completed' }>,
   ): ClaimResult {
     const { recordId } = result;
-    const what = `The record ${recordId}`;
     const response = this.sealer.openResponse(
       scope,
       key,
       result.response,
-      what,
+      `The record ${recordId}`,
       recordId,
       fingerprint,
     );
@@ -360,13 +356,7 @@ export class LocalFirstIdempotencyStore extends IdempotencyStore {
       end();
       throw error;
     };
-    let sent: Promise<boolean>;
-    try {
-      sent = write();
-    } catch (error) {
-      sent = Promise.reject(error);
-    }
-    return sent.then((owned) => {
+    return rejectOnThrow(write).then((owned) => {
       end();
       learn?.(owned);
       this.announce(ref);

@@ -178,5 +178,11 @@ export function describeTransactions(suite: ConformanceSuite): void {
       await tx.commit();
       expect((await suite.store.claim(again(req))).outcome).toBe('in_flight');
     });
+
+    it("does not count a handler's own error as the store being unreachable", async () => {
+      // isUnavailable() turns a failed transactional handler into a 503 the client retries: a
+      // store that claims every error would make a handler's own bug a retry loop.
+      expect(suite.store.isUnavailable(new Error('amount must be positive'))).toBe(false);
+    });
   });
 }

@@ -102,16 +102,13 @@ export class IdempotencyWaiters implements IdempotencyWakeUpListener, OnModuleDe
   private readonly keys = new Map<string, WatchedKey>();
   private waitingCount = 0;
   private closed = false;
-  private readonly maxWaiters: number;
 
   /** Built by Nest's injector, from the module's own providers. @internal */
   constructor(
-    @Inject(IDEMPOTENCY_OPTIONS) options: ResolvedIdempotencyOptions,
+    @Inject(IDEMPOTENCY_OPTIONS) private readonly options: ResolvedIdempotencyOptions,
     @Inject(IDEMPOTENCY_STORE_CAPABILITIES)
     private readonly capabilities: IdempotencyStoreCapabilities,
-  ) {
-    this.maxWaiters = options.maxWaiters;
-  }
+  ) {}
 
   /** Requests waiting now (asleep, or looking again between two waits). */
   get size(): number {
@@ -169,7 +166,7 @@ export class IdempotencyWaiters implements IdempotencyWakeUpListener, OnModuleDe
 
   /** @internal A watch about to wait for the first time: whether there is room. */
   admit(): boolean {
-    if (this.closed || this.waitingCount >= this.maxWaiters) return false;
+    if (this.closed || this.waitingCount >= this.options.maxWaiters) return false;
     this.waitingCount++;
     return true;
   }

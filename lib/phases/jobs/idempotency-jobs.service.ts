@@ -125,11 +125,8 @@ export class IdempotencyJobs implements OnApplicationBootstrap, OnApplicationShu
   }
 
   private requireStore(): StagedJobStore {
-    const store = this.capabilities.jobs;
-    if (!store) {
-      throw new IdempotencyError('nest-idempotency: staged jobs need the TypeORM store.');
-    }
-    return store;
+    if (this.capabilities.jobs) return this.capabilities.jobs;
+    throw new IdempotencyError('nest-idempotency: staged jobs need the TypeORM store.');
   }
 
   /** Seconds to wait after a scheduled drain: none after work, backing off while idle. */
@@ -191,9 +188,12 @@ export class IdempotencyJobs implements OnApplicationBootstrap, OnApplicationShu
    */
   private async runHandler(job: StagedJob, delivery: JobDelivery): Promise<void> {
     const controller = new AbortController();
+    const { timeoutSeconds } = this.phases.jobs;
+    const within = `within jobs.timeoutSeconds (${timeoutSeconds} s)`;
+    const timedOut = `nest-idempotency: job handler '${job.name}' did not settle ${within}`;
     const timer = setTimeout(
-      () => controller.abort(this.timedOut(job)),
-      this.phases.jobs.timeoutSeconds * 1000,
+      () => controller.abort(new IdempotencyError(timedOut)),
+      timeoutSeconds * 1000,
     );
     try {
       const handler = this.registry.jobHandler(job.name);
@@ -213,13 +213,6 @@ export class IdempotencyJobs implements OnApplicationBootstrap, OnApplicationShu
     } finally {
       clearTimeout(timer);
     }
-  }
-
-  private timedOut(job: { name: string }): IdempotencyError {
-    return new IdempotencyError(
-      `nest-idempotency: job handler '${job.name}' did not settle within ` +
-        `jobs.timeoutSeconds (${this.phases.jobs.timeoutSeconds} s)`,
-    );
   }
 
   /** Records a failed delivery (its attempt was counted when claimed) and reports it. */

@@ -16,6 +16,7 @@ import { jobsTableNameOf, quoteTableName } from './idempotency-table.sql';
 import { hasPoolAccess, prepareStatements, runOnPool } from './prepared-statement';
 import type { PreparedStatement, StatementOptions, StatementResult } from './prepared-statement';
 import { recoverCompletion } from './completion-retry';
+import { isDatabaseUnavailable } from './database-unavailable';
 import { runOnNewQueryRunner } from './query-runner-statements';
 import { claimOutcomeOf, freshClaimOf, responseValues, writtenOf } from './record-rows';
 import { recordStatements } from './record-statements.sql';
@@ -31,6 +32,7 @@ import { TypeOrmWakeUps, wakeUpChannelOf } from './typeorm-wake-ups';
 import { timeoutMsOf } from './typeorm-store.settings';
 import type { TypeOrmIdempotencyStoreSettings } from './typeorm-store.settings';
 import { Deadline } from './with-deadline';
+import { rejectOnThrow } from '../../utils/reject-on-throw';
 
 /** How often a claim is retried when a concurrent writer changed the row under it. */
 const CLAIM_ATTEMPTS = 5;
@@ -181,14 +183,12 @@ export class TypeOrmIdempotencyStore extends IdempotencyStore implements TypeOrm
     response: StoredResponse,
     ttlSeconds: number,
   ): Promise<boolean> {
-    try {
+    return rejectOnThrow(() => {
       const { statement, params } = this.completion(ref, response, ttlSeconds, false);
       const read = (result: StatementResult) => writtenOf(result, ref.announce === true);
       const options = ref.announce ? this.completeAnnounced : this.completePlain;
       return this.run('complete', statement, params, read, options);
-    } catch (error) {
-      return Promise.reject(error);
-    }
+    });
   }
 
   /** A completion's commit is confirmed; one whose connection failed is sent again. */
@@ -258,6 +258,15 @@ export class TypeOrmIdempotencyStore extends IdempotencyStore implements TypeOrm
           : undefined,
     };
     return this.abilities;
+  }
+
+  /**
+   * Whether `error` means PostgreSQL could not be reached (down, restarting, refusing
+   * connections, a connection cut) or a call ran out of time: `isDatabaseUnavailable()`.
+   * @param error - what a store call, the transaction or the handler's query threw
+   */
+  override isUnavailable(error: unknown): boolean {
+    return isDatabaseUnavailable(error);
   }
 
   /** @inheritDoc */
@@ -353,7 +362,7 @@ export class TypeOrmIdempotencyStore extends IdempotencyStore implements TypeOrm
       typeof operation === 'string' ? new Deadline(operation, this.timeoutMs) : operation;
     // Callers chain on the promise without an async function around them: a DataSource that
     // cannot be resolved rejects rather than throws.
-    try {
+    return rejectOnThrow(() => {
       if (this.usesPoolAccess()) {
         const { dataSource, preparedStatements: prepared } = this;
         return runOnPool(dataSource, statement, values, deadline, prepared, read, options);
@@ -363,8 +372,6 @@ export class TypeOrmIdempotencyStore extends IdempotencyStore implements TypeOrm
       const failed =
         recover && ((error: unknown) => recover(error, values) ?? Promise.reject(error));
       return read || failed ? ran.then(read, failed) : (ran as Promise<T>);
-    } catch (error) {
-      return Promise.reject(error);
-    }
+    });
   }
 }
