@@ -63,7 +63,6 @@ export class ExpressResponseAdapter extends IdempotencyResponseAdapter {
         if (
           payload !== null &&
           typeof payload === 'object' &&
-          !Buffer.isBuffer(payload) &&
           !(payload instanceof Uint8Array) &&
           !isStreamLike(payload)
         ) {
