@@ -180,12 +180,8 @@ function document(
     ...(own(API_RESPONSE) ?? successOf(target)),
   };
   for (const [status, response] of Object.entries(responses)) {
-    if (/^2\d\d$/.test(status)) {
-      responses[status] = {
-        ...response,
-        headers: { ...successHeaders(route), ...response.headers },
-      };
-    }
+    const headers = { ...successHeaders(route), ...response.headers };
+    if (/^2\d\d$/.test(status)) responses[status] = { ...response, headers };
   }
   for (const [status, problem] of Object.entries(problemResponses(route, module, source))) {
     responses[status] = responses[status] ? mergeResponse(responses[status], problem) : problem;

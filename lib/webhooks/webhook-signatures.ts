@@ -159,10 +159,8 @@ function signedPartsOf(
       let timestamp: string | undefined;
       const given: Buffer[] = [];
       for (const item of single(delivery, header).split(',')) {
-        const at = item.indexOf('=');
-        if (at < 0) continue;
-        const name = item.slice(0, at).trim();
-        const value = item.slice(at + 1).trim();
+        const [name, value] = item.split(/=(.*)/s, 2).map((part) => part.trim());
+        if (value === undefined) continue;
         if (name === 't') timestamp = value;
         else if (name === 'v1') given.push(fromHex(value));
       }
