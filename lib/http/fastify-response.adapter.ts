@@ -21,8 +21,7 @@ export class FastifyResponseAdapter extends IdempotencyResponseAdapter {
 
   /** @inheritDoc */
   capture(reply: any, sink: ResponseSink): void {
-    const raw = reply.raw;
-    const send = reply.send;
+    const { raw, send } = reply;
     const capture = new ResponseCaptureState(sink, () => failClosed(raw));
     const replace = (decision: OutgoingResponse) => {
       reply.code(decision.status);
