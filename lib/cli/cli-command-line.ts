@@ -64,20 +64,13 @@ export async function parse(
   const valued = new Set(['--format', '--limit', '--response-file']);
   for (let i = 0; i < argv.length; i++) {
     const word = argv[i];
-    if (!word.startsWith('--')) {
-      words.push(word);
-      continue;
-    }
+    // `--name=value`, or `--name value` for an option that takes one.
     const [name, inline] = word.split(/=(.*)/s, 2);
-    if (valued.has(name)) {
-      const value = inline ?? argv[++i];
-      if (value === undefined) throw new UsageError(`${name} needs a value.`);
-      flags.set(name, value);
-    } else if (name === '--body' || name === '--help') {
-      flags.set(name, true);
-    } else {
-      throw new UsageError(`Unknown option ${word}.`);
-    }
+    if (!word.startsWith('--')) words.push(word);
+    else if (name === '--body' || name === '--help') flags.set(name, true);
+    else if (!valued.has(name)) throw new UsageError(`Unknown option ${word}.`);
+    else if ((inline ?? argv[i + 1]) === undefined) throw new UsageError(`${name} needs a value.`);
+    else flags.set(name, inline ?? argv[++i]);
   }
   const format = flags.get('--format') ?? 'json';
   if (format !== 'json' && format !== 'table') {

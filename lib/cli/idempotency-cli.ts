@@ -179,13 +179,10 @@ async function act(
   const events = find(app, IdempotencyEvents);
   const emit = (result: ActionResult) =>
     events?.emit({ type: 'operator_action', action: command.name, ...target, ...result });
-  let outcome: ActionResult;
-  try {
-    outcome = await action();
-  } catch (error) {
+  const outcome = await action().catch((error: unknown) => {
     emit({ result: 'failed', reason: (error as Error)?.message ?? String(error) });
     throw error;
-  }
+  });
   emit(outcome);
   return {
     output: { action: command.name, ...target, ...outcome },

@@ -56,7 +56,11 @@ export function createIdempotentClient(options: IdempotentClientOptions): Idempo
 }
 
 function resolveOptions(options: IdempotentClientOptions): Resolved {
-  const merged = { ...DEFAULT_IDEMPOTENT_CLIENT_OPTIONS, ...definedFields(options) };
+  const given = Object.entries(options).filter(([, field]) => field !== undefined);
+  const merged = {
+    ...DEFAULT_IDEMPOTENT_CLIENT_OPTIONS,
+    ...(Object.fromEntries(given) as Partial<IdempotentClientOptions>),
+  };
   const counts: [string, number, number][] = [
     ['retries', merged.retries, 0],
     ['attemptTimeoutMs', merged.attemptTimeoutMs, 1],
@@ -83,12 +87,6 @@ function resolveOptions(options: IdempotentClientOptions): Resolved {
     random: merged.random ?? Math.random,
     generateKey: merged.generateKey ?? (() => globalThis.crypto.randomUUID()),
   };
-}
-
-function definedFields<T extends object>(value: T): Partial<T> {
-  return Object.fromEntries(
-    Object.entries(value).filter(([, field]) => field !== undefined),
-  ) as Partial<T>;
 }
 
 /** What every attempt of an operation sends: its key, URL, encoded body and headers. */

@@ -15,14 +15,11 @@ const KEY_IN_USE = 'idempotency_key_in_use';
  */
 export function isRetryableAnswer(status: number, body: unknown): boolean {
   if (status === 408 || status === 429) return true;
-  if (status === 409) return codeOf(body) === KEY_IN_USE;
+  if (status === 409) {
+    const { code, error } = (body ?? {}) as { code?: unknown; error?: { code?: unknown } };
+    return (code ?? error?.code) === KEY_IN_USE;
+  }
   return status >= 500 && status <= 599 && status !== 501 && status !== 505;
-}
-
-function codeOf(body: unknown): unknown {
-  if (typeof body !== 'object' || body === null) return undefined;
-  const { code, error } = body as { code?: unknown; error?: { code?: unknown } };
-  return code ?? (typeof error === 'object' && error !== null ? error.code : undefined);
 }
 
 /**

@@ -74,20 +74,16 @@ function describeSecret(secret: unknown): string {
 
 /** The 32 bytes of a secret, or undefined when it is not 32 bytes (nor base64 text of them). */
 function secretBytes(secret: unknown): Buffer | undefined {
-  let bytes: Buffer | undefined;
-  if (secret instanceof Uint8Array) bytes = Buffer.from(secret);
-  else if (typeof secret === 'string') {
-    // Environment values often end with a newline: surrounding spaces are not part of base64.
-    const text = secret.trim();
-    if (BASE64.test(text)) {
-      const decoded = Buffer.from(text, 'base64');
-      // Canonical base64 only, so a typo is not silently decoded to other bytes.
-      if (decoded.toString('base64').replace(/=+$/, '') === text.replace(/=+$/, '')) {
-        bytes = decoded;
-      }
-    }
+  if (secret instanceof Uint8Array) {
+    return secret.length === KEY_BYTES ? Buffer.from(secret) : undefined;
   }
-  return bytes?.length === KEY_BYTES ? bytes : undefined;
+  if (typeof secret !== 'string') return undefined;
+  // Environment values often end with a newline: surrounding spaces are not part of base64.
+  const text = secret.trim();
+  const bytes = Buffer.from(text, 'base64');
+  // Canonical base64 only, so a typo is not silently decoded to other bytes.
+  const canonical = bytes.toString('base64').replace(/=+$/, '') === text.replace(/=+$/, '');
+  return BASE64.test(text) && canonical && bytes.length === KEY_BYTES ? bytes : undefined;
 }
 
 /**

@@ -71,8 +71,7 @@ export function mergeRouteOptions(
 ): ResolvedIdempotencyRouteOptions {
   const merged: any = { ...base };
   for (const layer of layers) {
-    if (!layer) continue;
-    for (const [k, v] of Object.entries(layer)) {
+    for (const [k, v] of Object.entries(layer ?? {})) {
       if (k === 'wait') merged.wait = mergeWait(merged.wait, v);
       else if (v !== undefined) merged[k] = v;
     }

@@ -97,21 +97,24 @@ export function flattenOptionGroups(
 }
 
 /**
- * The first of `places` (`wait`, `request.header`...) that `given` sets, with its value: what a
- * decorator that does not take those options refuses. Internal.
+ * Refuses the first of `places` (`wait`, `request.header`...) that `given` sets: what a decorator
+ * that does not take those options does. Internal.
+ * @param fix - what the message says to do, given the place
+ * @throws IdempotencyConfigurationError naming the place, its value and `fix`
  */
-export function firstOptionSet(
+export function refuseOptionsSet(
   given: object,
   places: readonly string[],
-): { place: string; value: unknown } | undefined {
+  fix: (place: string) => string,
+): void {
   for (const place of places) {
     const [group, field] = place.split('.');
     const inGroup: any = (given as Record<string, unknown>)[group];
-    if (field === undefined) {
-      if (group in given) return { place, value: inGroup };
-    } else if (typeof inGroup === 'object' && inGroup !== null && field in inGroup) {
-      return { place, value: inGroup[field] };
-    }
+    const set =
+      field === undefined
+        ? group in given
+        : typeof inGroup === 'object' && inGroup !== null && field in inGroup;
+    const value = field === undefined ? inGroup : inGroup?.[field];
+    if (set) throw IdempotencyConfigurationError.invalidOption(place, value, fix(place));
   }
-  return undefined;
 }

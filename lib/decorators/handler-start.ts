@@ -57,21 +57,6 @@ export function* methodsOf(
 }
 
 /**
- * Marks the start of every route handler a controller serves, its own and those it inherits:
- * an inherited one gets a marking copy on the controller, so the base class itself is left as
- * it was.
- */
-function markRoutesOf(target: abstract new (...args: any[]) => unknown): void {
-  for (const [name, method] of methodsOf(target)) {
-    const fn = method.value;
-    if (fn[MARKED] || !Reflect.hasOwnMetadata(ROUTE_PATH_METADATA, fn)) continue;
-    // Not covered: the library never runs around it, so the handler is left as declared.
-    if (isIdempotencySkipped(fn)) continue;
-    Object.defineProperty(target.prototype, name, { ...method, value: markingStart(fn) });
-  }
-}
-
-/**
  * Marks the route handlers of every controller covered by a class-level `@Idempotent()`, on the
  * class itself or on a base class (whose subclasses' routes do not exist yet when the decorator
  * runs). Called at bootstrap, once the controllers are known and before Nest reads their
@@ -82,6 +67,14 @@ export function markCoveredControllers(controllers: Iterable<unknown>): void {
   for (const controller of controllers) {
     if (typeof controller !== 'function') continue;
     if (Reflect.getMetadata(IDEMPOTENT_CLASS_METADATA, controller) === undefined) continue;
-    markRoutesOf(controller as abstract new (...args: any[]) => unknown);
+    // Every route handler it serves, its own and inherited: an inherited one gets a marking
+    // copy on the controller, so the base class itself is left as it was.
+    for (const [name, method] of methodsOf(controller as abstract new () => unknown)) {
+      const fn = method.value;
+      if (fn[MARKED] || !Reflect.hasOwnMetadata(ROUTE_PATH_METADATA, fn)) continue;
+      // Not covered: the library never runs around it, so the handler is left as declared.
+      if (isIdempotencySkipped(fn)) continue;
+      Object.defineProperty(controller.prototype, name, { ...method, value: markingStart(fn) });
+    }
   }
 }

@@ -10,7 +10,6 @@ import { mergeRouteOptions } from '../config/idempotency.defaults';
 import { isIdempotencySkipped } from './skip-idempotency.decorator';
 import type {
   ResolvedIdempotencyRouteOptions,
-  FlatIdempotencyRouteOptions,
   ResolvedIdempotencyOptions,
 } from '../interfaces/idempotency-module-options.interface';
 
@@ -37,23 +36,13 @@ export class IdempotencyRouteOptionsResolver {
     const handler = context.getHandler();
     let resolved = this.cache.get(handler);
     if (resolved === undefined) {
-      const onHandler = idempotentOptionsOf(IDEMPOTENT_METADATA, handler);
-      const onClass = idempotentOptionsOf(IDEMPOTENT_CLASS_METADATA, context.getClass());
+      // The options `@Idempotent()` set on the handler, and on the class (own or inherited).
+      const onHandler = Reflect.getMetadata(IDEMPOTENT_METADATA, handler);
+      const onClass = Reflect.getMetadata(IDEMPOTENT_CLASS_METADATA, context.getClass());
       const covered = (onHandler || onClass) && !isIdempotencySkipped(handler);
       resolved = covered ? mergeRouteOptions(this.options, onClass, onHandler) : null;
       this.cache.set(handler, resolved);
     }
     return resolved ?? undefined;
   }
-}
-
-/**
- * The options `@Idempotent()` set on a handler (`IDEMPOTENT_METADATA`) or on a class, its own or
- * a base class's (`IDEMPOTENT_CLASS_METADATA`).
- */
-export function idempotentOptionsOf(
-  key: string,
-  target: object,
-): FlatIdempotencyRouteOptions | undefined {
-  return Reflect.getMetadata(key, target);
 }

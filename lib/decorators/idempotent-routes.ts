@@ -1,6 +1,5 @@
 import { RequestMethod } from '@nestjs/common';
 import { methodsOf } from './handler-start';
-import { idempotentOptionsOf } from './idempotency-route-options.resolver';
 import { isIdempotencySkipped } from './skip-idempotency.decorator';
 import { IDEMPOTENT_CLASS_METADATA, IDEMPOTENT_METADATA } from '../config/idempotency.constants';
 import type { FlatIdempotencyRouteOptions } from '../interfaces/idempotency-module-options.interface';
@@ -33,12 +32,12 @@ export interface IdempotentRouteDeclaration {
 export function idempotentRoutesOf(
   controller: abstract new (...args: any[]) => unknown,
 ): IdempotentRouteDeclaration[] {
-  const onClass = idempotentOptionsOf(IDEMPOTENT_CLASS_METADATA, controller);
+  const onClass = Reflect.getMetadata(IDEMPOTENT_CLASS_METADATA, controller);
   const routes: IdempotentRouteDeclaration[] = [];
   for (const [name, { value: handler }] of methodsOf(controller)) {
     if (isIdempotencySkipped(handler)) continue;
     const method: RequestMethod | undefined = Reflect.getMetadata(METHOD_METADATA, handler);
-    const onHandler = idempotentOptionsOf(IDEMPOTENT_METADATA, handler);
+    const onHandler = Reflect.getMetadata(IDEMPOTENT_METADATA, handler);
     if (method === undefined || (!onClass && !onHandler)) continue;
     const labels = pathsOf(controller, handler).map((path) => `${RequestMethod[method]} ${path}`);
     routes.push({ name, handler, method, labels, onClass, onHandler });

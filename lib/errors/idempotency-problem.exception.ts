@@ -17,6 +17,37 @@ const MESSAGE = 'Idempotency Problem Exception';
 const STACK_LIMIT_WRITABLE =
   Object.getOwnPropertyDescriptor(Error, 'stackTraceLimit')?.writable === true;
 
+/** The detail of each refusal whose wording does not depend on the request. */
+const DETAILS = {
+  storeUnavailable:
+    'The request was not processed because its idempotency record could not be written. Retry with the same key.',
+  notConfirmed:
+    'The response was stored, but the database did not confirm it as durable. Retry with the same key.',
+  notStored:
+    'The response could not be stored, so its changes were rolled back. Retry with the same key.',
+  leaseLost:
+    'This request took longer than its lease and another attempt took it over; its changes ' +
+    'were rolled back. Retry with the same key to get the final response.',
+  retryLater:
+    'The request could not be completed now; what it already did is kept. Retry with the ' +
+    'same key and it resumes where it stopped.',
+  operationAbandoned:
+    'The operation started with this key did not finish in time to be resumed safely and was ' +
+    'handed to an operator. Do not retry it with a new key before checking its outcome.',
+  recordUnreadable:
+    'What the server stored for this key cannot be read now, so it is neither replayed nor ' +
+    'run again. Do not retry it with a new key before checking its outcome.',
+  scopeInvalid:
+    'The server could not tell which caller this request belongs to. Nothing was processed.',
+  scopeMissing:
+    'This request does not identify its caller, so its idempotency key cannot be kept apart ' +
+    "from other callers' keys. Nothing was processed. Send it with the credentials this API " +
+    'expects.',
+  configuration:
+    'The server could not process this request because of a configuration error. Its response ' +
+    'was not stored.',
+};
+
 /**
  * An error the library answers a request with. Rendered as `application/problem+json` with
  * `Cache-Control: no-store` (and `Retry-After` where set) by `IdempotencyExceptionFilter`,
@@ -114,11 +145,7 @@ export class IdempotencyProblemException extends HttpException {
 
   /** The record could not be claimed (or the transaction opened): nothing ran. */
   static storeUnavailable(retryAfterSeconds: number): IdempotencyProblemException {
-    return new IdempotencyProblemException(
-      'idempotency_store_unavailable',
-      'The request was not processed because its idempotency record could not be written. Retry with the same key.',
-      retryAfterSeconds,
-    );
+    return new this('idempotency_store_unavailable', DETAILS.storeUnavailable, retryAfterSeconds);
   }
 
   /**
@@ -126,54 +153,32 @@ export class IdempotencyProblemException extends HttpException {
    * that stalled): it is no final answer yet, and the retry replays it or runs once.
    */
   static notConfirmed(retryAfterSeconds: number): IdempotencyProblemException {
-    return new IdempotencyProblemException(
-      'idempotency_store_unavailable',
-      'The response was stored, but the database did not confirm it as durable. Retry with the same key.',
-      retryAfterSeconds,
-    );
+    return new this('idempotency_store_unavailable', DETAILS.notConfirmed, retryAfterSeconds);
   }
 
   /** A transactional handler ran but its completion could not be stored: all rolled back. */
   static notStored(retryAfterSeconds: number): IdempotencyProblemException {
-    return new IdempotencyProblemException(
-      'idempotency_store_unavailable',
-      'The response could not be stored, so its changes were rolled back. Retry with the same key.',
-      retryAfterSeconds,
-    );
+    return new this('idempotency_store_unavailable', DETAILS.notStored, retryAfterSeconds);
   }
 
   /** A transactional handler outlived its lease and was taken over: its writes rolled back. */
   static leaseLost(retryAfterSeconds: number): IdempotencyProblemException {
-    return new IdempotencyProblemException(
-      'idempotency_key_in_use',
-      'This request took longer than its lease and another attempt took it over; its changes ' +
-        'were rolled back. Retry with the same key to get the final response.',
-      retryAfterSeconds,
-    );
+    return new this('idempotency_key_in_use', DETAILS.leaseLost, retryAfterSeconds);
   }
 
   /** A step of an operation in phases asked to be retried later: the key was released. */
   static retryLater(retryAfterSeconds: number): IdempotencyProblemException {
-    return new IdempotencyProblemException(
-      'idempotency_retry_later',
-      'The request could not be completed now; what it already did is kept. Retry with the ' +
-        'same key and it resumes where it stopped.',
-      retryAfterSeconds,
-    );
+    return new this('idempotency_retry_later', DETAILS.retryLater, retryAfterSeconds);
   }
 
   /** An unfinished operation was too old to resume and is left for a human. */
   static operationAbandoned(): IdempotencyProblemException {
-    return new IdempotencyProblemException(
-      'idempotency_operation_abandoned',
-      'The operation started with this key did not finish in time to be resumed safely and was ' +
-        'handed to an operator. Do not retry it with a new key before checking its outcome.',
-    );
+    return new this('idempotency_operation_abandoned', DETAILS.operationAbandoned);
   }
 
   /** An operation could not run as declared (not registered, wrong route, no TypeORM store). */
   static operationUnavailable(detail: string): IdempotencyProblemException {
-    return new IdempotencyProblemException('idempotency_operation_unavailable', detail);
+    return new this('idempotency_operation_unavailable', detail);
   }
 
   /**
@@ -182,7 +187,7 @@ export class IdempotencyProblemException extends HttpException {
    * @param detail - what is wrong with it, without echoing it
    */
   static operationInputInvalid(detail: string): IdempotencyProblemException {
-    return new IdempotencyProblemException('idempotency_operation_input_invalid', detail);
+    return new this('idempotency_operation_input_invalid', detail);
   }
 
   /**
@@ -192,11 +197,7 @@ export class IdempotencyProblemException extends HttpException {
    *   (for logs), never part of the response
    */
   static recordUnreadable(developerMessage: string): IdempotencyProblemException {
-    const exception = new IdempotencyProblemException(
-      'idempotency_record_unreadable',
-      'What the server stored for this key cannot be read now, so it is neither replayed nor ' +
-        'run again. Do not retry it with a new key before checking its outcome.',
-    );
+    const exception = new this('idempotency_record_unreadable', DETAILS.recordUnreadable);
     return Object.assign(exception, { message: developerMessage });
   }
 
@@ -247,10 +248,8 @@ export class IdempotencyProblemException extends HttpException {
    * @param reason - what was wrong, in a clause; never a secret or the expected signature
    */
   static webhookSignatureInvalid(reason: string): IdempotencyProblemException {
-    return new IdempotencyProblemException(
-      'idempotency_webhook_signature_invalid',
-      `This webhook delivery was not processed: ${reason}.`,
-    );
+    const detail = `This webhook delivery was not processed: ${reason}.`;
+    return new this('idempotency_webhook_signature_invalid', detail);
   }
 
   /** The body was not parsed by the application, so it cannot be compared with a retry's. */
@@ -265,10 +264,7 @@ export class IdempotencyProblemException extends HttpException {
 
   /** The scope resolver returned something that does not identify a caller. */
   static scopeInvalid(): IdempotencyProblemException {
-    return new IdempotencyProblemException(
-      'idempotency_scope_invalid',
-      'The server could not tell which caller this request belongs to. Nothing was processed.',
-    );
+    return new this('idempotency_scope_invalid', DETAILS.scopeInvalid);
   }
 
   /**
@@ -276,12 +272,7 @@ export class IdempotencyProblemException extends HttpException {
    * `null` or `''`): its key cannot be kept apart from another caller's, so nothing runs.
    */
   static scopeMissing(): IdempotencyProblemException {
-    return new IdempotencyProblemException(
-      'idempotency_scope_missing',
-      'This request does not identify its caller, so its idempotency key cannot be kept apart ' +
-        "from other callers' keys. Nothing was processed. Send it with the credentials this API " +
-        'expects.',
-    );
+    return new this('idempotency_scope_missing', DETAILS.scopeMissing);
   }
 
   /**
@@ -291,11 +282,7 @@ export class IdempotencyProblemException extends HttpException {
    *   traces), never part of the response
    */
   static transactionUnavailable(developerMessage: string): IdempotencyProblemException {
-    const exception = new IdempotencyProblemException(
-      'idempotency_transaction_unavailable',
-      'The server could not process this request because of a configuration error. Its response ' +
-        'was not stored.',
-    );
+    const exception = new this('idempotency_transaction_unavailable', DETAILS.configuration);
     return Object.assign(exception, { message: developerMessage });
   }
 
@@ -323,9 +310,11 @@ export class IdempotencyProblemException extends HttpException {
    */
   toResponse(typeBaseUri: string, errorBody?: IdempotencyErrorBodyRenderer | null): StoredResponse {
     const problem = this.toProblem(typeBaseUri);
+    const kept = Object.entries(this.completed?.headers ?? {});
     const headers: Record<string, string | string[]> = {
-      // What was kept of a completed response (its Location, say), then the problem's own.
-      ...replayableHeaders(this.completed),
+      // What was kept of a completed response (its Location, say) but the library's reserved
+      // entries, then the problem's own.
+      ...Object.fromEntries(kept.filter(([name]) => !name.startsWith(RESERVED_HEADER_PREFIX))),
       'content-type': PROBLEM_CONTENT_TYPE,
       'cache-control': 'no-store',
     };
@@ -342,10 +331,4 @@ export class IdempotencyProblemException extends HttpException {
     }
     return { status: this.getStatus(), headers, body };
   }
-}
-
-/** The stored headers a client may see: all but the library's own reserved entries. */
-function replayableHeaders(stored: StoredResponse | undefined): StoredResponse['headers'] {
-  const headers = Object.entries(stored?.headers ?? {});
-  return Object.fromEntries(headers.filter(([name]) => !name.startsWith(RESERVED_HEADER_PREFIX)));
 }

@@ -9,16 +9,6 @@ import { parsePlainKey, readIdempotencyKey } from '../utils/parse-idempotency-ke
 import type { ParsedIdempotencyKey } from '../utils/parse-idempotency-key';
 import { reviveResult } from './replayed-result';
 
-/** A context with no HTTP request: a context function that dropped it, or a WebSocket. */
-function requestMissing(field: string): IdempotencyConfigurationError {
-  return new IdempotencyConfigurationError(
-    `nest-idempotency: the GraphQL context of mutation "${field}" has no HTTP request, so ` +
-      '@IdempotentMutation() cannot read its key or its scope. Keep the request in the ' +
-      'context as `req` (context: ({ req }) => ({ req, ... })); mutations over WebSockets ' +
-      'are not supported.',
-  );
-}
-
 /** The key carried by an argument: absent, not a key, or a key. */
 function argumentKey(value: unknown, name: string): ParsedIdempotencyKey {
   if (value === undefined || value === null) return { kind: 'missing' };
@@ -43,7 +33,15 @@ export function graphqlCallTransport(keyArg: string | undefined): IdempotencyCal
       // context function that keeps it) or `reply.request` (Mercurius).
       const graphqlContext = context.getArgByIndex(2);
       const request = graphqlContext?.req ?? graphqlContext?.reply?.request;
-      if (!request) throw requestMissing(info.fieldName);
+      // No HTTP request: a context function that dropped it, or a WebSocket.
+      if (!request) {
+        throw new IdempotencyConfigurationError(
+          `nest-idempotency: the GraphQL context of mutation "${info.fieldName}" has no HTTP ` +
+            'request, so @IdempotentMutation() cannot read its key or its scope. Keep the ' +
+            'request in the context as `req` (context: ({ req }) => ({ req, ... })); mutations ' +
+            'over WebSockets are not supported.',
+        );
+      }
       // A retry must send the same arguments; the key itself names the call, it is not part of it.
       const payload: Record<string, unknown> = { ...args };
       if (keyArg !== undefined) delete payload[keyArg];

@@ -1,5 +1,5 @@
 import { IdempotencyConfigurationError } from '../config/idempotency-configuration.error';
-import { firstOptionSet } from '../config/option-groups';
+import { refuseOptionsSet } from '../config/option-groups';
 import type {
   IdempotencyRequestOptions,
   IdempotencyResponseOptions,
@@ -62,14 +62,12 @@ export function splitMutationOptions(options: IdempotentMutationOptions): {
       'Name an argument of the mutation, such as "idempotencyKey".',
     );
   }
-  const refused = firstOptionSet(route, HTTP_ONLY);
-  if (refused) {
-    throw IdempotencyConfigurationError.invalidOption(
-      refused.place,
-      refused.value,
+  refuseOptionsSet(
+    route,
+    HTTP_ONLY,
+    () =>
       '@IdempotentMutation() does not take it: it shapes HTTP answers, and a mutation ' +
-        'answers inside a GraphQL response. Remove it.',
-    );
-  }
+      'answers inside a GraphQL response. Remove it.',
+  );
   return { keyArg, route };
 }

@@ -42,9 +42,7 @@ export class ExpressResponseAdapter extends IdempotencyResponseAdapter {
 
   /** @inheritDoc */
   capture(res: any, sink: ResponseSink): void {
-    const send = res.send;
-    const end = res.end;
-    const write = res.write;
+    const { send, end, write } = res;
     const capture = new ResponseCaptureState(sink, () => failClosed(res, end));
     /** The headers set before Express's own send ran, when it did (a text body). */
     let setBeforeSend: Set<string> | undefined;
@@ -63,7 +61,6 @@ export class ExpressResponseAdapter extends IdempotencyResponseAdapter {
         if (
           payload !== null &&
           typeof payload === 'object' &&
-          !Buffer.isBuffer(payload) &&
           !(payload instanceof Uint8Array) &&
           !isStreamLike(payload)
         ) {

@@ -21,8 +21,7 @@ export class FastifyResponseAdapter extends IdempotencyResponseAdapter {
 
   /** @inheritDoc */
   capture(reply: any, sink: ResponseSink): void {
-    const raw = reply.raw;
-    const send = reply.send;
+    const { raw, send } = reply;
     const capture = new ResponseCaptureState(sink, () => failClosed(raw));
     const replace = (decision: OutgoingResponse) => {
       reply.code(decision.status);
@@ -128,9 +127,6 @@ function fastifyBytes(
   }
   const bytes = responseBytes(payload, contentType, 'text/plain');
   // The content type Fastify itself will write (a `text/csv` string keeps no charset).
-  if (typeof payload === 'string')
-    return bytes && { ...bytes, contentType: fastifyContentType('text', contentType) };
-  if (ArrayBuffer.isView(payload))
-    return bytes && { ...bytes, contentType: fastifyContentType('bytes', contentType) };
-  return bytes;
+  const kind = typeof payload === 'string' ? 'text' : ArrayBuffer.isView(payload) && 'bytes';
+  return bytes && kind ? { ...bytes, contentType: fastifyContentType(kind, contentType) } : bytes;
 }

@@ -62,8 +62,5 @@ export function fastifyContentType(
     return current!;
   }
   const parameters = [...parsed.parameters].map(([name, value]) => `${name}="${value}"`);
-  const written = parameters.length
-    ? `${parsed.mediaType}; ${parameters.join('; ')}`
-    : parsed.mediaType;
-  return `${written}; charset=utf-8`;
+  return [parsed.mediaType, ...parameters, 'charset=utf-8'].join('; ');
 }

@@ -1,7 +1,7 @@
 import { idempotentCall } from '../calls/idempotency-call-transport';
 import { Idempotent } from '../module/idempotent.decorator';
 import { IdempotencyConfigurationError } from '../config/idempotency-configuration.error';
-import { firstOptionSet } from '../config/option-groups';
+import { refuseOptionsSet } from '../config/option-groups';
 import { DEFAULT_IDEMPOTENCY_MESSAGE_OPTIONS } from './idempotent-message.options';
 import type { IdempotencyMessage, IdempotentMessageOptions } from './idempotent-message.options';
 import { messageCallTransport } from './message-call-transport';
@@ -51,14 +51,11 @@ const NOT_FOR_MESSAGES = [
  */
 export function IdempotentMessage(options: IdempotentMessageOptions = {}): MethodDecorator {
   const given: Record<string, unknown> = { ...options };
-  const refused = firstOptionSet(given, NOT_FOR_MESSAGES);
-  if (refused) {
-    throw IdempotencyConfigurationError.invalidOption(
-      refused.place,
-      refused.value,
-      `@IdempotentMessage() does not take "${refused.place}": it is an option of HTTP routes.`,
-    );
-  }
+  refuseOptionsSet(
+    given,
+    NOT_FOR_MESSAGES,
+    (place) => `@IdempotentMessage() does not take "${place}": it is an option of HTTP routes.`,
+  );
   const ack = options.ack ?? DEFAULT_IDEMPOTENCY_MESSAGE_OPTIONS.ack;
   if (ack !== 'auto' && ack !== 'manual') {
     throw IdempotencyConfigurationError.invalidOption(

@@ -11,15 +11,10 @@ interface RabbitDelivery {
 
 /** The delivery behind a context, when it is RabbitMQ's (a channel to settle it on). */
 function rabbitDeliveryOf(context: any): RabbitDelivery | undefined {
-  if (typeof context?.getChannelRef !== 'function' || typeof context.getMessage !== 'function') {
-    return undefined;
-  }
-  const channel = context.getChannelRef();
-  const message = context.getMessage();
-  if (typeof channel?.ack !== 'function' || typeof channel.nack !== 'function' || !message) {
-    return undefined;
-  }
-  return { channel, message };
+  const channel = context?.getChannelRef?.();
+  const message = context?.getMessage?.();
+  const settles = typeof channel?.ack === 'function' && typeof channel.nack === 'function';
+  return settles && message ? { channel, message } : undefined;
 }
 
 /**

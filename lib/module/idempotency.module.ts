@@ -40,26 +40,22 @@ async function createStore(
   options: ResolvedIdempotencyOptions,
   moduleRef: ModuleRef,
 ): Promise<IdempotencyStore> {
-  const { replayCache, encryption } = options;
-  return new LocalFirstIdempotencyStore(await createDecidingStore(options, moduleRef), {
+  const { store, replayCache, encryption } = options;
+  const given = store === 'typeorm' ? await defaultTypeOrmStore() : store;
+  // The store that decides every claim this instance cannot answer itself.
+  const deciding =
+    given === 'memory'
+      ? new MemoryIdempotencyStore()
+      : typeof given === 'function'
+        ? await moduleRef.create(given)
+        : await given.create(moduleRef);
+  return new LocalFirstIdempotencyStore(deciding, {
     maxEntries: replayCache.enabled ? replayCache.maxEntries : 0,
     maxBytes: replayCache.maxBytes,
     // Without keys when encryption is off: a sealed record is then refused (500), never
     // replayed as ciphertext.
     sealer: new RecordSealer(encryption),
   });
-}
-
-/** The store that decides every claim this instance cannot answer itself. */
-async function createDecidingStore(
-  options: ResolvedIdempotencyOptions,
-  moduleRef: ModuleRef,
-): Promise<IdempotencyStore> {
-  const { store } = options;
-  if (store === 'memory') return new MemoryIdempotencyStore();
-  if (typeof store === 'function') return moduleRef.create(store);
-  const factory = store === 'typeorm' ? await defaultTypeOrmStore() : store;
-  return factory.create(moduleRef);
 }
 
 /** The module's own classes: each is provided here and exported to the modules that import it. */

@@ -46,21 +46,6 @@ const HTTP_CODE_METADATA = '__httpCode__';
 type Saved = Map<Handler, Map<string, unknown>>;
 
 /**
- * `@nestjs/swagger`, when the application has it (an optional peer, see `loadOptionalPeer`). A
- * missing package is silent, a broken one is logged.
- */
-function loadSwagger(): Promise<SwaggerApi | undefined> {
-  return loadOptionalPeer<SwaggerApi>('@nestjs/swagger').catch((error: unknown) => {
-    new Logger('IdempotencyModule').warn(
-      `@nestjs/swagger could not be loaded, so @Idempotent() routes are not documented: ${String(
-        (error as Error)?.message ?? error,
-      )}`,
-    );
-    return undefined;
-  });
-}
-
-/**
  * Documents every `@Idempotent()` route of the application in its OpenAPI metadata, when
  * `@nestjs/swagger` is installed and `openApi` is on: the key header parameter, the
  * `Idempotent-Replayed` header of the success response, and the 400 / 409 / 422 / 503 answers
@@ -89,20 +74,35 @@ export async function documentIdempotentRoutes(
   // The routes of covered classes get their own handlers first (as the module does anyway),
   // so documenting an inherited route never writes on the base class's function.
   markCoveredControllers(controllers);
-  const covered = controllers.flatMap(routesOf);
+  const covered = controllers.flatMap((controller) =>
+    idempotentRoutesOf(controller)
+      .filter((route) => !UNDOCUMENTED_METHODS.has(route.method))
+      .map((route) => ({ ...route, controller })),
+  );
   if (!options.openApi || covered.length === 0) return writes;
-  const swagger = await loadSwagger();
+  // A missing @nestjs/swagger is silent (see `loadOptionalPeer`), a broken one is logged.
+  const swagger = await loadOptionalPeer<SwaggerApi>('@nestjs/swagger').catch((error: unknown) => {
+    const why = String((error as Error)?.message ?? error);
+    new Logger('IdempotencyModule').warn(
+      `@nestjs/swagger could not be loaded, so @Idempotent() routes are not documented: ${why}`,
+    );
+  });
   if (!swagger) return writes;
   const model = problemModelOf(swagger);
   const { API_PARAMETERS, API_RESPONSE, API_EXTRA_MODELS } = swagger.DECORATORS;
+  const keys = [API_PARAMETERS, API_RESPONSE, API_EXTRA_MODELS];
   for (const route of covered) {
-    const keys = [API_PARAMETERS, API_RESPONSE, API_EXTRA_MODELS];
     saved.set(
       route.handler,
       new Map(keys.map((k) => [k, Reflect.getOwnMetadata(k, route.handler)])),
     );
-    const merged = mergeRouteOptions(options, route.onClass, route.onHandler);
-    document(swagger, model, route, merged, options);
+    document(
+      swagger,
+      model,
+      route,
+      mergeRouteOptions(options, route.onClass, route.onHandler),
+      options,
+    );
   }
   return writes;
 }
@@ -110,16 +110,6 @@ export async function documentIdempotentRoutes(
 /** A documented route: an idempotent one with an unsafe method, and its controller. */
 interface Route extends IdempotentRouteDeclaration {
   controller: Controller;
-}
-
-/**
- * The route handlers a controller serves, its own and inherited ones, as Swagger sees them,
- * that `@Idempotent()` covers.
- */
-function routesOf(controller: Controller): Route[] {
-  return idempotentRoutesOf(controller)
-    .filter((route) => !UNDOCUMENTED_METHODS.has(route.method))
-    .map((route) => ({ ...route, controller }));
 }
 
 /**
@@ -190,12 +180,8 @@ function document(
     ...(own(API_RESPONSE) ?? successOf(target)),
   };
   for (const [status, response] of Object.entries(responses)) {
-    if (/^2\d\d$/.test(status)) {
-      responses[status] = {
-        ...response,
-        headers: { ...successHeaders(route), ...response.headers },
-      };
-    }
+    const headers = { ...successHeaders(route), ...response.headers };
+    if (/^2\d\d$/.test(status)) responses[status] = { ...response, headers };
   }
   for (const [status, problem] of Object.entries(problemResponses(route, module, source))) {
     responses[status] = responses[status] ? mergeResponse(responses[status], problem) : problem;

@@ -48,8 +48,7 @@ function problemAnswers(
   route: ResolvedIdempotencyRouteOptions,
   source: IdempotencyKeySource,
 ): Record<string, [string, IdempotencyProblemException[]]> {
-  const retry = route.retryAfterSeconds;
-  const h = route.header;
+  const { retryAfterSeconds: retry, header: h } = route;
   // A scope the application set refuses a request it finds no caller for.
   const scoped = route.scope !== DEFAULT_IDEMPOTENCY_OPTIONS.request.scope;
   const answers: Record<string, [string, IdempotencyProblemException[]]> = {

@@ -7,13 +7,6 @@ function isSkipped(value: unknown): boolean {
   return value === undefined || typeof value === 'function' || typeof value === 'symbol';
 }
 
-/** A number as JSON text; ±Infinity (from `JSON.parse('1e400')`) as a number that reads back. */
-function numberText(n: number): string {
-  if (Number.isFinite(n)) return JSON.stringify(n);
-  if (Number.isNaN(n)) return 'null';
-  return n > 0 ? '1e999' : '-1e999';
-}
-
 /** A value as JSON writes it: what its `toJSON()` returns, when it has one. */
 function jsonValueOf(value: unknown): unknown {
   if (value !== null && typeof value === 'object' && typeof (value as any).toJSON === 'function') {
@@ -30,7 +23,9 @@ function leafText(item: unknown): string | undefined {
   if (item === null || isSkipped(item)) return 'null';
   switch (typeof item) {
     case 'number':
-      return numberText(item);
+      if (Number.isFinite(item)) return JSON.stringify(item);
+      // ±Infinity (from `JSON.parse('1e400')`) as a number that reads back.
+      return Number.isNaN(item) ? 'null' : item > 0 ? '1e999' : '-1e999';
     case 'string':
     case 'boolean':
       return JSON.stringify(item);

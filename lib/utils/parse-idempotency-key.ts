@@ -12,23 +12,15 @@ const PRINTABLE = /^[\x20-\x7e]*$/;
  * @returns the unquoted text, or an error reason
  */
 function unquote(value: string): { text: string } | { reason: string } {
-  let text = '';
-  for (let i = 1; i < value.length; i++) {
-    const ch = value[i];
-    if (ch === '\\') {
-      const next = value[i + 1];
-      if (next !== '"' && next !== '\\') return { reason: 'a quoted key has a bad escape' };
-      text += next;
-      i++;
-    } else if (ch === '"') {
-      if (i !== value.length - 1)
-        return { reason: 'a quoted key has text after its closing quote' };
-      return { text };
-    } else {
-      text += ch;
-    }
+  // The opening quote, then plain characters and valid escapes up to the first other one.
+  const [quoted, body] = /^"((?:[^"\\]|\\["\\])*)/.exec(value)!;
+  const next = value[quoted.length];
+  if (next === '\\') return { reason: 'a quoted key has a bad escape' };
+  if (next === undefined) return { reason: 'a quoted key is not terminated' };
+  if (quoted.length + 1 < value.length) {
+    return { reason: 'a quoted key has text after its closing quote' };
   }
-  return { reason: 'a quoted key is not terminated' };
+  return { text: body.replace(/\\(["\\])/g, '$1') };
 }
 
 /**

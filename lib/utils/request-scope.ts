@@ -49,20 +49,6 @@ function scopeBytes(value: string): Buffer {
   return Buffer.concat(chunks);
 }
 
-/**
- * Whether a scope can be stored as it is: at most `maxBytes`, valid UTF-8 without NUL, and not
- * starting with a reserved prefix.
- */
-function storedAsIs(scope: string, maxBytes: number, reserved: readonly string[]): boolean {
-  return (
-    scope.length <= maxBytes &&
-    !reserved.some((prefix) => scope.startsWith(prefix)) &&
-    !scope.includes('\0') &&
-    !LONE_SURROGATE.test(scope) &&
-    Buffer.byteLength(scope, 'utf8') <= maxBytes
-  );
-}
-
 /** What a refused scope was, for the error message; never the value itself. */
 function describe(value: unknown): string {
   if (typeof value === 'number') return `the number ${String(value)}`;
@@ -122,6 +108,13 @@ export function normaliseScope(value: unknown, namespace?: IdempotencyNamespace)
 
 /** The scope as it is when it can be stored so, else `sha256:` and the hash of its bytes. */
 function bounded(scope: string, maxBytes: number, reserved: readonly string[]): string {
-  if (storedAsIs(scope, maxBytes, reserved)) return scope;
+  // At most `maxBytes`, valid UTF-8 without NUL, and not starting with a reserved prefix.
+  const storedAsIs =
+    scope.length <= maxBytes &&
+    !reserved.some((prefix) => scope.startsWith(prefix)) &&
+    !scope.includes('\0') &&
+    !LONE_SURROGATE.test(scope) &&
+    Buffer.byteLength(scope, 'utf8') <= maxBytes;
+  if (storedAsIs) return scope;
   return SCOPE_HASH_PREFIX + createHash('sha256').update(scopeBytes(scope)).digest('hex');
 }

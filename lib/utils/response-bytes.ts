@@ -54,18 +54,11 @@ export function responseBytes(
   if (Buffer.isBuffer(payload) || payload instanceof Uint8Array) {
     return { body: Buffer.from(payload), contentType: contentType ?? 'application/octet-stream' };
   }
-  if (typeof payload === 'string') {
-    return {
-      body: Buffer.from(payload, 'utf8'),
-      contentType: withUtf8Charset(contentType ?? textDefault),
-    };
-  }
   if (isStreamLike(payload) || payload instanceof Error) return undefined;
-  if (typeof payload === 'object' || typeof payload === 'number' || typeof payload === 'boolean') {
-    return {
-      body: Buffer.from(JSON.stringify(payload), 'utf8'),
-      contentType: withUtf8Charset(contentType ?? 'application/json'),
-    };
-  }
-  return undefined;
+  const kind = typeof payload;
+  const json = kind === 'object' || kind === 'number' || kind === 'boolean';
+  if (kind !== 'string' && !json) return undefined;
+  const text = json ? JSON.stringify(payload) : (payload as string);
+  const type = contentType ?? (json ? 'application/json' : textDefault);
+  return { body: Buffer.from(text, 'utf8'), contentType: withUtf8Charset(type) };
 }

@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 import { IdempotencyProblemException } from '../errors/idempotency-problem.exception';
 import type { IdempotencyKeySource } from '../decorators/idempotency-key-source';
 import { headerLines, parseKeyValue } from '../utils/parse-idempotency-key';
@@ -107,11 +107,8 @@ export function webhookKeySource(route: ResolvedWebhookRoute): IdempotencyKeySou
     namespace: 'webhook',
     keyPlace: { call: 'webhook event', where: 'its event id' },
     fingerprint: (request, scope) => {
-      const url = String(request.originalUrl ?? request.url ?? '');
-      const path = url.split('?')[0];
-      return createHash('sha256')
-        .update(`webhook\n${scope}\n${String(request.method).toUpperCase()} ${path}`)
-        .digest('hex');
+      const path = String(request.originalUrl ?? request.url ?? '').split('?')[0];
+      return hash('sha256', `webhook\n${scope}\n${String(request.method).toUpperCase()} ${path}`);
     },
     openApi: {
       parameters: signatureHeaders(route),

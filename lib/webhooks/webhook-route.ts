@@ -164,24 +164,6 @@ const DEFAULT_KEYS: Record<ResolvedWebhookSignature['scheme'], ResolvedWebhookRo
   hmac: (event) => `sha256:${createHash('sha256').update(event.rawBody).digest('hex')}`,
 };
 
-function unsignedKeyHeaderOf(
-  provider: string,
-  signature: ResolvedWebhookSignature,
-  options: IdempotentWebhookOptions,
-): string | undefined {
-  const given = options.unsignedKeyHeader;
-  if (given === undefined) return undefined;
-  if (signature.scheme !== 'hmac') {
-    fail(
-      provider,
-      'unsignedKeyHeader',
-      `The ${signature.scheme} scheme signs its event id: remove it, the key comes from there.`,
-    );
-  }
-  if (options.key !== undefined) fail(provider, 'unsignedKeyHeader', 'Give it or key, not both.');
-  return header(provider, 'unsignedKeyHeader', given, 'X-GitHub-Delivery');
-}
-
 /**
  * Checks `@IdempotentWebhook()`'s own options and fills in the defaults.
  * @throws IdempotencyConfigurationError naming the option and the fix (at class definition)
@@ -193,15 +175,25 @@ export function resolveWebhookRoute(options: IdempotentWebhookOptions): Resolved
   }
   const signature = signatureOf(provider, options.signature);
   const secrets = secretsOf(provider, signature.scheme, options.secrets);
-  if (options.key !== undefined && typeof options.key !== 'function') {
+  const { key, unsignedKeyHeader } = options;
+  if (key !== undefined && typeof key !== 'function') {
     fail(provider, 'key', 'Use a function (event) => the event id.');
+  }
+  if (unsignedKeyHeader !== undefined) {
+    const { scheme } = signature;
+    const fix = `The ${scheme} scheme signs its event id: remove it, the key comes from there.`;
+    if (scheme !== 'hmac') fail(provider, 'unsignedKeyHeader', fix);
+    if (key !== undefined) fail(provider, 'unsignedKeyHeader', 'Give it or key, not both.');
   }
   return {
     provider,
     signature,
     secrets,
-    key: options.key ?? DEFAULT_KEYS[signature.scheme],
-    unsignedKeyHeader: unsignedKeyHeaderOf(provider, signature, options),
+    key: key ?? DEFAULT_KEYS[signature.scheme],
+    unsignedKeyHeader:
+      unsignedKeyHeader === undefined
+        ? undefined
+        : header(provider, 'unsignedKeyHeader', unsignedKeyHeader, 'X-GitHub-Delivery'),
   };
 }
 

@@ -54,12 +54,6 @@ export function signingKeyOf(
   return key.length > 0 ? key : undefined;
 }
 
-function hmac(key: Buffer, ...parts: (string | Buffer)[]): Buffer {
-  const mac = crypto.createHmac('sha256', key);
-  for (const part of parts) mac.update(part);
-  return mac.digest();
-}
-
 /** A hex digest's bytes; an empty buffer (which matches nothing) when it is not hex. */
 function fromHex(text: string): Buffer {
   return /^(?:[0-9a-fA-F]{2})+$/.test(text) ? Buffer.from(text, 'hex') : Buffer.alloc(0);
@@ -68,7 +62,9 @@ function fromHex(text: string): Buffer {
 /** Whether one of the given signatures is the HMAC of the content under one of the keys. */
 function anyMatches(keys: readonly Buffer[], content: (string | Buffer)[], given: Buffer[]) {
   for (const key of keys) {
-    const expected = hmac(key, ...content);
+    const mac = crypto.createHmac('sha256', key);
+    for (const part of content) mac.update(part);
+    const expected = mac.digest();
     for (const signature of given) if (signaturesEqual(expected, signature)) return true;
   }
   return false;
@@ -163,10 +159,8 @@ function signedPartsOf(
       let timestamp: string | undefined;
       const given: Buffer[] = [];
       for (const item of single(delivery, header).split(',')) {
-        const at = item.indexOf('=');
-        if (at < 0) continue;
-        const name = item.slice(0, at).trim();
-        const value = item.slice(at + 1).trim();
+        const [name, value] = item.split(/=(.*)/s, 2).map((part) => part.trim());
+        if (value === undefined) continue;
         if (name === 't') timestamp = value;
         else if (name === 'v1') given.push(fromHex(value));
       }
