@@ -11,6 +11,7 @@ import { IdempotencyConfigurationError } from '../../config/idempotency-configur
 import { pgPipelineUsable } from '../../internals/pg-pipeline';
 import { wakeTokenOf } from '../../waiting/wake-token';
 import { IdempotencyStore } from '../idempotency.store';
+import { promiseOf } from '../promise-of';
 import type { IdempotencyStoreCapabilities } from '../idempotency-store.capabilities';
 import { jobsTableNameOf, quoteTableName } from './idempotency-table.sql';
 import { hasPoolAccess, prepareStatements, runOnPool } from './prepared-statement';
@@ -181,14 +182,12 @@ export class TypeOrmIdempotencyStore extends IdempotencyStore implements TypeOrm
     response: StoredResponse,
     ttlSeconds: number,
   ): Promise<boolean> {
-    try {
+    return promiseOf(() => {
       const { statement, params } = this.completion(ref, response, ttlSeconds, false);
       const read = (result: StatementResult) => writtenOf(result, ref.announce === true);
       const options = ref.announce ? this.completeAnnounced : this.completePlain;
       return this.run('complete', statement, params, read, options);
-    } catch (error) {
-      return Promise.reject(error);
-    }
+    });
   }
 
   /** A completion's commit is confirmed; one whose connection failed is sent again. */
@@ -351,9 +350,8 @@ export class TypeOrmIdempotencyStore extends IdempotencyStore implements TypeOrm
   ): Promise<T> {
     const deadline =
       typeof operation === 'string' ? new Deadline(operation, this.timeoutMs) : operation;
-    // Callers chain on the promise without an async function around them: a DataSource that
-    // cannot be resolved rejects rather than throws.
-    try {
+    // A DataSource that cannot be resolved rejects rather than throws (`promiseOf`).
+    return promiseOf(() => {
       if (this.usesPoolAccess()) {
         const { dataSource, preparedStatements: prepared } = this;
         return runOnPool(dataSource, statement, values, deadline, prepared, read, options);
@@ -363,8 +361,6 @@ export class TypeOrmIdempotencyStore extends IdempotencyStore implements TypeOrm
       const failed =
         recover && ((error: unknown) => recover(error, values) ?? Promise.reject(error));
       return read || failed ? ran.then(read, failed) : (ran as Promise<T>);
-    } catch (error) {
-      return Promise.reject(error);
-    }
+    });
   }
 }

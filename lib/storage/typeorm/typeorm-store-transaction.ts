@@ -107,6 +107,29 @@ export class TypeOrmStoreTransaction {
     });
   }
 
+  /**
+   * Runs the transaction's first store statement, which locks what the transaction works on
+   * (after `setup`, a `SET TRANSACTION`, when given); rolls back when it fails or found nothing.
+   * @returns its result, or undefined once rolled back
+   */
+  async lock(
+    operation: string,
+    statement: PreparedStatement,
+    values: unknown[],
+    setup?: string,
+  ): Promise<StatementResult | undefined> {
+    try {
+      if (setup) await this.runner.manager.query(setup);
+      const result = await this.run(operation, statement, values);
+      if (result.rows.length > 0 || result.rowCount === 1) return result;
+      await this.rollback();
+      return undefined;
+    } catch (error) {
+      await this.rollback().catch(() => undefined);
+      throw error;
+    }
+  }
+
   private send(
     operation: string,
     statement: PreparedStatement,
