@@ -8,6 +8,7 @@ const FINISHED = 'finished';
 
 /** What of an operation's record is sealed, as a row of `bind()` or `listAbandoned()` has it. */
 interface SealedParts {
+  recordId: string;
   input: unknown;
   state: Record<string, unknown> | null;
   recoveryPoint: string | null;
@@ -39,29 +40,18 @@ export function sealingOperations(
 ): OperationRecordStore {
   const sealState = (ref: IdempotencyRecordRef, state: Record<string, unknown>, point: string) =>
     sealer.sealValue('state', ref.scope, ref.key, state, point);
-  const open = <T extends SealedParts>(
-    { scope, key }: { scope: string; key: string },
-    recordId: string,
-    row: T,
-    what: string,
-  ): T => ({
-    ...row,
-    input: sealer.openValue('input', scope, key, row.input, `${what} (its input)`, recordId),
-    state: sealer.openValue(
-      'state',
-      scope,
-      key,
-      row.state,
-      `${what} (its state)`,
-      row.recoveryPoint,
-    ),
-  });
+  const open = <T extends SealedParts>(scope: string, key: string, row: T, what: string): T => {
+    const opened = <V>(part: 'input' | 'state', value: V, bound: string | null) =>
+      sealer.openValue(part, scope, key, value, `${what} (its ${part})`, bound);
+    const input = opened('input', row.input, row.recordId);
+    return { ...row, input, state: opened('state', row.state, row.recoveryPoint) };
+  };
   return overriding(inner, {
     bind: async (ref, operation, input, settings) => {
       const sealed = sealer.sealValue('input', ref.scope, ref.key, input, recordOf(ref)?.recordId);
       const bound = await inner.bind(ref, operation, sealed, settings);
       const what = `The record ${bound?.recordId} of operation "${bound?.operation}"`;
-      return bound && open(ref, bound.recordId, bound, what);
+      return bound && open(ref.scope, ref.key, bound, what);
     },
     beginStep: async (ref, expectedPoint, isolation) => {
       const step = await inner.beginStep(ref, expectedPoint, isolation);
@@ -92,8 +82,8 @@ export function sealingOperations(
     listAbandoned: async (limit) =>
       (await inner.listAbandoned(limit)).map((row) =>
         open(
-          row,
-          row.recordId,
+          row.scope,
+          row.key,
           row,
           `The abandoned record ${row.recordId} of operation "${row.operation}"`,
         ),

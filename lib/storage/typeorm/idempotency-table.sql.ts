@@ -3,10 +3,7 @@
  * @param tableName - validated at bootstrap to be `[schema.]identifier`
  */
 export function quoteTableName(tableName: string): string {
-  return tableName
-    .split('.')
-    .map((part) => `"${part}"`)
-    .join('.');
+  return `"${tableName.replace('.', '"."')}"`;
 }
 
 /**
@@ -15,13 +12,11 @@ export function quoteTableName(tableName: string): string {
  * @returns the schema, or `undefined` for a bare name
  */
 export function schemaOf(tableName: string): string | undefined {
-  const parts = tableName.split('.');
-  return parts.length > 1 ? parts[0] : undefined;
+  return tableName.includes('.') ? tableName.split('.')[0] : undefined;
 }
 
 function bareName(tableName: string): string {
-  const parts = tableName.split('.');
-  return parts[parts.length - 1];
+  return tableName.slice(tableName.indexOf('.') + 1);
 }
 
 /**
@@ -136,7 +131,7 @@ function purgeIndexSql(tableName: string): string {
   return `CREATE INDEX IF NOT EXISTS "${bareName(tableName)}_purge_after_idx" ON ${quoteTableName(tableName)} ("purge_after")`;
 }
 
-/** The quoted name of one of `tableName`'s indexes, in the table's schema. */
+/** The quoted name of one of `tableName`'s indexes or functions, in the table's schema. */
 function indexName(tableName: string, suffix: string): string {
   return quoteTableName(`${tableName}_${suffix}`);
 }
@@ -148,9 +143,7 @@ function indexName(tableName: string, suffix: string): string {
 const OPERATION_SETTINGS_COLUMN = '"operation_settings" jsonb';
 
 /** The trigger function that keeps `purge_after` right for the previous release's statements. */
-function purgeAfterFillFunction(tableName: string): string {
-  return indexName(tableName, 'purge_after_fill');
-}
+const PURGE_AFTER_FILL = 'purge_after_fill';
 
 /**
  * DDL of the expand step that lets the previous release (before `purge_after`) keep serving on
@@ -169,7 +162,7 @@ function purgeAfterFillFunction(tableName: string): string {
  */
 export function purgeAfterFillSql(tableName: string): string[] {
   const table = quoteTableName(tableName);
-  const fill = purgeAfterFillFunction(tableName);
+  const fill = indexName(tableName, PURGE_AFTER_FILL);
   const insertTrigger = `"${bareName(tableName)}_purge_after_fill_insert"`;
   const updateTrigger = `"${bareName(tableName)}_purge_after_fill_update"`;
   return [
@@ -277,6 +270,6 @@ export function dropIdempotencyTableSql(tableName: string): string[] {
   return [
     `DROP TABLE IF EXISTS ${quoteTableName(jobsTableNameOf(tableName))}`,
     `DROP TABLE IF EXISTS ${quoteTableName(tableName)}`,
-    `DROP FUNCTION IF EXISTS ${purgeAfterFillFunction(tableName)}()`,
+    `DROP FUNCTION IF EXISTS ${indexName(tableName, PURGE_AFTER_FILL)}()`,
   ];
 }

@@ -62,11 +62,7 @@ export class TypeOrmStoreTransaction {
         void discardQueryRunner(runner).then(() => reject(timeout));
       });
       const failed = (error: unknown) => {
-        if (!timer.stop()) return;
-        runner.release().then(
-          () => reject(error),
-          () => reject(error),
-        );
+        if (timer.stop()) releaseThen(runner, () => reject(error));
       };
       runner.connect().then((connection: unknown) => {
         if (timer.done) return void runner.release().catch(() => undefined);
@@ -137,8 +133,8 @@ export class TypeOrmStoreTransaction {
   ): Promise<StatementResult> {
     const refused = this.refusal(operation);
     if (refused) return refused;
-    const deadline = new Deadline(operation, this.timeoutMs);
     if (!this.client) {
+      const deadline = new Deadline(operation, this.timeoutMs);
       return runOnQueryRunner(this.runner, statement, values, deadline).catch((error: unknown) => {
         if (isStoreTimeout(error)) this.state = 'abandoned';
         throw error;
@@ -146,7 +142,7 @@ export class TypeOrmStoreTransaction {
     }
     const client = this.client;
     return new Promise((resolve, reject) => {
-      const timer = this.startTimer(deadline, reject);
+      const timer = this.startTimer(operation, reject);
       client.query({ name: statement.name, text: statement.text, values }, (error, result) => {
         if (!timer.stop()) return;
         if (error) reject(explainStatementError(error, statement));
@@ -196,9 +192,8 @@ export class TypeOrmStoreTransaction {
     if (!this.client || !this.pipelined) return this.commitAfter(operation, statement, values);
     this.state = 'finished';
     const client = this.client;
-    const deadline = new Deadline(operation, this.timeoutMs);
     return new Promise((resolve, reject) => {
-      const timer = this.startTimer(deadline, reject);
+      const timer = this.startTimer(operation, reject);
       const restore = pipelining(client);
       let failed: unknown;
       client.query({ name: statement.name, text: statement.text, values }, (error) => {
@@ -212,8 +207,7 @@ export class TypeOrmStoreTransaction {
         if (owned || (error === undefined && nothingWritten(failed))) {
           return void this.runner.release().then(() => resolve(owned), reject);
         }
-        const fail = () => reject(explainStatementError(failed ?? error, statement));
-        this.runner.release().then(fail, fail);
+        releaseThen(this.runner, () => reject(explainStatementError(failed ?? error, statement)));
       };
       this.confirmedCommit(operation).then(() => settle(undefined), settle);
     });
@@ -257,17 +251,14 @@ export class TypeOrmStoreTransaction {
 
   private finish(operation: string, end: () => Promise<void>): Promise<void> {
     this.state = 'finished';
-    const deadline = new Deadline(operation, this.timeoutMs);
     return new Promise((resolve, reject) => {
-      const timer = this.startTimer(deadline, reject);
+      const timer = this.startTimer(operation, reject);
       end().then(
         () => {
           if (timer.stop()) this.runner.release().then(resolve, reject);
         },
         (error: unknown) => {
-          if (!timer.stop()) return;
-          const fail = () => reject(error);
-          this.runner.release().then(fail, fail);
+          if (timer.stop()) releaseThen(this.runner, () => reject(error));
         },
       );
     });
@@ -279,8 +270,8 @@ export class TypeOrmStoreTransaction {
    * must treat the outcome as unknown (an owner-guarded write says later); the connection is
    * closed before the timeout is reported.
    */
-  private startTimer(deadline: Deadline, reject: (error: unknown) => void): DeadlineTimer {
-    const timer = deadline.startTimer((timeout) => {
+  private startTimer(operation: string, reject: (error: unknown) => void): DeadlineTimer {
+    const timer = new Deadline(operation, this.timeoutMs).startTimer((timeout) => {
       this.state = 'abandoned';
       void discardQueryRunner(this.runner).then(() => reject(timeout));
     });
@@ -297,6 +288,11 @@ export class TypeOrmStoreTransaction {
         : 'the transaction has already ended';
     return Promise.reject(new Error(`nest-idempotency: ${operation} refused: ${why}`));
   }
+}
+
+/** Gives the runner's connection back, then settles, whether or not the release succeeded. */
+function releaseThen(runner: QueryRunner, settle: () => void): Promise<void> {
+  return runner.release().then(settle, settle);
 }
 
 /** Whether `error` is a `failUnlessWritten` statement's: it found nothing to write. */

@@ -46,13 +46,3 @@ export function announcedWrite(write: string, channel: string, payload: string):
 export function notifySql(channel: string): string {
   return `SELECT pg_notify('${channel}', $1::text)`;
 }
-
-/** Starts listening on `channel` (the listening connection's own session). */
-export function listenSql(channel: string): string {
-  return `LISTEN ${channel}`;
-}
-
-/** Stops listening on `channel`. */
-export function unlistenSql(channel: string): string {
-  return `UNLISTEN ${channel}`;
-}
