@@ -142,17 +142,9 @@ export class TypeOrmIdempotencyStore extends IdempotencyStore implements TypeOrm
 
   /** @inheritDoc */
   claim(request: ClaimRequest): Promise<ClaimResult> {
-    const params = [
-      request.scope,
-      request.key,
-      request.fingerprint,
-      request.ownerToken,
-      request.lockTimeoutSeconds,
-      request.ttlSeconds,
-      firstRecordId(request.scope, request.key),
-      request.method,
-      request.path,
-    ];
+    const { scope, key, fingerprint, ownerToken, lockTimeoutSeconds, ttlSeconds } = request;
+    const params = [scope, key, fingerprint, ownerToken, lockTimeoutSeconds, ttlSeconds];
+    params.push(firstRecordId(scope, key), request.method, request.path);
     // One deadline for all attempts: the claim as a whole answers within the timeout.
     const deadline = new Deadline('claim', this.timeoutMs);
     // A new key (most requests) is claimed by the first statement: no further async step.

@@ -235,16 +235,10 @@ function operationOf(row: any) {
 
 /** The route settings stored on a record, or null when it has none (or they are not valid). */
 function settingsOf(stored: unknown): IdempotencyRunSettings | null {
-  const value = stored as Partial<IdempotencyRunSettings> | null;
-  if (
-    !value ||
-    typeof value.ttlSeconds !== 'number' ||
-    !Array.isArray(value.replayHeaders) ||
-    !value.replayHeaders.every((name) => typeof name === 'string')
-  ) {
-    return null;
-  }
+  const value = (stored ?? {}) as Partial<IdempotencyRunSettings>;
   const { ttlSeconds, replayHeaders, storeBody, maxResponseBytes } = value;
+  if (typeof ttlSeconds !== 'number' || !Array.isArray(replayHeaders)) return null;
+  if (!replayHeaders.every((name) => typeof name === 'string')) return null;
   return {
     ttlSeconds,
     replayHeaders,

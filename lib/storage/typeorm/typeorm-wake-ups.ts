@@ -211,10 +211,7 @@ export class TypeOrmWakeUps implements IdempotencyStoreWakeUps {
         () => reject(new Error(`${what} took longer than ${this.connection.timeoutMs} ms`)),
         this.connection.timeoutMs,
       );
-      step.then(
-        (value) => (clearTimeout(timer), resolve(value)),
-        (error: unknown) => (clearTimeout(timer), reject(error)),
-      );
+      step.finally(() => clearTimeout(timer)).then(resolve, reject);
     });
   }
 }
