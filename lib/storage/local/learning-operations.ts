@@ -8,6 +8,7 @@ import type {
   OperationStepTransaction,
 } from '../../phases/operation-record.store';
 import { overriding } from '../overriding';
+import { promiseOf } from '../promise-of';
 
 /** What the local-first store learns from an operation's writes. */
 export interface OperationWritesListener {
@@ -78,12 +79,6 @@ export function learningOperations(
       listener.taken(rows);
       return rows;
     },
-    abandon: async (ref) => {
-      try {
-        return await inner.abandon(ref);
-      } finally {
-        listener.ended(ref);
-      }
-    },
+    abandon: (ref) => promiseOf(() => inner.abandon(ref)).finally(() => listener.ended(ref)),
   });
 }
