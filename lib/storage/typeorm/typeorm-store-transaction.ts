@@ -189,7 +189,16 @@ export class TypeOrmStoreTransaction {
   commitWith(operation: string, statement: PreparedStatement, values: unknown[]): Promise<boolean> {
     const refused = this.refusal(operation);
     if (refused) return refused;
-    if (!this.client || !this.pipelined) return this.commitAfter(operation, statement, values);
+    if (!this.client || !this.pipelined) {
+      // One at a time: the statement, then the commit or the rollback.
+      return this.send(operation, statement, values).then(
+        () => this.commit().then(() => true),
+        (error: unknown) =>
+          nothingWritten(error)
+            ? this.rollback().then(() => false)
+            : Promise.reject(error as Error),
+      );
+    }
     this.state = 'finished';
     const client = this.client;
     return new Promise((resolve, reject) => {
@@ -211,19 +220,6 @@ export class TypeOrmStoreTransaction {
       };
       this.confirmedCommit(operation).then(() => settle(undefined), settle);
     });
-  }
-
-  /** `commitWith()` one statement at a time: the statement, then the commit or the rollback. */
-  private commitAfter(
-    operation: string,
-    statement: PreparedStatement,
-    values: unknown[],
-  ): Promise<boolean> {
-    return this.send(operation, statement, values).then(
-      () => this.commit().then(() => true),
-      (error: unknown) =>
-        nothingWritten(error) ? this.rollback().then(() => false) : Promise.reject(error as Error),
-    );
   }
 
   /** Rolls back (when still open) and gives the connection back. */
