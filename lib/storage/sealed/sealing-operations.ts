@@ -6,6 +6,9 @@ import type { RecordSealer, SealedRecord } from './record-sealer';
 /** The recovery point of a finished operation (its state is sealed for it). */
 const FINISHED = 'finished';
 
+/** The scope and key a sealed part is bound to. */
+type Keyed = Pick<IdempotencyRecordRef, 'scope' | 'key'>;
+
 /** What of an operation's record is sealed, as a row of `bind()` or `listAbandoned()` has it. */
 interface SealedParts {
   recordId: string;
@@ -40,7 +43,7 @@ export function sealingOperations(
 ): OperationRecordStore {
   const sealState = (ref: IdempotencyRecordRef, state: Record<string, unknown>, point: string) =>
     sealer.sealValue('state', ref.scope, ref.key, state, point);
-  const open = <T extends SealedParts>(scope: string, key: string, row: T, what: string): T => {
+  const open = <T extends SealedParts>({ scope, key }: Keyed, row: T, what: string): T => {
     const opened = <V>(part: 'input' | 'state', value: V, bound: string | null) =>
       sealer.openValue(part, scope, key, value, `${what} (its ${part})`, bound);
     const input = opened('input', row.input, row.recordId);
@@ -51,21 +54,15 @@ export function sealingOperations(
       const sealed = sealer.sealValue('input', ref.scope, ref.key, input, recordOf(ref)?.recordId);
       const bound = await inner.bind(ref, operation, sealed, settings);
       const what = `The record ${bound?.recordId} of operation "${bound?.operation}"`;
-      return bound && open(ref.scope, ref.key, bound, what);
+      return bound && open(ref, bound, what);
     },
     beginStep: async (ref, expectedPoint, isolation) => {
       const step = await inner.beginStep(ref, expectedPoint, isolation);
       if (!step) return step;
       const what = `The record of an operation at "${expectedPoint}" (its state)`;
       try {
-        const state = sealer.openValue(
-          'state',
-          ref.scope,
-          ref.key,
-          step.state,
-          what,
-          expectedPoint,
-        );
+        const { scope, key } = ref;
+        const state = sealer.openValue('state', scope, key, step.state, what, expectedPoint);
         return overriding(step, { state });
       } catch (error) {
         await step.rollback().catch(() => undefined);
@@ -81,12 +78,7 @@ export function sealingOperations(
     },
     listAbandoned: async (limit) =>
       (await inner.listAbandoned(limit)).map((row) =>
-        open(
-          row.scope,
-          row.key,
-          row,
-          `The abandoned record ${row.recordId} of operation "${row.operation}"`,
-        ),
+        open(row, row, `The abandoned record ${row.recordId} of operation "${row.operation}"`),
       ),
     resolveAbandoned: (scope, key, completion) =>
       inner.resolveAbandoned(
