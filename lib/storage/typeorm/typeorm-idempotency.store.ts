@@ -148,12 +148,9 @@ export class TypeOrmIdempotencyStore extends IdempotencyStore implements TypeOrm
     // One deadline for all attempts: the claim as a whole answers within the timeout.
     const deadline = new Deadline('claim', this.timeoutMs);
     // A new key (most requests) is claimed by the first statement: no further async step.
-    return this.run(
-      deadline,
-      this.sql.claimFresh,
-      params,
-      (result) => freshClaimOf(result) ?? this.claimExisting(deadline, params),
-    );
+    const read = (result: StatementResult) =>
+      freshClaimOf(result) ?? this.claimExisting(deadline, params);
+    return this.run(deadline, this.sql.claimFresh, params, read);
   }
 
   /** The claim of a key that has a record: taken over, completed, in flight, or reused. */
@@ -309,12 +306,8 @@ export class TypeOrmIdempotencyStore extends IdempotencyStore implements TypeOrm
    * @internal
    */
   openTransaction(): Promise<TypeOrmStoreTransaction> {
-    return TypeOrmStoreTransaction.begin(
-      this.dataSource,
-      this.timeoutMs,
-      this.usesPoolAccess() && this.preparedStatements,
-      this.pipelines,
-    );
+    const named = this.usesPoolAccess() && this.preparedStatements;
+    return TypeOrmStoreTransaction.begin(this.dataSource, this.timeoutMs, named, this.pipelines);
   }
 
   private usesPoolAccess(): boolean {
