@@ -52,10 +52,7 @@ export function learningOperations(
       const step = endUnless(ref, await inner.beginStep(ref, expectedPoint, isolation));
       if (!step) return step;
       const learning: LearningStep = overriding<LearningStep>(step, {
-        commit: async () => {
-          await step.commit();
-          learning.completion?.();
-        },
+        commit: () => promiseOf(() => step.commit()).then(() => learning.completion?.()),
       });
       return learning;
     },
