@@ -16,11 +16,10 @@ import { wakeTokenOf } from '../waiting/wake-token';
 import { learningOperations } from './local/learning-operations';
 import { learningTransaction } from './local/learning-transaction';
 import { InFlightClaims } from './local/in-flight-claims';
-import type { RunningEntry } from './local/in-flight-claims';
+import { rejectOnThrow } from '../utils/reject-on-throw';
 import { ReplayCache } from './local/replay-cache';
 import { RecordSealer } from './sealed/record-sealer';
 import { sealingOperations } from './sealed/sealing-operations';
-import { rejectOnThrow } from '../utils/reject-on-throw';
 
 /** How the local-first store keeps what it knows and what it writes. */
 export interface LocalFirstStoreOptions {
@@ -116,7 +115,7 @@ export class LocalFirstIdempotencyStore extends IdempotencyStore {
       ref,
       () => this.inner.complete(ref, this.seal(ref, response), ttlSeconds),
       entry &&
-        ((owned) => owned && this.remember(ref, entry, response, sentAt + ttlSeconds * 1000)),
+        ((owned) => owned && this.remember(ref, response, sentAt + ttlSeconds * 1000, entry)),
     );
   }
 
@@ -161,10 +160,8 @@ export class LocalFirstIdempotencyStore extends IdempotencyStore {
 
   /** A transaction committed its completion: the record is known here as completed. */
   private committed(ref: IdempotencyRecordRef, response: StoredResponse, expiresAt: number): void {
-    const entry = this.inFlight.owned(ref.scope, ref.key, ref.ownerToken);
-    if (entry) this.remember(ref, entry, response, expiresAt);
-    this.inFlight.end(ref.scope, ref.key, ref.ownerToken);
-    this.announce(ref);
+    this.remember(ref, response, expiresAt);
+    this.ended(ref);
   }
 
   /**
@@ -173,10 +170,7 @@ export class LocalFirstIdempotencyStore extends IdempotencyStore {
    * answer from now on, never this instance's cache.
    */
   private notCommitted(ref: IdempotencyRecordRef | undefined, error: unknown): never {
-    if (ref) {
-      this.inFlight.end(ref.scope, ref.key, ref.ownerToken);
-      this.announce(ref);
-    }
+    if (ref) this.ended(ref);
     throw error;
   }
 
@@ -200,14 +194,8 @@ export class LocalFirstIdempotencyStore extends IdempotencyStore {
           ),
           {
             now: () => this.now(),
-            completed: (ref, response, expiresAt) => {
-              const entry = this.inFlight.owned(ref.scope, ref.key, ref.ownerToken);
-              if (entry) this.remember(ref, entry, response, expiresAt);
-            },
-            ended: (ref) => {
-              this.inFlight.end(ref.scope, ref.key, ref.ownerToken);
-              this.announce(ref);
-            },
+            completed: (ref, response, expiresAt) => this.remember(ref, response, expiresAt),
+            ended: (ref) => this.ended(ref),
             taken: (rows) => rows.forEach((row) => this.inFlight.won(row.ownerToken!, row)),
           },
         ),
@@ -242,8 +230,12 @@ export class LocalFirstIdempotencyStore extends IdempotencyStore {
     };
   }
 
-  /** Wakes this instance's waiters of the record, once its write settled (and was learnt). */
-  private announce(ref: IdempotencyRecordRef): void {
+  /**
+   * Ends this instance's run of the record, once a write that ends it settled (and was learnt),
+   * and wakes the record's waiters here.
+   */
+  private ended(ref: IdempotencyRecordRef): void {
+    this.inFlight.end(ref.scope, ref.key, ref.ownerToken);
     if (this.wakeListener?.waiting) this.wakeListener.settled(wakeTokenOf(ref.scope, ref.key));
   }
 
@@ -258,16 +250,13 @@ export class LocalFirstIdempotencyStore extends IdempotencyStore {
     waited = false,
   ): KnownClaimResult | Promise<void> | undefined {
     const cached = this.cache.get(scope, key);
-    if (cached?.fingerprint === fingerprint) {
-      return { outcome: 'completed', recordId: cached.recordId, response: cached.response };
-    }
-    if (cached) return { outcome: 'mismatch', recordId: cached.recordId };
-    const local = this.inFlight.get(scope, key);
-    if (local?.state === 'running') {
-      const outcome = local.fingerprint === fingerprint ? 'in_flight' : 'mismatch';
-      return { outcome, recordId: local.recordId };
-    }
-    return local?.state === 'claiming' && !waited ? local.settled : undefined;
+    const local = cached ? undefined : this.inFlight.get(scope, key);
+    const known = cached ?? (local?.state === 'running' ? local : undefined);
+    if (!known) return local?.state === 'claiming' && !waited ? local.settled : undefined;
+    const { recordId } = known;
+    if (known.fingerprint !== fingerprint) return { outcome: 'mismatch', recordId };
+    if (!cached) return { outcome: 'in_flight', recordId };
+    return { outcome: 'completed', recordId, response: cached.response };
   }
 
   /**
@@ -282,63 +271,33 @@ export class LocalFirstIdempotencyStore extends IdempotencyStore {
       endClaim?.({ claimed: false });
       throw error;
     };
-    return rejectOnThrow(() => this.inner.claim(request)).then((found) => {
-      let result = found;
-      if (found.outcome === 'completed') {
+    return rejectOnThrow(() => this.inner.claim(request)).then((result) => {
+      if (result.outcome === 'completed') {
+        // Its response as it was before it was sealed (the same one when it was stored in the
+        // clear and may be read so); one that cannot be opened makes the claim throw.
+        const { recordId, response, expiresInMs } = result;
         try {
-          result = this.opened(scope, key, fingerprint, found);
+          const what = `The record ${recordId}`;
+          const plain = this.sealer.openResponse(scope, key, response, what, recordId, fingerprint);
+          if (plain !== response) result = { ...result, response: plain };
         } catch (error) {
           failed(error);
         }
+        if (expiresInMs !== undefined) {
+          const completion = { recordId, fingerprint, response: result.response };
+          this.cache.set(scope, key, completion, sentAt + expiresInMs);
+        }
       }
-      if (result.outcome === 'completed' && result.expiresInMs !== undefined) {
-        this.cache.set(
-          scope,
-          key,
-          { recordId: result.recordId, fingerprint, response: result.response },
-          sentAt + result.expiresInMs,
-        );
+      // After the cache is filled: claims waiting on this one look there first.
+      if (result.outcome !== 'claimed') endClaim?.({ claimed: false });
+      else if (endClaim) {
+        const { recordId } = result;
+        endClaim({ claimed: true, fingerprint, ownerToken, recordId, lockTimeoutSeconds });
       }
       // A claim that raced another of the key here has no entry, but its run is known.
-      if (result.outcome === 'claimed' && !endClaim)
-        this.inFlight.won(ownerToken, { ...result, fingerprint });
-      // After the cache is filled: claims waiting on this one look there first.
-      endClaim?.(
-        result.outcome === 'claimed'
-          ? {
-              claimed: true,
-              fingerprint,
-              ownerToken,
-              recordId: result.recordId,
-              lockTimeoutSeconds,
-            }
-          : { claimed: false },
-      );
+      else this.inFlight.won(ownerToken, { ...result, fingerprint });
       return result;
     }, failed);
-  }
-
-  /**
-   * A completed record's response as it was before it was sealed (the same result when it was
-   * stored in the clear and may be read so).
-   * @throws IdempotencyProblemException `idempotency_record_unreadable`
-   */
-  private opened(
-    scope: string,
-    key: string,
-    fingerprint: string,
-    result: Extract<ClaimResult, { outcome: 'completed' }>,
-  ): ClaimResult {
-    const { recordId } = result;
-    const response = this.sealer.openResponse(
-      scope,
-      key,
-      result.response,
-      `The record ${recordId}`,
-      recordId,
-      fingerprint,
-    );
-    return response === result.response ? result : { ...result, response };
   }
 
   /**
@@ -351,17 +310,17 @@ export class LocalFirstIdempotencyStore extends IdempotencyStore {
     write: () => Promise<boolean>,
     learn?: (owned: boolean) => void,
   ): Promise<boolean> {
-    const end = () => this.inFlight.end(ref.scope, ref.key, ref.ownerToken);
-    const failed = (error: unknown): never => {
-      end();
-      throw error;
-    };
-    return rejectOnThrow(write).then((owned) => {
-      end();
-      learn?.(owned);
-      this.announce(ref);
-      return owned;
-    }, failed);
+    return rejectOnThrow(write).then(
+      (owned) => {
+        learn?.(owned);
+        this.ended(ref);
+        return owned;
+      },
+      (error: unknown) => {
+        this.inFlight.end(ref.scope, ref.key, ref.ownerToken);
+        throw error;
+      },
+    );
   }
 
   /**
@@ -373,17 +332,18 @@ export class LocalFirstIdempotencyStore extends IdempotencyStore {
     return this.sealer.sealResponse(ref.scope, ref.key, response, record);
   }
 
+  /**
+   * Keeps a completion for replays, when this instance runs its record (`entry`: looked up before
+   * the write was sent, when the write ends the run).
+   */
   private remember(
     ref: IdempotencyRecordRef,
-    entry: RunningEntry,
     response: StoredResponse,
     expiresAt: number,
+    entry = this.inFlight.owned(ref.scope, ref.key, ref.ownerToken),
   ): void {
-    this.cache.set(
-      ref.scope,
-      ref.key,
-      { recordId: entry.recordId, fingerprint: entry.fingerprint, response },
-      expiresAt,
-    );
+    if (!entry) return;
+    const { recordId, fingerprint } = entry;
+    this.cache.set(ref.scope, ref.key, { recordId, fingerprint, response }, expiresAt);
   }
 }

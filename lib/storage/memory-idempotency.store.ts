@@ -46,41 +46,29 @@ export class MemoryIdempotencyStore extends IdempotencyStore {
     const id = scopedKey(request.scope, request.key);
     const now = this.now();
     const existing = this.records.get(id);
-    const lapsed = (r: MemoryRecord) => r.status !== 'in_flight' || r.lockedUntil <= now;
-    const fresh = (attempts: number, recordId: string): MemoryRecord => ({
-      recordId,
-      fingerprint: request.fingerprint,
-      status: 'in_flight',
-      ownerToken: request.ownerToken,
-      lockedUntil: now + request.lockTimeoutSeconds * 1000,
-      expiresAt: now + request.ttlSeconds * 1000,
-      attempts,
-    });
-    if (!existing || (existing.expiresAt <= now && lapsed(existing))) {
-      const record = fresh(
-        1,
-        existing ? renewedRecordId(existing.recordId) : firstRecordId(request.scope, request.key),
-      );
-      this.records.set(id, record);
-      return { outcome: 'claimed', recordId: record.recordId, attempt: 1 };
+    const running = existing?.status === 'in_flight' && existing.lockedUntil > now;
+    const claimed = (attempt: number, recordId: string): ClaimResult => {
+      this.records.set(id, {
+        recordId,
+        fingerprint: request.fingerprint,
+        status: 'in_flight',
+        ownerToken: request.ownerToken,
+        lockedUntil: now + request.lockTimeoutSeconds * 1000,
+        expiresAt: now + request.ttlSeconds * 1000,
+        attempts: attempt,
+      });
+      return { outcome: 'claimed', recordId, attempt };
+    };
+    if (!existing) return claimed(1, firstRecordId(request.scope, request.key));
+    if (existing.expiresAt <= now && !running)
+      return claimed(1, renewedRecordId(existing.recordId));
+    const { recordId, response } = existing;
+    if (existing.fingerprint !== request.fingerprint) return { outcome: 'mismatch', recordId };
+    if (existing.status === 'completed' && response) {
+      return { outcome: 'completed', recordId, response, expiresInMs: existing.expiresAt - now };
     }
-    if (existing.fingerprint !== request.fingerprint) {
-      return { outcome: 'mismatch', recordId: existing.recordId };
-    }
-    if (existing.status === 'completed' && existing.response) {
-      return {
-        outcome: 'completed',
-        recordId: existing.recordId,
-        response: existing.response,
-        expiresInMs: existing.expiresAt - now,
-      };
-    }
-    if (existing.status === 'in_flight' && existing.lockedUntil > now) {
-      return { outcome: 'in_flight', recordId: existing.recordId };
-    }
-    const record = fresh(existing.attempts + 1, existing.recordId);
-    this.records.set(id, record);
-    return { outcome: 'claimed', recordId: record.recordId, attempt: record.attempts };
+    if (running) return { outcome: 'in_flight', recordId };
+    return claimed(existing.attempts + 1, recordId);
   }
 
   /** @inheritDoc */

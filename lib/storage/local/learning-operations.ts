@@ -8,6 +8,7 @@ import type {
   OperationStepTransaction,
 } from '../../phases/operation-record.store';
 import { overriding } from '../overriding';
+import { rejectOnThrow } from '../../utils/reject-on-throw';
 
 /** What the local-first store learns from an operation's writes. */
 export interface OperationWritesListener {
@@ -51,10 +52,7 @@ export function learningOperations(
       const step = endUnless(ref, await inner.beginStep(ref, expectedPoint, isolation));
       if (!step) return step;
       const learning: LearningStep = overriding<LearningStep>(step, {
-        commit: async () => {
-          await step.commit();
-          learning.completion?.();
-        },
+        commit: () => rejectOnThrow(() => step.commit()).then(() => learning.completion?.()),
       });
       return learning;
     },
@@ -78,12 +76,6 @@ export function learningOperations(
       listener.taken(rows);
       return rows;
     },
-    abandon: async (ref) => {
-      try {
-        return await inner.abandon(ref);
-      } finally {
-        listener.ended(ref);
-      }
-    },
+    abandon: (ref) => rejectOnThrow(() => inner.abandon(ref)).finally(() => listener.ended(ref)),
   });
 }

@@ -89,17 +89,13 @@ export class ReplayCache {
    */
   set(scope: string, key: string, completion: CachedCompletion, expiresAt: number): void {
     if (this.maxEntries === 0 || !(expiresAt > this.now())) return;
+    const { status, headers, body } = completion.response;
     const bytes =
-      ENTRY_OVERHEAD_BYTES +
-      scope.length +
-      key.length +
-      completion.response.body.length +
-      headerBytes(completion.response.headers);
+      ENTRY_OVERHEAD_BYTES + scope.length + key.length + body.length + headerBytes(headers);
     if (bytes > this.maxBytes) return;
     const id = scopedKey(scope, key);
     const previous = this.entries.get(id);
     if (previous) this.remove(previous);
-    const { status, headers, body } = completion.response;
     const entry: CacheEntry = {
       id,
       recordId: completion.recordId,

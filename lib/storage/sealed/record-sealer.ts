@@ -77,8 +77,10 @@ export class RecordSealer {
   private readonly logger = new Logger('Idempotency');
   private readonly secrets = new Map<string, KeyObject>();
   private readonly sealing?: { readonly id: string; readonly secret: KeyObject };
-  private readonly ivs = new RandomIvs();
   private readonly plaintextUntil: number | null;
+  /** Random IVs drawn ahead (see `nextIv`), and how many of their bytes were handed out. */
+  private ivs = Buffer.alloc(0);
+  private ivsUsed = 0;
 
   /** @param encryption - the resolved `encryption` option; `null` seals nothing */
   constructor(encryption: ResolvedIdempotencyEncryption | null) {
@@ -189,7 +191,7 @@ export class RecordSealer {
     bound?: string | null,
   ): T {
     if (!isSealedValue(value)) {
-      if (!(part === 'state' && bound === 'started' && isEmptyObject(value))) this.readsClear(what);
+      if (part !== 'state' || bound !== 'started' || membersOf(value) !== 0) this.readsClear(what);
       return value;
     }
     const blob = Buffer.from(value.sealed, 'base64');
@@ -206,7 +208,7 @@ export class RecordSealer {
     plain: Buffer[],
     ...bound: string[]
   ): Buffer {
-    const iv = this.ivs.next();
+    const iv = this.nextIv();
     const cipher = createCipheriv('aes-256-gcm', sealing.secret, iv, { authTagLength: TAG_BYTES });
     cipher.setAAD(additionalData(BOUND, part, sealing.id, scope, key, bound));
     // One update over the whole plaintext, written once into the blob: every call into the
@@ -220,6 +222,19 @@ export class RecordSealer {
     sealed.copy(blob, HEAD_BYTES);
     rest.copy(blob, HEAD_BYTES + sealed.length);
     return blob;
+  }
+
+  /**
+   * A random 96-bit IV (GCM's own size), drawn from `randomBytes` many at a time: the same source
+   * and the same randomness per IV as one `randomBytes(12)` per seal, for one call in 128. Every
+   * IV is a fresh slice, never handed out twice.
+   */
+  private nextIv(): Buffer {
+    if (this.ivsUsed + IV_BYTES > this.ivs.length) {
+      this.ivs = randomBytes(IV_BYTES * IVS_PER_FILL);
+      this.ivsUsed = 0;
+    }
+    return this.ivs.subarray(this.ivsUsed, (this.ivsUsed += IV_BYTES));
   }
 
   /**
@@ -313,47 +328,19 @@ export class RecordSealer {
 /** How many IVs one call to the random source fills. */
 const IVS_PER_FILL = 128;
 
-/**
- * Random 96-bit IVs (GCM's own size), drawn from `randomBytes` many at a time: the same source
- * and the same randomness per IV as one `randomBytes(12)` per seal, for one call in 128. Every
- * IV is a fresh slice, never handed out twice.
- */
-class RandomIvs {
-  private pool = Buffer.alloc(0);
-  private offset = 0;
-
-  next(): Buffer {
-    if (this.offset + IV_BYTES > this.pool.length) {
-      this.pool = randomBytes(IV_BYTES * IVS_PER_FILL);
-      this.offset = 0;
-    }
-    const iv = this.pool.subarray(this.offset, this.offset + IV_BYTES);
-    this.offset += IV_BYTES;
-    return iv;
-  }
-}
-
 const CHANGED = 'the row was changed outside the library.';
 
-/** Whether a stored value is `{}`. */
-function isEmptyObject(value: unknown): boolean {
-  return (
-    typeof value === 'object' &&
-    value !== null &&
-    !Array.isArray(value) &&
-    Object.keys(value).length === 0
-  );
+/** How many members a stored value has when it is a JSON object (not an array, not null). */
+function membersOf(value: unknown): number | undefined {
+  const object = typeof value === 'object' && value !== null && !Array.isArray(value);
+  return object ? Object.keys(value).length : undefined;
 }
 
 /** Whether a stored input or state is a sealed one. */
 function isSealedValue(value: unknown): value is { [SEALED_MARKER]: string; sealed: string } {
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) return false;
   const sealed = value as Record<string, unknown>;
-  return (
-    typeof sealed[SEALED_MARKER] === 'string' &&
-    typeof sealed.sealed === 'string' &&
-    Object.keys(sealed).length === 2
-  );
+  if (membersOf(value) !== 2) return false;
+  return typeof sealed[SEALED_MARKER] === 'string' && typeof sealed.sealed === 'string';
 }
 
 /** What a value's seal binds: an input its record id, a state its recovery point. */

@@ -6,8 +6,12 @@ import type { RecordSealer, SealedRecord } from './record-sealer';
 /** The recovery point of a finished operation (its state is sealed for it). */
 const FINISHED = 'finished';
 
+/** The scope and key a sealed part is bound to. */
+type Keyed = Pick<IdempotencyRecordRef, 'scope' | 'key'>;
+
 /** What of an operation's record is sealed, as a row of `bind()` or `listAbandoned()` has it. */
 interface SealedParts {
+  recordId: string;
   input: unknown;
   state: Record<string, unknown> | null;
   recoveryPoint: string | null;
@@ -39,43 +43,26 @@ export function sealingOperations(
 ): OperationRecordStore {
   const sealState = (ref: IdempotencyRecordRef, state: Record<string, unknown>, point: string) =>
     sealer.sealValue('state', ref.scope, ref.key, state, point);
-  const open = <T extends SealedParts>(
-    { scope, key }: { scope: string; key: string },
-    recordId: string,
-    row: T,
-    what: string,
-  ): T => ({
-    ...row,
-    input: sealer.openValue('input', scope, key, row.input, `${what} (its input)`, recordId),
-    state: sealer.openValue(
-      'state',
-      scope,
-      key,
-      row.state,
-      `${what} (its state)`,
-      row.recoveryPoint,
-    ),
-  });
+  const open = <T extends SealedParts>({ scope, key }: Keyed, row: T, what: string): T => {
+    const opened = <V>(part: 'input' | 'state', value: V, bound: string | null) =>
+      sealer.openValue(part, scope, key, value, `${what} (its ${part})`, bound);
+    const input = opened('input', row.input, row.recordId);
+    return { ...row, input, state: opened('state', row.state, row.recoveryPoint) };
+  };
   return overriding(inner, {
     bind: async (ref, operation, input, settings) => {
       const sealed = sealer.sealValue('input', ref.scope, ref.key, input, recordOf(ref)?.recordId);
       const bound = await inner.bind(ref, operation, sealed, settings);
       const what = `The record ${bound?.recordId} of operation "${bound?.operation}"`;
-      return bound && open(ref, bound.recordId, bound, what);
+      return bound && open(ref, bound, what);
     },
     beginStep: async (ref, expectedPoint, isolation) => {
       const step = await inner.beginStep(ref, expectedPoint, isolation);
       if (!step) return step;
       const what = `The record of an operation at "${expectedPoint}" (its state)`;
       try {
-        const state = sealer.openValue(
-          'state',
-          ref.scope,
-          ref.key,
-          step.state,
-          what,
-          expectedPoint,
-        );
+        const { scope, key } = ref;
+        const state = sealer.openValue('state', scope, key, step.state, what, expectedPoint);
         return overriding(step, { state });
       } catch (error) {
         await step.rollback().catch(() => undefined);
@@ -91,12 +78,7 @@ export function sealingOperations(
     },
     listAbandoned: async (limit) =>
       (await inner.listAbandoned(limit)).map((row) =>
-        open(
-          row,
-          row.recordId,
-          row,
-          `The abandoned record ${row.recordId} of operation "${row.operation}"`,
-        ),
+        open(row, row, `The abandoned record ${row.recordId} of operation "${row.operation}"`),
       ),
     resolveAbandoned: (scope, key, completion) =>
       inner.resolveAbandoned(

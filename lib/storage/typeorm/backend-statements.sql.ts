@@ -1,7 +1,6 @@
 /** A timestamp as text to the microsecond, whatever the session's `DateStyle` and `TimeZone`. */
-function instantOf(timestamp: string): string {
-  return `to_char(${timestamp} AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS.US')`;
-}
+const instantOf = (timestamp: string): string =>
+  `to_char(${timestamp} AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS.US')`;
 
 /** The backend of the transaction it runs in, and when that transaction began. */
 export const IDENTIFY_BACKEND_SQL = `SELECT pg_backend_pid() AS pid, ${instantOf('now()')} AS began`;

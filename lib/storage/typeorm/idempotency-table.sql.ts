@@ -2,12 +2,7 @@
  * Quotes a (possibly schema-qualified) table name for SQL.
  * @param tableName - validated at bootstrap to be `[schema.]identifier`
  */
-export function quoteTableName(tableName: string): string {
-  return tableName
-    .split('.')
-    .map((part) => `"${part}"`)
-    .join('.');
-}
+export const quoteTableName = (tableName: string): string => `"${tableName.replace('.', '"."')}"`;
 
 /**
  * The schema of a schema-qualified table name.
@@ -15,22 +10,18 @@ export function quoteTableName(tableName: string): string {
  * @returns the schema, or `undefined` for a bare name
  */
 export function schemaOf(tableName: string): string | undefined {
-  const parts = tableName.split('.');
-  return parts.length > 1 ? parts[0] : undefined;
+  return tableName.includes('.') ? tableName.split('.')[0] : undefined;
 }
 
 function bareName(tableName: string): string {
-  const parts = tableName.split('.');
-  return parts[parts.length - 1];
+  return tableName.slice(tableName.indexOf('.') + 1);
 }
 
 /**
  * The staged-jobs table of a record table: `<tableName>_jobs`, in the same schema.
  * @param tableName - the record table, optionally schema-qualified
  */
-export function jobsTableNameOf(tableName: string): string {
-  return `${tableName}_jobs`;
-}
+export const jobsTableNameOf = (tableName: string): string => `${tableName}_jobs`;
 
 const STATUS_CHECK = `CHECK ("status" IN ('in_flight', 'completed', 'released', 'abandoned'))`;
 
@@ -132,11 +123,10 @@ export function createIdempotencyTableSql(tableName: string): string[] {
  */
 const PURGE_AFTER_COLUMN = '"purge_after" timestamptz';
 
-function purgeIndexSql(tableName: string): string {
-  return `CREATE INDEX IF NOT EXISTS "${bareName(tableName)}_purge_after_idx" ON ${quoteTableName(tableName)} ("purge_after")`;
-}
+const purgeIndexSql = (tableName: string): string =>
+  `CREATE INDEX IF NOT EXISTS "${bareName(tableName)}_purge_after_idx" ON ${quoteTableName(tableName)} ("purge_after")`;
 
-/** The quoted name of one of `tableName`'s indexes, in the table's schema. */
+/** The quoted name of one of `tableName`'s indexes or functions, in the table's schema. */
 function indexName(tableName: string, suffix: string): string {
   return quoteTableName(`${tableName}_${suffix}`);
 }
@@ -148,9 +138,7 @@ function indexName(tableName: string, suffix: string): string {
 const OPERATION_SETTINGS_COLUMN = '"operation_settings" jsonb';
 
 /** The trigger function that keeps `purge_after` right for the previous release's statements. */
-function purgeAfterFillFunction(tableName: string): string {
-  return indexName(tableName, 'purge_after_fill');
-}
+const PURGE_AFTER_FILL = 'purge_after_fill';
 
 /**
  * DDL of the expand step that lets the previous release (before `purge_after`) keep serving on
@@ -169,7 +157,7 @@ function purgeAfterFillFunction(tableName: string): string {
  */
 export function purgeAfterFillSql(tableName: string): string[] {
   const table = quoteTableName(tableName);
-  const fill = purgeAfterFillFunction(tableName);
+  const fill = indexName(tableName, PURGE_AFTER_FILL);
   const insertTrigger = `"${bareName(tableName)}_purge_after_fill_insert"`;
   const updateTrigger = `"${bareName(tableName)}_purge_after_fill_update"`;
   return [
@@ -228,11 +216,9 @@ export function addIdempotencyPurgeAfterSql(tableName: string): string[] {
  * nullable column without a default, which the previous release never names. Idempotent.
  * @param tableName - table name, optionally schema-qualified
  */
-export function addIdempotencyOperationSettingsSql(tableName: string): string[] {
-  return [
-    `ALTER TABLE ${quoteTableName(tableName)} ADD COLUMN IF NOT EXISTS ${OPERATION_SETTINGS_COLUMN}`,
-  ];
-}
+export const addIdempotencyOperationSettingsSql = (tableName: string): string[] => [
+  `ALTER TABLE ${quoteTableName(tableName)} ADD COLUMN IF NOT EXISTS ${OPERATION_SETTINGS_COLUMN}`,
+];
 
 /**
  * DDL that brings a record table made before operations in phases up to date: the phase
@@ -252,31 +238,28 @@ export function addIdempotencyPhasesSql(tableName: string): string[] {
 }
 
 /** DDL of the phases migration's `down()`: the jobs table goes, the added columns stay. */
-export function dropJobsTableSql(tableName: string): string[] {
-  return [`DROP TABLE IF EXISTS ${quoteTableName(jobsTableNameOf(tableName))}`];
-}
+export const dropJobsTableSql = (tableName: string): string[] => [
+  `DROP TABLE IF EXISTS ${quoteTableName(jobsTableNameOf(tableName))}`,
+];
 
 /** DDL of the operation-settings migration's `down()`. */
-export function dropOperationSettingsSql(tableName: string): string[] {
-  return [`ALTER TABLE ${quoteTableName(tableName)} DROP COLUMN IF EXISTS "operation_settings"`];
-}
+export const dropOperationSettingsSql = (tableName: string): string[] => [
+  `ALTER TABLE ${quoteTableName(tableName)} DROP COLUMN IF EXISTS "operation_settings"`,
+];
 
 /** Whether the schema `$1` exists: the create migration makes it only when it does not. */
 export const SCHEMA_EXISTS_SQL = 'SELECT 1 FROM pg_namespace WHERE nspname = $1';
 
 /** DDL that creates a record table's schema. */
-export function createSchemaSql(schema: string): string {
-  return `CREATE SCHEMA IF NOT EXISTS ${quoteTableName(schema)}`;
-}
+export const createSchemaSql = (schema: string): string =>
+  `CREATE SCHEMA IF NOT EXISTS ${quoteTableName(schema)}`;
 
 /**
  * DDL that drops the record table, its jobs table and the upgrade's trigger function.
  * @param tableName - table name, optionally schema-qualified
  */
-export function dropIdempotencyTableSql(tableName: string): string[] {
-  return [
-    `DROP TABLE IF EXISTS ${quoteTableName(jobsTableNameOf(tableName))}`,
-    `DROP TABLE IF EXISTS ${quoteTableName(tableName)}`,
-    `DROP FUNCTION IF EXISTS ${purgeAfterFillFunction(tableName)}()`,
-  ];
-}
+export const dropIdempotencyTableSql = (tableName: string): string[] => [
+  `DROP TABLE IF EXISTS ${quoteTableName(jobsTableNameOf(tableName))}`,
+  `DROP TABLE IF EXISTS ${quoteTableName(tableName)}`,
+  `DROP FUNCTION IF EXISTS ${indexName(tableName, PURGE_AFTER_FILL)}()`,
+];

@@ -19,26 +19,21 @@ const idle = `r.operation IS NOT NULL AND r.recovery_point <> 'finished'
 const recordColumns = `r.scope, r.idempotency_key, r.record_id, r.fingerprint, r.operation, r.recovery_point, r.operation_settings`;
 
 /** Marks a record abandoned: no owner, no lease. */
-function abandonSql(t: string): string {
-  return `
+const abandonSql = (t: string): string => `
         UPDATE ${t} r SET status = 'abandoned', owner_token = NULL, locked_until = NULL,
                updated_at = ${written}`;
-}
 
 /** Marks a batch of `$1` idle operations abandoned, those that meet `condition`. */
-function abandonIdleSql(t: string, condition: string): string {
-  return `${abandonSql(t)}
+const abandonIdleSql = (t: string, condition: string): string => `${abandonSql(t)}
          WHERE ctid = ANY(ARRAY(
            SELECT ctid FROM ${t} r
             WHERE ${idle} AND ${condition}
             LIMIT $1 FOR UPDATE SKIP LOCKED))
         RETURNING ${recordColumns}, NULL::uuid AS owner_token, r.attempts`;
-}
 
 /** The statements of a run's steps, each on the lease the run holds. */
-function stepSql(t: string) {
-  return {
-    bind: `
+const stepSql = (t: string) => ({
+  bind: `
         UPDATE ${t} r SET
                operation = coalesce(r.operation, $4),
                operation_input = CASE WHEN r.recovery_point IS NULL THEN $5::jsonb ELSE r.operation_input END,
@@ -52,30 +47,28 @@ function stepSql(t: string) {
         RETURNING r.record_id, r.operation, r.recovery_point, r.operation_input, r.operation_state,
                   p.previous IS NOT NULL AS resumed,
                   EXTRACT(EPOCH FROM ${written} - r.created_at)::float8 AS age_seconds`,
-    lockStep: `
+  lockStep: `
         SELECT r.operation_state FROM ${t} r
          WHERE ${owned} AND r.recovery_point = $4
            FOR UPDATE`,
-    advance: `
+  advance: `
         UPDATE ${t} r SET recovery_point = $5, operation_state = $6::jsonb,
                last_run_at = ${written}, updated_at = ${written}
          WHERE ${owned} AND r.recovery_point = $4`,
-    finish: `
+  finish: `
         UPDATE ${t} r SET status = 'completed', recovery_point = 'finished',
                operation_state = $5::jsonb, response_status = $6, response_headers = $7,
                response_body = $8, expires_at = ${written} + $9::float8 * interval '1 second',
                purge_after = LEAST(r.purge_after, ${written} + $9::float8 * interval '1 second'),
                locked_until = NULL, last_run_at = ${written}, updated_at = ${written}
          WHERE ${owned} AND r.recovery_point = $4`,
-    abandon: `${abandonSql(t)}
+  abandon: `${abandonSql(t)}
          WHERE ${owned}`,
-  };
-}
+});
 
 /** The completer's and the reaper's statements: batches of idle or abandoned operations. */
-function reaperSql(t: string) {
-  return {
-    takeOver: `
+const reaperSql = (t: string) => ({
+  takeOver: `
         UPDATE ${t} r SET owner_token = gen_random_uuid(), status = 'in_flight',
                locked_until = ${written} + $4::float8 * interval '1 second',
                attempts = r.attempts + 1, last_run_at = ${written}, updated_at = ${written}
@@ -87,9 +80,9 @@ function reaperSql(t: string) {
                  LIMIT $1 FOR UPDATE SKIP LOCKED) c
          WHERE r.scope = c.scope AND r.idempotency_key = c.idempotency_key
         RETURNING ${recordColumns}, r.owner_token, r.attempts`,
-    abandonOld: abandonIdleSql(t, `r.created_at <= ${at} - $2::float8 * interval '1 second'`),
-    reapExpired: abandonIdleSql(t, `r.expires_at <= ${at}`),
-    deleteAbandoned: `
+  abandonOld: abandonIdleSql(t, `r.created_at <= ${at} - $2::float8 * interval '1 second'`),
+  reapExpired: abandonIdleSql(t, `r.expires_at <= ${at}`),
+  deleteAbandoned: `
         WITH gone AS (
           DELETE FROM ${t} WHERE ctid = ANY(ARRAY(
             SELECT ctid FROM ${t} r
@@ -98,18 +91,16 @@ function reaperSql(t: string) {
           RETURNING 1
         )
         SELECT count(*)::int AS deleted FROM gone`,
-  };
-}
+});
 
 /** The operator's statements on abandoned operations: list, read, resolve. */
-function abandonedSql(t: string) {
-  return {
-    listAbandoned: `
+const abandonedSql = (t: string) => ({
+  listAbandoned: `
         SELECT ${recordColumns}, r.operation_input, r.operation_state, r.attempts, r.created_at,
                r.updated_at
           FROM ${t} r WHERE r.status = 'abandoned'
          ORDER BY r.updated_at, r.scope, r.idempotency_key LIMIT $1`,
-    resolveComplete: `
+  resolveComplete: `
         UPDATE ${t} r SET status = 'completed', recovery_point = 'finished', response_status = $3,
                response_headers = $4, response_body = $5,
                expires_at = ${written} + $6::float8 * interval '1 second',
@@ -117,13 +108,12 @@ function abandonedSql(t: string) {
                updated_at = ${written}
          WHERE r.scope = $1 AND r.idempotency_key = $2 AND r.status = 'abandoned'
            AND r.record_id = $7 AND r.fingerprint = $8`,
-    abandonedRecord: `
+  abandonedRecord: `
         SELECT r.record_id, r.fingerprint, r.operation_settings FROM ${t} r
          WHERE r.scope = $1 AND r.idempotency_key = $2 AND r.status = 'abandoned'`,
-    resolveDelete: `
+  resolveDelete: `
         DELETE FROM ${t} r WHERE r.scope = $1 AND r.idempotency_key = $2 AND r.status = 'abandoned'`,
-  };
-}
+});
 
 /**
  * The text of every statement `TypeOrmPhaseStore` sends, by name.
@@ -146,9 +136,8 @@ export function phaseStatements(tableName: string) {
  * The isolation of a local step's transaction, its first statement.
  * @param isolation - a level the step's options allow (`READ COMMITTED` sends nothing)
  */
-export function isolationLevelSql(isolation: string): string {
-  return `SET TRANSACTION ISOLATION LEVEL ${isolation}`;
-}
+export const isolationLevelSql = (isolation: string): string =>
+  `SET TRANSACTION ISOLATION LEVEL ${isolation}`;
 
 /** The name of one of the phase store's statements. */
 export type PhaseStatementName = keyof ReturnType<typeof phaseStatements>;

@@ -128,6 +128,12 @@ export function runOnPool<T = StatementResult>(
       unconfirmed = endWatch?.();
       release!(broken);
     };
+    // Settles a statement that failed: with what `recover` makes of it, else with its error.
+    const settleFailed = (error: unknown) => {
+      const recovered = options.recover?.(error, values);
+      if (recovered) resolve(recovered);
+      else reject(error);
+    };
     const timer = deadline.startTimer((timeout) => {
       // After a timeout the statement is still pending on this connection (or lost in a dead
       // socket): pg-pool, given an error, ends the client, which destroys the socket because a
@@ -140,7 +146,7 @@ export function runOnPool<T = StatementResult>(
     });
     pool.connect((connectError, lent, releaseLent) => {
       if (connectError) {
-        if (timer.stop()) settleFailed(connectError, values, options.recover, resolve, reject);
+        if (timer.stop()) settleFailed(connectError);
         return;
       }
       if (timer.done) return releaseLent();
@@ -155,7 +161,7 @@ export function runOnPool<T = StatementResult>(
         if (!isServerError(error)) broken = error;
         giveBack();
         const cause = prepared ? explainStatementError(error, statement) : error;
-        settleFailed(cause, values, options.recover, resolve, reject);
+        settleFailed(cause);
       };
       try {
         lent.query(query, (error, result) => {
@@ -203,19 +209,6 @@ const PLAIN_STATEMENT: StatementOptions<never> = {};
 
 /** A statement whose commit makes an answer final, and whose failure rejects. */
 export const CONFIRMED: StatementOptions<never> = { confirmed: true };
-
-/** Settles a statement that failed: with what `recover` makes of it, else with its error. */
-function settleFailed<T>(
-  error: unknown,
-  values: unknown[],
-  recover: StatementRecovery<T> | undefined,
-  resolve: (value: Promise<T>) => void,
-  reject: (error: unknown) => void,
-): void {
-  const recovered = recover?.(error, values);
-  if (recovered) resolve(recovered);
-  else reject(error);
-}
 
 /**
  * One call of a statement as pg is given it: its name and text inherited from the statement,

@@ -34,23 +34,20 @@ const expired =
   `AND (r.status <> 'in_flight' OR r.locked_until <= ${at})))`;
 
 /** A record whose handler never started: deleted when it was new, else kept as released. */
-function forgettingSql(t: string): string {
-  return `
+const forgettingSql = (t: string): string => `
         WITH forgotten AS (
           DELETE FROM ${t} WHERE ${owned} AND attempts = 1 RETURNING 1
         ), kept AS (
           UPDATE ${t} SET status = 'released', locked_until = NULL, updated_at = ${written}
            WHERE ${owned} AND attempts > 1 RETURNING 1
         )`;
-}
 
 /**
  * The fast path of a first execution: a key nobody holds is one plain insert, without the
  * claim's CTE (its lookup, its outcome and its upsert cost PostgreSQL more on every new key).
  * A key that exists inserts nothing and returns no row: then the claim runs.
  */
-function claimFreshSql(t: string): string {
-  return `
+const claimFreshSql = (t: string): string => `
         INSERT INTO ${t} (scope, idempotency_key, record_id, fingerprint, status, owner_token,
           locked_until, expires_at, purge_after, attempts, method, path, created_at, updated_at)
         VALUES ($1, $2, $7, $3, 'in_flight', $4, ${written} + $5::float8 * interval '1 second',
@@ -58,7 +55,6 @@ function claimFreshSql(t: string): string {
           ${written})
         ON CONFLICT (scope, idempotency_key) DO NOTHING
         RETURNING record_id, attempts`;
-}
 
 /**
  * The claim of a key that has a record. The snapshot's row answers most calls without writing:
@@ -67,8 +63,7 @@ function claimFreshSql(t: string): string {
  * INSERT, whose ON CONFLICT re-checks the row's latest version, so of concurrent callers
  * exactly one wins.
  */
-function claimSql(t: string): string {
-  return `
+const claimSql = (t: string): string => `
         WITH existing AS (
           SELECT CASE
                    WHEN ${expired} THEN 'retry'
@@ -128,7 +123,6 @@ function claimSql(t: string): string {
                e.response_body, e.expires_in_ms
           FROM existing e
          WHERE NOT EXISTS (SELECT 1 FROM claimed)`;
-}
 
 /** What a completion writes: the response, the record's expiry, no lease. */
 const completedSet = `status = 'completed', response_status = $4, response_headers = $5,
@@ -137,34 +131,32 @@ const completedSet = `status = 'completed', response_status = $4, response_heade
                locked_until = NULL, updated_at = ${written}`;
 
 /** The writes of the lease's owner: complete, renew, and release for a retry or for good. */
-function ownerWriteSql(t: string) {
-  return {
-    // No indexed column changes (purge_after only if a shorter TTL brought the expiry
-    // before it), so on the table's spare page room this is a HOT update: the row's new
-    // version goes on the same page and no index gets a new entry.
-    complete: `UPDATE ${t} SET ${completedSet} WHERE ${owned} AND operation IS NULL`,
-    // A completion sent again after its connection failed (TypeOrmIdempotencyStore.complete):
-    // the first may have committed, so a record this owner already completed with the same
-    // response is written again, identically. Being a write, its commit waits for a
-    // synchronous standby like the first one's: once it returns, the completion is replicated.
-    completeAgain: `
+const ownerWriteSql = (t: string) => ({
+  // No indexed column changes (purge_after only if a shorter TTL brought the expiry
+  // before it), so on the table's spare page room this is a HOT update: the row's new
+  // version goes on the same page and no index gets a new entry.
+  complete: `UPDATE ${t} SET ${completedSet} WHERE ${owned} AND operation IS NULL`,
+  // A completion sent again after its connection failed (TypeOrmIdempotencyStore.complete):
+  // the first may have committed, so a record this owner already completed with the same
+  // response is written again, identically. Being a write, its commit waits for a
+  // synchronous standby like the first one's: once it returns, the completion is replicated.
+  completeAgain: `
         UPDATE ${t} SET ${completedSet}
          WHERE scope = $1 AND idempotency_key = $2 AND owner_token = $3 AND operation IS NULL
            AND (status = 'in_flight' OR (status = 'completed' AND response_status = $4
                 AND response_headers = $5 AND response_body IS NOT DISTINCT FROM $6))`,
-    renew: `
+  renew: `
         UPDATE ${t} SET locked_until = ${written} + $4::float8 * interval '1 second',
                updated_at = ${written}
          WHERE ${owned}`,
-    releaseRetry: `
+  releaseRetry: `
         UPDATE ${t} SET status = 'released', locked_until = NULL, updated_at = ${written}
          WHERE ${owned}`,
-    // A request rejected before its handler started leaves nothing behind, unless an earlier
-    // attempt of the same key did run its handler: then the key stays released.
-    releaseForget: `${forgettingSql(t)}
+  // A request rejected before its handler started leaves nothing behind, unless an earlier
+  // attempt of the same key did run its handler: then the key stays released.
+  releaseForget: `${forgettingSql(t)}
         SELECT (SELECT count(*) FROM forgotten) + (SELECT count(*) FROM kept) AS n`,
-  };
-}
+});
 
 /**
  * One batch of the purge. Oldest expiry first, from where the pass has got to ($2): the index
@@ -172,8 +164,7 @@ function ownerWriteSql(t: string) {
  * deleted. Through the index on purge_after (never later than expires_at); the rows it finds
  * that a completion gave a later expiry are left for a later pass.
  */
-function purgeSql(t: string): string {
-  return `
+const purgeSql = (t: string): string => `
         WITH gone AS (
           DELETE FROM ${t} WHERE ctid = ANY(ARRAY(
             SELECT ctid FROM ${t} r
@@ -186,7 +177,6 @@ function purgeSql(t: string): string {
           RETURNING purge_after
         )
         SELECT count(*)::int AS deleted, max(purge_after)::text AS last FROM gone`;
-}
 
 /**
  * The text of every statement `TypeOrmIdempotencyStore` sends, by name.

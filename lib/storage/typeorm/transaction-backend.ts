@@ -29,7 +29,6 @@ export async function endBackend(
   timeoutMs: number,
 ): Promise<void> {
   const deadline = new Deadline('end abandoned backend', timeoutMs);
-  await runOnNewQueryRunner(dataSource, END_BACKEND, [backend.pid, backend.began], deadline).catch(
-    () => undefined,
-  );
+  const values = [backend.pid, backend.began];
+  await runOnNewQueryRunner(dataSource, END_BACKEND, values, deadline).catch(() => undefined);
 }

@@ -21,11 +21,8 @@ export async function readTableHealth(
 ): Promise<IdempotencyTableHealth> {
   const started = Date.now();
   const deadline = new Deadline('health check', timeoutMs);
-  const { rows } = await deadline.race(
-    store.run('health check', statement, [countLimit]),
-    'PostgreSQL to answer',
-  );
-  const row = rows[0];
+  const read = store.run('health check', statement, [countLimit]);
+  const [row] = (await deadline.race(read, 'PostgreSQL to answer')).rows;
   return {
     stuckInFlight: Number(row.stuck_in_flight),
     idleOperations: Number(row.idle_operations),

@@ -11,6 +11,7 @@ import { IdempotencyConfigurationError } from '../../config/idempotency-configur
 import { pgPipelineUsable } from '../../internals/pg-pipeline';
 import { wakeTokenOf } from '../../waiting/wake-token';
 import { IdempotencyStore } from '../idempotency.store';
+import { rejectOnThrow } from '../../utils/reject-on-throw';
 import type { IdempotencyStoreCapabilities } from '../idempotency-store.capabilities';
 import { jobsTableNameOf, quoteTableName } from './idempotency-table.sql';
 import { hasPoolAccess, prepareStatements, runOnPool } from './prepared-statement';
@@ -32,7 +33,6 @@ import { TypeOrmWakeUps, wakeUpChannelOf } from './typeorm-wake-ups';
 import { timeoutMsOf } from './typeorm-store.settings';
 import type { TypeOrmIdempotencyStoreSettings } from './typeorm-store.settings';
 import { Deadline } from './with-deadline';
-import { rejectOnThrow } from '../../utils/reject-on-throw';
 
 /** How often a claim is retried when a concurrent writer changed the row under it. */
 const CLAIM_ATTEMPTS = 5;
@@ -143,26 +143,15 @@ export class TypeOrmIdempotencyStore extends IdempotencyStore implements TypeOrm
 
   /** @inheritDoc */
   claim(request: ClaimRequest): Promise<ClaimResult> {
-    const params = [
-      request.scope,
-      request.key,
-      request.fingerprint,
-      request.ownerToken,
-      request.lockTimeoutSeconds,
-      request.ttlSeconds,
-      firstRecordId(request.scope, request.key),
-      request.method,
-      request.path,
-    ];
+    const { scope, key, fingerprint, ownerToken, lockTimeoutSeconds, ttlSeconds } = request;
+    const params = [scope, key, fingerprint, ownerToken, lockTimeoutSeconds, ttlSeconds];
+    params.push(firstRecordId(scope, key), request.method, request.path);
     // One deadline for all attempts: the claim as a whole answers within the timeout.
     const deadline = new Deadline('claim', this.timeoutMs);
     // A new key (most requests) is claimed by the first statement: no further async step.
-    return this.run(
-      deadline,
-      this.sql.claimFresh,
-      params,
-      (result) => freshClaimOf(result) ?? this.claimExisting(deadline, params),
-    );
+    const read = (result: StatementResult) =>
+      freshClaimOf(result) ?? this.claimExisting(deadline, params);
+    return this.run(deadline, this.sql.claimFresh, params, read);
   }
 
   /** The claim of a key that has a record: taken over, completed, in flight, or reused. */
@@ -327,12 +316,8 @@ export class TypeOrmIdempotencyStore extends IdempotencyStore implements TypeOrm
    * @internal
    */
   openTransaction(): Promise<TypeOrmStoreTransaction> {
-    return TypeOrmStoreTransaction.begin(
-      this.dataSource,
-      this.timeoutMs,
-      this.usesPoolAccess() && this.preparedStatements,
-      this.pipelines,
-    );
+    const named = this.usesPoolAccess() && this.preparedStatements;
+    return TypeOrmStoreTransaction.begin(this.dataSource, this.timeoutMs, named, this.pipelines);
   }
 
   private usesPoolAccess(): boolean {
@@ -360,8 +345,7 @@ export class TypeOrmIdempotencyStore extends IdempotencyStore implements TypeOrm
   ): Promise<T> {
     const deadline =
       typeof operation === 'string' ? new Deadline(operation, this.timeoutMs) : operation;
-    // Callers chain on the promise without an async function around them: a DataSource that
-    // cannot be resolved rejects rather than throws.
+    // A DataSource that cannot be resolved rejects rather than throws.
     return rejectOnThrow(() => {
       if (this.usesPoolAccess()) {
         const { dataSource, preparedStatements: prepared } = this;

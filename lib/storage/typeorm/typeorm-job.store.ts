@@ -43,13 +43,9 @@ export class TypeOrmJobStore implements StagedJobStore {
 
   /** Writes a job in a local step's transaction, and tells this process's drainer. */
   async stage(tx: TypeOrmStoreTransaction, job: NewStagedJob): Promise<void> {
-    await tx.run('stage job', this.sql.stage, [
-      job.name,
-      JSON.stringify(job.args ?? null),
-      job.key,
-      job.originScope,
-      job.originKey,
-    ]);
+    const { name, args, key, originScope, originKey } = job;
+    const values = [name, JSON.stringify(args ?? null), key, originScope, originKey];
+    await tx.run('stage job', this.sql.stage, values);
     for (const listener of this.stagedListeners) {
       try {
         listener();
@@ -84,37 +80,23 @@ export class TypeOrmJobStore implements StagedJobStore {
     maxAttempts: number,
     leaseSeconds: number,
   ): Promise<ClaimedJob | undefined> {
-    const { rows } = await this.store.run('claim job', this.sql.claim, [
-      id,
-      cutoff,
-      maxAttempts,
-      leaseSeconds,
-      EXHAUSTED,
-    ]);
-    const row = rows[0];
-    if (!row) return undefined;
-    return {
-      ...jobOf(row),
-      attempt: Number(row.attempts),
-      originScope: row.origin_scope,
-      originKey: row.origin_key,
-      exhausted: row.status === 'dead',
-    };
+    const values = [id, cutoff, maxAttempts, leaseSeconds, EXHAUSTED];
+    const row = (await this.store.run('claim job', this.sql.claim, values)).rows[0];
+    return (
+      row && {
+        ...jobOf(row),
+        attempt: Number(row.attempts),
+        originScope: row.origin_scope,
+        originKey: row.origin_key,
+        exhausted: row.status === 'dead',
+      }
+    );
   }
 
   /** @inheritDoc */
   async deliver(job: ClaimedJob): Promise<JobDelivery | undefined> {
     const tx = await this.store.openTransaction();
-    try {
-      const { rowCount } = await tx.run('lock job', this.sql.lock, [job.id, job.attempt]);
-      if (rowCount !== 1) {
-        await tx.rollback();
-        return undefined;
-      }
-    } catch (error) {
-      await tx.rollback().catch(() => undefined);
-      throw error;
-    }
+    if (!(await tx.lock('lock job', this.sql.lock, [job.id, job.attempt]))) return undefined;
     return {
       manager: tx.manager,
       commit: () => tx.commit(),
@@ -131,14 +113,8 @@ export class TypeOrmJobStore implements StagedJobStore {
     delaySeconds: number,
     maxAttempts: number,
   ): Promise<JobFailureOutcome> {
-    const { rows } = await this.store.run('fail job', this.sql.fail, [
-      job.id,
-      job.attempt,
-      error,
-      delaySeconds,
-      maxAttempts,
-    ]);
-    const status = rows[0]?.status;
+    const values = [job.id, job.attempt, error, delaySeconds, maxAttempts];
+    const status = (await this.store.run('fail job', this.sql.fail, values)).rows[0]?.status;
     return status === 'dead' ? 'dead' : status === 'pending' ? 'pending' : 'gone';
   }
 

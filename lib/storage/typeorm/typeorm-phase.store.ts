@@ -54,14 +54,9 @@ export class TypeOrmPhaseStore implements OperationRecordStore {
     settings: IdempotencyRunSettings,
   ): Promise<BoundOperation | undefined> {
     const { ttlSeconds, replayHeaders, storeBody, maxResponseBytes } = settings;
-    const { rows } = await this.store.run('bind operation', this.sql.bind, [
-      ref.scope,
-      ref.key,
-      ref.ownerToken,
-      operation,
-      JSON.stringify(input ?? null),
-      JSON.stringify({ ttlSeconds, replayHeaders, storeBody, maxResponseBytes }),
-    ]);
+    const stored = JSON.stringify({ ttlSeconds, replayHeaders, storeBody, maxResponseBytes });
+    const values = [ref.scope, ref.key, ref.ownerToken, operation, JSON.stringify(input ?? null)];
+    const { rows } = await this.store.run('bind operation', this.sql.bind, [...values, stored]);
     const row = rows[0];
     if (!row) return undefined;
     return {
@@ -82,34 +77,20 @@ export class TypeOrmPhaseStore implements OperationRecordStore {
     isolation: string,
   ): Promise<OperationStepTransaction | undefined> {
     const tx = await this.store.openTransaction();
-    try {
-      if (isolation !== 'READ COMMITTED') {
-        await tx.manager.query(isolationLevelSql(isolation));
-      }
-      const { rows } = await tx.run('lock step', this.sql.lockStep, [
-        ref.scope,
-        ref.key,
-        ref.ownerToken,
-        expectedPoint,
-      ]);
-      if (rows.length === 0) {
-        await tx.rollback();
-        return undefined;
-      }
-      const step: TypeOrmStepTransaction = {
-        tx,
-        state: rows[0].operation_state ?? {},
-        manager: tx.manager,
-        stage: (job) => this.jobs.stage(tx, job),
-        commit: () => tx.commit(),
-        rollback: () => tx.rollback(),
-        abandon: () => tx.abandon(),
-      };
-      return step;
-    } catch (error) {
-      await tx.rollback().catch(() => undefined);
-      throw error;
-    }
+    const values = [ref.scope, ref.key, ref.ownerToken, expectedPoint];
+    const setup = isolation === 'READ COMMITTED' ? undefined : isolationLevelSql(isolation);
+    const locked = await tx.lock('lock step', this.sql.lockStep, values, setup);
+    if (!locked) return undefined;
+    const step: TypeOrmStepTransaction = {
+      tx,
+      state: locked.rows[0].operation_state ?? {},
+      manager: tx.manager,
+      stage: (job) => this.jobs.stage(tx, job),
+      commit: () => tx.commit(),
+      rollback: () => tx.rollback(),
+      abandon: () => tx.abandon(),
+    };
+    return step;
   }
 
   /** @inheritDoc */
@@ -185,10 +166,8 @@ export class TypeOrmPhaseStore implements OperationRecordStore {
 
   /** @inheritDoc */
   async deleteAbandoned(batchSize: number, retentionSeconds: number): Promise<number> {
-    const { rows } = await this.store.run('delete abandoned', this.sql.deleteAbandoned, [
-      batchSize,
-      retentionSeconds,
-    ]);
+    const values = [batchSize, retentionSeconds];
+    const { rows } = await this.store.run('delete abandoned', this.sql.deleteAbandoned, values);
     return Number(rows[0]?.deleted ?? 0);
   }
 
@@ -256,16 +235,10 @@ function operationOf(row: any) {
 
 /** The route settings stored on a record, or null when it has none (or they are not valid). */
 function settingsOf(stored: unknown): IdempotencyRunSettings | null {
-  const value = stored as Partial<IdempotencyRunSettings> | null;
-  if (
-    !value ||
-    typeof value.ttlSeconds !== 'number' ||
-    !Array.isArray(value.replayHeaders) ||
-    !value.replayHeaders.every((name) => typeof name === 'string')
-  ) {
-    return null;
-  }
+  const value = (stored ?? {}) as Partial<IdempotencyRunSettings>;
   const { ttlSeconds, replayHeaders, storeBody, maxResponseBytes } = value;
+  if (typeof ttlSeconds !== 'number' || !Array.isArray(replayHeaders)) return null;
+  if (!replayHeaders.every((name) => typeof name === 'string')) return null;
   return {
     ttlSeconds,
     replayHeaders,

@@ -62,11 +62,7 @@ export class TypeOrmStoreTransaction {
         void discardQueryRunner(runner).then(() => reject(timeout));
       });
       const failed = (error: unknown) => {
-        if (!timer.stop()) return;
-        runner.release().then(
-          () => reject(error),
-          () => reject(error),
-        );
+        if (timer.stop()) releaseThen(runner, () => reject(error));
       };
       runner.connect().then((connection: unknown) => {
         if (timer.done) return void runner.release().catch(() => undefined);
@@ -107,6 +103,29 @@ export class TypeOrmStoreTransaction {
     });
   }
 
+  /**
+   * Runs the transaction's first store statement, which locks what the transaction works on
+   * (after `setup`, a `SET TRANSACTION`, when given); rolls back when it fails or found nothing.
+   * @returns its result, or undefined once rolled back
+   */
+  async lock(
+    operation: string,
+    statement: PreparedStatement,
+    values: unknown[],
+    setup?: string,
+  ): Promise<StatementResult | undefined> {
+    try {
+      if (setup) await this.runner.manager.query(setup);
+      const result = await this.run(operation, statement, values);
+      if (result.rows.length > 0 || result.rowCount === 1) return result;
+      await this.rollback();
+      return undefined;
+    } catch (error) {
+      await this.rollback().catch(() => undefined);
+      throw error;
+    }
+  }
+
   private send(
     operation: string,
     statement: PreparedStatement,
@@ -114,8 +133,8 @@ export class TypeOrmStoreTransaction {
   ): Promise<StatementResult> {
     const refused = this.refusal(operation);
     if (refused) return refused;
-    const deadline = new Deadline(operation, this.timeoutMs);
     if (!this.client) {
+      const deadline = new Deadline(operation, this.timeoutMs);
       return runOnQueryRunner(this.runner, statement, values, deadline).catch((error: unknown) => {
         if (isStoreTimeout(error)) this.state = 'abandoned';
         throw error;
@@ -123,7 +142,7 @@ export class TypeOrmStoreTransaction {
     }
     const client = this.client;
     return new Promise((resolve, reject) => {
-      const timer = this.startTimer(deadline, reject);
+      const timer = this.startTimer(operation, reject);
       client.query({ name: statement.name, text: statement.text, values }, (error, result) => {
         if (!timer.stop()) return;
         if (error) reject(explainStatementError(error, statement));
@@ -170,12 +189,20 @@ export class TypeOrmStoreTransaction {
   commitWith(operation: string, statement: PreparedStatement, values: unknown[]): Promise<boolean> {
     const refused = this.refusal(operation);
     if (refused) return refused;
-    if (!this.client || !this.pipelined) return this.commitAfter(operation, statement, values);
+    if (!this.client || !this.pipelined) {
+      // One at a time: the statement, then the commit or the rollback.
+      return this.send(operation, statement, values).then(
+        () => this.commit().then(() => true),
+        (error: unknown) =>
+          nothingWritten(error)
+            ? this.rollback().then(() => false)
+            : Promise.reject(error as Error),
+      );
+    }
     this.state = 'finished';
     const client = this.client;
-    const deadline = new Deadline(operation, this.timeoutMs);
     return new Promise((resolve, reject) => {
-      const timer = this.startTimer(deadline, reject);
+      const timer = this.startTimer(operation, reject);
       const restore = pipelining(client);
       let failed: unknown;
       client.query({ name: statement.name, text: statement.text, values }, (error) => {
@@ -189,24 +216,10 @@ export class TypeOrmStoreTransaction {
         if (owned || (error === undefined && nothingWritten(failed))) {
           return void this.runner.release().then(() => resolve(owned), reject);
         }
-        const fail = () => reject(explainStatementError(failed ?? error, statement));
-        this.runner.release().then(fail, fail);
+        releaseThen(this.runner, () => reject(explainStatementError(failed ?? error, statement)));
       };
       this.confirmedCommit(operation).then(() => settle(undefined), settle);
     });
-  }
-
-  /** `commitWith()` one statement at a time: the statement, then the commit or the rollback. */
-  private commitAfter(
-    operation: string,
-    statement: PreparedStatement,
-    values: unknown[],
-  ): Promise<boolean> {
-    return this.send(operation, statement, values).then(
-      () => this.commit().then(() => true),
-      (error: unknown) =>
-        nothingWritten(error) ? this.rollback().then(() => false) : Promise.reject(error as Error),
-    );
   }
 
   /** Rolls back (when still open) and gives the connection back. */
@@ -234,17 +247,14 @@ export class TypeOrmStoreTransaction {
 
   private finish(operation: string, end: () => Promise<void>): Promise<void> {
     this.state = 'finished';
-    const deadline = new Deadline(operation, this.timeoutMs);
     return new Promise((resolve, reject) => {
-      const timer = this.startTimer(deadline, reject);
+      const timer = this.startTimer(operation, reject);
       end().then(
         () => {
           if (timer.stop()) this.runner.release().then(resolve, reject);
         },
         (error: unknown) => {
-          if (!timer.stop()) return;
-          const fail = () => reject(error);
-          this.runner.release().then(fail, fail);
+          if (timer.stop()) releaseThen(this.runner, () => reject(error));
         },
       );
     });
@@ -256,8 +266,8 @@ export class TypeOrmStoreTransaction {
    * must treat the outcome as unknown (an owner-guarded write says later); the connection is
    * closed before the timeout is reported.
    */
-  private startTimer(deadline: Deadline, reject: (error: unknown) => void): DeadlineTimer {
-    const timer = deadline.startTimer((timeout) => {
+  private startTimer(operation: string, reject: (error: unknown) => void): DeadlineTimer {
+    const timer = new Deadline(operation, this.timeoutMs).startTimer((timeout) => {
       this.state = 'abandoned';
       void discardQueryRunner(this.runner).then(() => reject(timeout));
     });
@@ -274,6 +284,11 @@ export class TypeOrmStoreTransaction {
         : 'the transaction has already ended';
     return Promise.reject(new Error(`nest-idempotency: ${operation} refused: ${why}`));
   }
+}
+
+/** Gives the runner's connection back, then settles, whether or not the release succeeded. */
+function releaseThen(runner: QueryRunner, settle: () => void): Promise<void> {
+  return runner.release().then(settle, settle);
 }
 
 /** Whether `error` is a `failUnlessWritten` statement's: it found nothing to write. */

@@ -3,6 +3,7 @@ import { getDataSourceToken } from '@nestjs/typeorm';
 import type { DataSource } from 'typeorm';
 import { IdempotencyConfigurationError } from '../../config/idempotency-configuration.error';
 import { check, checkBoolean, checkNumber, seconds } from '../../config/idempotency.defaults';
+import { withoutUndefined } from '../../config/option-validation';
 import type { IdempotencyStoreFactory } from '../idempotency-store.factory';
 import { TypeOrmIdempotencyStore } from './typeorm-idempotency.store';
 import { DEFAULT_TYPEORM_STORE_OPTIONS } from './typeorm-store.defaults';
@@ -65,12 +66,9 @@ const TIMEOUT = seconds(0.05, 300, DEFAULT_TYPEORM_STORE_OPTIONS.timeoutSeconds)
 export function typeOrmStore(
   options: IdempotencyTypeOrmStoreOptions = {},
 ): IdempotencyStoreFactory {
-  const given = Object.fromEntries(
-    Object.entries(options).filter(([, value]) => value !== undefined),
-  ) as IdempotencyTypeOrmStoreOptions;
   const { tableName, dataSource, wakeUps, ...rest } = {
     ...DEFAULT_TYPEORM_STORE_OPTIONS,
-    ...given,
+    ...withoutUndefined(options),
   };
   check(
     typeof tableName === 'string' && TABLE_NAME.test(tableName),

@@ -8,7 +8,7 @@ import type {
 import { hasPoolAccess, poolOf, prepareStatement } from './prepared-statement';
 import type { PreparedStatement } from './prepared-statement';
 import type { TypeOrmStoreConnection } from './store-connection';
-import { listenSql, notifySql, unlistenSql } from './wake-up-statements.sql';
+import { notifySql } from './wake-up-statements.sql';
 
 /** The first wait before opening the listening connection again after a failure. */
 const FIRST_RETRY_MS = 1_000;
@@ -124,11 +124,11 @@ export class TypeOrmWakeUps implements IdempotencyStoreWakeUps {
       opened.on('end', () => this.lost(opened));
       opened.on('notification', (message) => this.notified(message));
       await this.bounded(opened.connect(), 'connecting');
-      await this.bounded(opened.query(listenSql(this.channel)), 'LISTEN');
+      await this.bounded(opened.query(`LISTEN ${this.channel}`), 'LISTEN');
       if (!(await this.selfTest())) {
         this.client = undefined;
         // Best effort: where connections share a session, the LISTEN would outlive this one.
-        await this.bounded(opened.query(unlistenSql(this.channel)), 'UNLISTEN').catch(() => 0);
+        await this.bounded(opened.query(`UNLISTEN ${this.channel}`), 'UNLISTEN').catch(() => 0);
         await opened.end().catch(() => undefined);
         return this.poll(
           'a notification sent through the pool did not reach the listening connection ' +
@@ -211,10 +211,7 @@ export class TypeOrmWakeUps implements IdempotencyStoreWakeUps {
         () => reject(new Error(`${what} took longer than ${this.connection.timeoutMs} ms`)),
         this.connection.timeoutMs,
       );
-      step.then(
-        (value) => (clearTimeout(timer), resolve(value)),
-        (error: unknown) => (clearTimeout(timer), reject(error)),
-      );
+      step.finally(() => clearTimeout(timer)).then(resolve, reject);
     });
   }
 }

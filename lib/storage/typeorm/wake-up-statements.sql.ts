@@ -24,9 +24,7 @@ export function notifyWritten(
  * SQLSTATE 22012): a transaction's completion sent with its `COMMIT`, which PostgreSQL then
  * turns into a rollback.
  */
-export function failUnlessWritten(rows: string): string {
-  return `1 / ${rows}`;
-}
+export const failUnlessWritten = (rows: string): string => `1 / ${rows}`;
 
 /** SQLSTATE of a `failUnlessWritten` statement that changed nothing. */
 export const NOTHING_WRITTEN = '22012';
@@ -35,24 +33,11 @@ export const NOTHING_WRITTEN = '22012';
  * A write (an `UPDATE` or `DELETE` without `RETURNING`) that announces itself as it changes a
  * record: the same round trip, one more statement text.
  */
-export function announcedWrite(write: string, channel: string, payload: string): string {
-  return `WITH written AS (${write} RETURNING 1) ${notifyWritten(channel, payload)}`;
-}
+export const announcedWrite = (write: string, channel: string, payload: string): string =>
+  `WITH written AS (${write} RETURNING 1) ${notifyWritten(channel, payload)}`;
 
 /**
  * The statement that announces a settlement on `channel` (the self-test sends it too); the
  * settling statements of routes that may wait embed the same `pg_notify` call.
  */
-export function notifySql(channel: string): string {
-  return `SELECT pg_notify('${channel}', $1::text)`;
-}
-
-/** Starts listening on `channel` (the listening connection's own session). */
-export function listenSql(channel: string): string {
-  return `LISTEN ${channel}`;
-}
-
-/** Stops listening on `channel`. */
-export function unlistenSql(channel: string): string {
-  return `UNLISTEN ${channel}`;
-}
+export const notifySql = (channel: string): string => `SELECT pg_notify('${channel}', $1::text)`;
