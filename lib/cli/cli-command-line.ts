@@ -82,10 +82,8 @@ export async function parse(
   if (name === undefined) throw new UsageError('No command given.');
   const spec = COMMANDS[name];
   if (!spec) throw new UsageError(`Unknown command ${name}.`);
-  for (const flag of flags.keys()) {
-    if (flag !== '--format' && flag !== spec.flag)
-      throw new UsageError(`${name} takes no ${flag}.`);
-  }
+  const foreign = [...flags.keys()].find((flag) => flag !== '--format' && flag !== spec.flag);
+  if (foreign) throw new UsageError(`${name} takes no ${foreign}.`);
   if (args.length !== spec.arity) throw new UsageError(`${name} takes ${spec.shape}.`);
   const [scope, key] = args;
   switch (name) {

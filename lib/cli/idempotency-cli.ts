@@ -84,15 +84,12 @@ export async function runIdempotencyCli(
 ): Promise<number> {
   const stdout = options.stdout ?? ((text: string) => void process.stdout.write(text));
   const stderr = options.stderr ?? ((text: string) => void process.stderr.write(text));
-  let command: Command;
-  let table: boolean;
-  try {
-    ({ command, table } = await parse(argv));
-  } catch (error) {
+  const parsed = await parse(argv).catch((error: unknown) => {
     if (!(error instanceof UsageError)) throw error;
     stderr(`${error.message}\n\n${USAGE}\n`);
-    return 2;
-  }
+  });
+  if (!parsed) return 2;
+  const { command, table } = parsed;
   if (command.name === 'help') {
     stdout(`${USAGE}\n`);
     return 0;

@@ -10,10 +10,7 @@ import { mergeRouteOptions } from '../config/idempotency.defaults';
 import { keySourceOf } from '../decorators/idempotency-key-source';
 import { IDEMPOTENCY_OPTIONS } from '../config/idempotency.tokens';
 import { pluginResponseOf } from '../internals/swagger-plugin-response';
-import type {
-  ResolvedIdempotencyRouteOptions,
-  ResolvedIdempotencyOptions,
-} from '../interfaces/idempotency-module-options.interface';
+import type { ResolvedIdempotencyOptions } from '../interfaces/idempotency-module-options.interface';
 import { requestParameters, successHeaders } from './openapi-headers';
 import { mergeResponse, problemResponses } from './openapi-problem-responses';
 import { problemModelOf } from './openapi-problem-schema';
@@ -42,8 +39,8 @@ const UNDOCUMENTED_METHODS = new Set<number>([
 /** Nest's metadata key for `@HttpCode()` (`@nestjs/common/constants`, stable across 11/12). */
 const HTTP_CODE_METADATA = '__httpCode__';
 
-/** A handler's own swagger metadata before the library documented it, by metadata key. */
-type Saved = Map<Handler, Map<string, unknown>>;
+/** Each handler's own swagger metadata before the library documented it, one metadata key each. */
+type Saved = [handler: Handler, key: string, value: unknown][];
 
 /**
  * Documents every `@Idempotent()` route of the application in its OpenAPI metadata, when
@@ -68,7 +65,7 @@ export async function documentIdempotentRoutes(
   options: ResolvedIdempotencyOptions,
   modules: ModulesContainer,
 ): Promise<OnModuleDestroy> {
-  const saved: Saved = new Map();
+  const saved: Saved = [];
   const writes = { onModuleDestroy: () => restore(saved) };
   const controllers = controllersOf(options, modules);
   // The routes of covered classes get their own handlers first (as the module does anyway),
@@ -88,21 +85,8 @@ export async function documentIdempotentRoutes(
     );
   });
   if (!swagger) return writes;
-  const model = problemModelOf(swagger);
-  const { API_PARAMETERS, API_RESPONSE, API_EXTRA_MODELS } = swagger.DECORATORS;
-  const keys = [API_PARAMETERS, API_RESPONSE, API_EXTRA_MODELS];
   for (const route of covered) {
-    saved.set(
-      route.handler,
-      new Map(keys.map((k) => [k, Reflect.getOwnMetadata(k, route.handler)])),
-    );
-    document(
-      swagger,
-      model,
-      route,
-      mergeRouteOptions(options, route.onClass, route.onHandler),
-      options,
-    );
+    document(swagger, saved, route, options);
   }
   return writes;
 }
@@ -125,16 +109,14 @@ export function controllersOf(
   const all = [...modules.values()];
   const instances = all.filter((m) => m.providers.has(IDEMPOTENCY_OPTIONS));
   const own = instances.find((m) => m.providers.get(IDEMPOTENCY_OPTIONS)?.instance === options);
-  const servedBy = (m: NestModule): NestModule | undefined => {
-    const reached = instances.find(
+  const servedBy = (m: NestModule): NestModule | undefined =>
+    instances.find(
       (i) =>
         !i.isGlobal &&
         [...m.imports].some(
           (x) => x === i || (x.exports.has(i.metatype) && [...x.imports].includes(i)),
         ),
-    );
-    return reached ?? instances.find((i) => i.isGlobal);
-  };
+    ) ?? instances.find((i) => i.isGlobal);
   return all
     .filter((m) => instances.length <= 1 || (own !== undefined && servedBy(m) === own))
     .flatMap((m) => [...m.controllers.values()].map((wrapper) => wrapper.metatype))
@@ -143,26 +125,25 @@ export function controllersOf(
 
 /** Puts back each handler's own swagger metadata as the application declared it. */
 function restore(saved: Saved): void {
-  for (const [handler, values] of saved) {
-    for (const [key, value] of values) {
-      if (value === undefined) Reflect.deleteMetadata(key, handler);
-      else Reflect.defineMetadata(key, value, handler);
-    }
+  for (const [handler, key, value] of saved.splice(0)) {
+    if (value === undefined) Reflect.deleteMetadata(key, handler);
+    else Reflect.defineMetadata(key, value, handler);
   }
-  saved.clear();
 }
 
-/** Writes one idempotent route's documentation on its handler. */
+/** Writes one idempotent route's documentation on its handler, saving what it declared first. */
 function document(
   swagger: SwaggerApi,
-  model: abstract new () => unknown,
+  saved: Saved,
   target: Route,
-  route: ResolvedIdempotencyRouteOptions,
   module: ResolvedIdempotencyOptions,
 ): void {
   const { handler } = target;
+  const route = mergeRouteOptions(module, target.onClass, target.onHandler);
   const { API_PARAMETERS, API_RESPONSE, API_EXTRA_MODELS } = swagger.DECORATORS;
   const own = (key: string) => Reflect.getOwnMetadata(key, handler);
+  const keys = [API_PARAMETERS, API_RESPONSE, API_EXTRA_MODELS];
+  saved.push(...keys.map((key): Saved[number] => [handler, key, own(key)]));
   const write = (key: string, value: unknown) => Reflect.defineMetadata(key, value, handler);
 
   const parameters: Record<string, any>[] = own(API_PARAMETERS) ?? [];
@@ -189,6 +170,7 @@ function document(
   write(API_RESPONSE, responses);
 
   const models: unknown[] = own(API_EXTRA_MODELS) ?? [];
+  const model = problemModelOf(swagger);
   if (module.errorBody === null && !models.includes(model)) {
     write(API_EXTRA_MODELS, [...models, model]);
   }
