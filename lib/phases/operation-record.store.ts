@@ -4,6 +4,7 @@ import type {
   IdempotencyRunSettings,
   StoredResponse,
 } from '../interfaces/idempotency-record.interface';
+import type { StagedJob } from './jobs/staged-job.interface';
 
 /** What `bind()` found on the record: where its operation stands. */
 export interface BoundOperation {
@@ -62,21 +63,10 @@ export interface AbandonedOperation {
 }
 
 /** An abandoned record an operator resolves: its id and fingerprint, read with its settings. */
-export interface AbandonedRecord {
-  recordId: string;
-  fingerprint: string;
-  /** The settings it was started with, or null. */
-  settings: IdempotencyRunSettings | null;
-}
+export type AbandonedRecord = Pick<OperationRecordRow, 'recordId' | 'fingerprint' | 'settings'>;
 
 /** A job a local step stages, with where it came from. */
-export interface NewStagedJob {
-  name: string;
-  args: unknown;
-  key: string;
-  originScope: string;
-  originKey: string;
-}
+export type NewStagedJob = Pick<StagedJob, 'name' | 'args' | 'key' | 'origin'>;
 
 /** One local step's transaction, positioned on the record's expected recovery point. */
 export interface OperationStepTransaction {

@@ -24,7 +24,7 @@ export function stagerOf(tx: OperationStepTransaction, run: IdempotencyRun, step
     const key = createHash('sha256')
       .update(`${run.identity.recordId}\u0000${stepName}\u0000${staged++}\u0000${name}`)
       .digest('hex');
-    await tx.stage({ name, args, key, originScope: run.ref.scope, originKey: run.ref.key });
+    await tx.stage({ name, args, key, origin: { scope: run.ref.scope, key: run.ref.key } });
     return key;
   };
 }
