@@ -23,14 +23,12 @@ export interface BoundOperation {
 }
 
 /** An unfinished operation the completer took over, or one marked abandoned. */
-export interface OperationRecordRow {
-  scope: string;
-  key: string;
-  recordId: string;
+export interface OperationRecordRow extends Pick<
+  AbandonedOperation,
+  'scope' | 'key' | 'recordId' | 'operation' | 'recoveryPoint'
+> {
   /** The fingerprint of the request that started it (its final response is sealed for it). */
   fingerprint: string;
-  operation: string;
-  recoveryPoint: string | null;
   /** Set for a takeover: the completer's owner token. */
   ownerToken: string | null;
   attempt: number;
