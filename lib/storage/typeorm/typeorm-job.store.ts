@@ -95,8 +95,8 @@ export class TypeOrmJobStore implements StagedJobStore {
   /** @inheritDoc */
   readonly fail: Port['fail'] = async (job, error, delaySeconds, maxAttempts) => {
     const values = [job.id, job.attempt, error, delaySeconds, maxAttempts];
-    const status = (await this.store.run('fail job', this.sql.fail, values)).rows[0]?.status;
-    return status === 'dead' ? 'dead' : status === 'pending' ? 'pending' : 'gone';
+    // The statement sets the status to 'dead' or 'pending' and returns it; no row: 'gone'.
+    return (await this.store.run('fail job', this.sql.fail, values)).rows[0]?.status ?? 'gone';
   };
 
   /** @inheritDoc */
