@@ -63,7 +63,7 @@ export class IdempotencyCompleter implements OnApplicationBootstrap, OnApplicati
   /** @inheritDoc */
   async onApplicationBootstrap(): Promise<void> {
     const { enabled, intervalSeconds } = this.phases.completer;
-    if (!enabled || !this.runner.operations || !this.registry.hasOperations()) return;
+    if (!enabled || !this.runner.operations || !this.registry.discover().operations.size) return;
     await this.task.start(intervalSeconds, this.moduleRef, (error) => {
       this.events.emit({ type: 'store_error', operation: 'completer', error });
       this.logger.warn(`Completer run failed: ${(error as Error).message}`);
@@ -138,7 +138,7 @@ export class IdempotencyCompleter implements OnApplicationBootstrap, OnApplicati
     // the stored input is used.
     const scope = { run, handlerStarted: false };
     try {
-      const operation = this.registry.findOperation(row.operation);
+      const operation = this.registry.discover().operations.get(row.operation);
       if (!operation) throw new Error(`no operation "${row.operation}" is registered`);
       const result = await idempotencyRunScopes.run(scope, () =>
         run.operate(() => this.runner.run(operation, null, run)),

@@ -4,6 +4,7 @@ import type {
   IdempotencyRunSettings,
   StoredResponse,
 } from '../interfaces/idempotency-record.interface';
+import type { StagedJob } from './jobs/staged-job.interface';
 
 /** What `bind()` found on the record: where its operation stands. */
 export interface BoundOperation {
@@ -22,14 +23,12 @@ export interface BoundOperation {
 }
 
 /** An unfinished operation the completer took over, or one marked abandoned. */
-export interface OperationRecordRow {
-  scope: string;
-  key: string;
-  recordId: string;
+export interface OperationRecordRow extends Pick<
+  AbandonedOperation,
+  'scope' | 'key' | 'recordId' | 'operation' | 'recoveryPoint'
+> {
   /** The fingerprint of the request that started it (its final response is sealed for it). */
   fingerprint: string;
-  operation: string;
-  recoveryPoint: string | null;
   /** Set for a takeover: the completer's owner token. */
   ownerToken: string | null;
   attempt: number;
@@ -62,21 +61,10 @@ export interface AbandonedOperation {
 }
 
 /** An abandoned record an operator resolves: its id and fingerprint, read with its settings. */
-export interface AbandonedRecord {
-  recordId: string;
-  fingerprint: string;
-  /** The settings it was started with, or null. */
-  settings: IdempotencyRunSettings | null;
-}
+export type AbandonedRecord = Pick<OperationRecordRow, 'recordId' | 'fingerprint' | 'settings'>;
 
 /** A job a local step stages, with where it came from. */
-export interface NewStagedJob {
-  name: string;
-  args: unknown;
-  key: string;
-  originScope: string;
-  originKey: string;
-}
+export type NewStagedJob = Pick<StagedJob, 'name' | 'args' | 'key' | 'origin'>;
 
 /** One local step's transaction, positioned on the record's expected recovery point. */
 export interface OperationStepTransaction {

@@ -15,11 +15,14 @@ export interface RegisteredOperation {
 
 const RESERVED_POINTS = new Set(['started', 'finished']);
 
-/** What discovery found: the operations, by name and by class, and the job handlers. */
+/**
+ * What discovery found: the operations, by name (a record may name one that was removed since)
+ * and by class, and the job handlers by name.
+ */
 interface Discovered {
-  readonly operations: Map<string, RegisteredOperation>;
-  readonly byClass: Map<Type, RegisteredOperation>;
-  readonly jobHandlers: Map<string, IdempotencyJobHandlerInstance>;
+  readonly operations: ReadonlyMap<string, RegisteredOperation>;
+  readonly byClass: ReadonlyMap<Type, RegisteredOperation>;
+  readonly jobHandlers: ReadonlyMap<string, IdempotencyJobHandlerInstance>;
 }
 
 /**
@@ -69,31 +72,11 @@ export class IdempotencyOperationRegistry {
     }
   }
 
-  /** The operation of that name, or undefined (a record left by a removed operation). */
-  findOperation(name: string): RegisteredOperation | undefined {
-    return this.discover().operations.get(name);
-  }
-
-  /** Whether the application has any operation in phases. */
-  hasOperations(): boolean {
-    return this.discover().operations.size > 0;
-  }
-
-  /** The job handler of that name, or undefined. */
-  jobHandler(name: string): IdempotencyJobHandlerInstance | undefined {
-    return this.discover().jobHandlers.get(name);
-  }
-
-  /** Whether the application has any job handler. */
-  hasJobHandlers(): boolean {
-    return this.discover().jobHandlers.size > 0;
-  }
-
   /**
-   * Finds and checks every operation and job handler, once.
+   * Finds and checks every operation and job handler, once; later calls return what it found.
    * @throws IdempotencyConfigurationError on a duplicate name or a malformed operation
    */
-  private discover(): Discovered {
+  discover(): Discovered {
     if (this.found) return this.found;
     const operations = new Map<string, RegisteredOperation>();
     const byClass = new Map<Type, RegisteredOperation>();

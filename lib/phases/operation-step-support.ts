@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { deriveKey } from '../context/idempotency-identity';
 import type { IdempotencyRun } from '../execution/idempotency-run';
 import type { OperationStepTransaction } from './operation-record.store';
 
@@ -15,16 +15,15 @@ export function storableAsJson(value: unknown): boolean {
 
 /**
  * A step's `stage()`. A job's key is SHA-256 (hex) of the record id, the step's name, the
- * job's place among the step's stagings (0, 1, …) and its name: stable across retries of the
- * step, distinct for every job of a step, of every other step and of every other record.
+ * job's place among the step's stagings (0, 1, …) and its name, NUL-separated (the derived key
+ * of the label made of the last three): stable across retries of the step, distinct for every
+ * job of a step, of every other step and of every other record.
  */
 export function stagerOf(tx: OperationStepTransaction, run: IdempotencyRun, stepName: string) {
   let staged = 0;
   return async (name: string, args: unknown): Promise<string> => {
-    const key = createHash('sha256')
-      .update(`${run.identity.recordId}\u0000${stepName}\u0000${staged++}\u0000${name}`)
-      .digest('hex');
-    await tx.stage({ name, args, key, originScope: run.ref.scope, originKey: run.ref.key });
+    const key = deriveKey(run.identity.recordId, `${stepName}\u0000${staged++}\u0000${name}`);
+    await tx.stage({ name, args, key, origin: { scope: run.ref.scope, key: run.ref.key } });
     return key;
   };
 }

@@ -102,7 +102,7 @@ export class IdempotencyJobs implements OnApplicationBootstrap, OnApplicationShu
   async onApplicationBootstrap(): Promise<void> {
     const { enabled, intervalSeconds } = this.phases.jobs;
     const store = this.capabilities.jobs;
-    if (!enabled || !store || !this.registry.hasJobHandlers()) return;
+    if (!enabled || !store || !this.registry.discover().jobHandlers.size) return;
     this.stopListening = store.onStaged(() => {
       this.backoff.reset();
       this.task.wake();
@@ -196,7 +196,7 @@ export class IdempotencyJobs implements OnApplicationBootstrap, OnApplicationShu
       timeoutSeconds * 1000,
     );
     try {
-      const handler = this.registry.jobHandler(job.name);
+      const handler = this.registry.discover().jobHandlers.get(job.name);
       if (!handler) {
         throw new IdempotencyError(
           `nest-idempotency: no @IdempotentJobHandler('${job.name}') is registered`,
@@ -271,8 +271,8 @@ export class IdempotencyJobs implements OnApplicationBootstrap, OnApplicationShu
   }
 
   private staged(job: ClaimedJob): StagedJob {
-    const { id, name, args, key, attempt } = job;
-    return { id, name, args, key, attempt, origin: { scope: job.originScope, key: job.originKey } };
+    const { id, name, args, key, attempt, origin } = job;
+    return { id, name, args, key, attempt, origin: { scope: origin.scope, key: origin.key } };
   }
 
   private describe(job: ClaimedJob) {

@@ -1,22 +1,17 @@
 import type { EntityManager } from 'typeorm';
-import type { DeadJob } from './staged-job.interface';
+import type { DeadJob, StagedJob } from './staged-job.interface';
 
-/** A job the drainer has claimed: its attempt is counted and committed before delivery. */
-export interface ClaimedJob {
-  id: string;
-  name: string;
-  args: unknown;
-  key: string;
-  /** Deliveries started so far, this one included (the `attempts` column after the claim). */
-  attempt: number;
-  originScope: string;
-  originKey: string;
+/**
+ * A job the drainer has claimed: its attempt is counted and committed before delivery
+ * (`attempt` is the `attempts` column after the claim, this delivery included).
+ */
+export interface ClaimedJob extends StagedJob {
   /**
    * The job had already started `maxAttempts` deliveries without a recorded outcome for the last
    * one (its drainer died, lost its connection, or could not write the failure): the claim made
    * it dead instead of delivering it again.
    */
-  exhausted: boolean;
+  readonly exhausted: boolean;
 }
 
 /** What one look-up of due jobs found. */

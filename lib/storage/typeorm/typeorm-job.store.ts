@@ -1,12 +1,5 @@
-import type { DeadJob } from '../../phases/jobs/staged-job.interface';
 import type { NewStagedJob } from '../../phases/operation-record.store';
-import type {
-  ClaimedJob,
-  DueJobs,
-  JobDelivery,
-  JobFailureOutcome,
-  StagedJobStore,
-} from '../../phases/jobs/staged-job.store';
+import type { StagedJobStore } from '../../phases/jobs/staged-job.store';
 import { jobStatements } from './job-statements.sql';
 import type { JobStatementName } from './job-statements.sql';
 import { prepareStatements } from './prepared-statement';
@@ -14,12 +7,16 @@ import type { PreparedStatement } from './prepared-statement';
 import type { TypeOrmStoreConnection } from './store-connection';
 import type { TypeOrmStoreTransaction } from './typeorm-store-transaction';
 
+/** The port this store implements: its methods take their parameter types from it. */
+type Port = StagedJobStore;
+
 /**
  * The statements of staged jobs (docs/design/contract.md#operations-in-phases) on `<tableName>_jobs`, and the drainer's port on them
  * (see `StagedJobStore` for the contract). Jobs are staged in a local step's transaction. A
  * drainer looks due jobs up with a plain read, then for each: claims it in one committed
  * statement (`FOR UPDATE SKIP LOCKED`; the attempt is counted there), and delivers it in a
  * transaction of its own that locks and deletes exactly that row, by id and claimed attempt.
+ * The port's methods are arrow-function properties typed by it.
  */
 export class TypeOrmJobStore implements StagedJobStore {
   private readonly sql: Record<JobStatementName, PreparedStatement>;
@@ -43,8 +40,8 @@ export class TypeOrmJobStore implements StagedJobStore {
 
   /** Writes a job in a local step's transaction, and tells this process's drainer. */
   async stage(tx: TypeOrmStoreTransaction, job: NewStagedJob): Promise<void> {
-    const { name, args, key, originScope, originKey } = job;
-    const values = [name, JSON.stringify(args ?? null), key, originScope, originKey];
+    const { name, args, key, origin } = job;
+    const values = [name, JSON.stringify(args ?? null), key, origin.scope, origin.key];
     await tx.run('stage job', this.sql.stage, values);
     for (const listener of this.stagedListeners) {
       try {
@@ -56,13 +53,13 @@ export class TypeOrmJobStore implements StagedJobStore {
   }
 
   /** @inheritDoc */
-  onStaged(listener: () => void): () => void {
+  readonly onStaged: Port['onStaged'] = (listener) => {
     this.stagedListeners.add(listener);
     return () => this.stagedListeners.delete(listener);
-  }
+  };
 
   /** @inheritDoc */
-  async findDue(limit: number, cutoff: string | null): Promise<DueJobs> {
+  readonly findDue: Port['findDue'] = async (limit, cutoff) => {
     const { rows } = await this.store.run('find due jobs', this.sql.findDue, [cutoff, limit]);
     const ids: string[] = [];
     let nextDueInSeconds: number | undefined;
@@ -71,55 +68,39 @@ export class TypeOrmJobStore implements StagedJobStore {
       else nextDueInSeconds ??= Number(row.due_in);
     }
     return { ids, cutoff: rows[0]?.cutoff ?? cutoff, nextDueInSeconds };
-  }
+  };
 
   /** @inheritDoc */
-  async claim(
-    id: string,
-    cutoff: string | null,
-    maxAttempts: number,
-    leaseSeconds: number,
-  ): Promise<ClaimedJob | undefined> {
-    const values = [id, cutoff, maxAttempts, leaseSeconds, EXHAUSTED];
-    const row = (await this.store.run('claim job', this.sql.claim, values)).rows[0];
+  readonly claim: Port['claim'] = async (...given) => {
+    // $1…$4: id, cutoff, maxAttempts, leaseSeconds (the port's order).
+    const row = (await this.store.run('claim job', this.sql.claim, [...given, EXHAUSTED])).rows[0];
     return (
       row && {
         ...jobOf(row),
         attempt: Number(row.attempts),
-        originScope: row.origin_scope,
-        originKey: row.origin_key,
+        origin: { scope: row.origin_scope, key: row.origin_key },
         exhausted: row.status === 'dead',
       }
     );
-  }
+  };
 
   /** @inheritDoc */
-  async deliver(job: ClaimedJob): Promise<JobDelivery | undefined> {
+  readonly deliver: Port['deliver'] = async (job) => {
     const tx = await this.store.openTransaction();
-    if (!(await tx.lock('lock job', this.sql.lock, [job.id, job.attempt]))) return undefined;
-    return {
-      manager: tx.manager,
-      commit: () => tx.commit(),
-      rollback: () => tx.rollback(),
-      // Closes the connection and ends its backend, even inside a handler's long statement.
-      abandon: () => tx.abandon(),
-    };
-  }
+    // The transaction is the delivery: its abandon() closes the connection and ends its backend,
+    // even inside a handler's long statement.
+    return (await tx.lock('lock job', this.sql.lock, [job.id, job.attempt])) && tx;
+  };
 
   /** @inheritDoc */
-  async fail(
-    job: ClaimedJob,
-    error: string,
-    delaySeconds: number,
-    maxAttempts: number,
-  ): Promise<JobFailureOutcome> {
+  readonly fail: Port['fail'] = async (job, error, delaySeconds, maxAttempts) => {
     const values = [job.id, job.attempt, error, delaySeconds, maxAttempts];
-    const status = (await this.store.run('fail job', this.sql.fail, values)).rows[0]?.status;
-    return status === 'dead' ? 'dead' : status === 'pending' ? 'pending' : 'gone';
-  }
+    // The statement sets the status to 'dead' or 'pending' and returns it; no row: 'gone'.
+    return (await this.store.run('fail job', this.sql.fail, values)).rows[0]?.status ?? 'gone';
+  };
 
   /** @inheritDoc */
-  async listDead(limit: number): Promise<DeadJob[]> {
+  readonly listDead: Port['listDead'] = async (limit) => {
     const { rows } = await this.store.run('list dead jobs', this.sql.listDead, [limit]);
     return rows.map((row) => ({
       ...jobOf(row),
@@ -129,17 +110,15 @@ export class TypeOrmJobStore implements StagedJobStore {
       createdAt: new Date(row.created_at),
       updatedAt: new Date(row.updated_at),
     }));
-  }
+  };
 
   /** @inheritDoc */
-  async retryDead(id: string): Promise<boolean> {
-    return (await this.store.run('retry dead job', this.sql.retryDead, [id])).rowCount === 1;
-  }
+  readonly retryDead: Port['retryDead'] = async (id) =>
+    (await this.store.run('retry dead job', this.sql.retryDead, [id])).rowCount === 1;
 
   /** @inheritDoc */
-  async deleteDead(id: string): Promise<boolean> {
-    return (await this.store.run('delete dead job', this.sql.deleteDead, [id])).rowCount === 1;
-  }
+  readonly deleteDead: Port['deleteDead'] = async (id) =>
+    (await this.store.run('delete dead job', this.sql.deleteDead, [id])).rowCount === 1;
 }
 
 /** The error kept on a job made dead by its claim: its last delivery left no outcome. */

@@ -1,17 +1,10 @@
-import type {
-  IdempotencyRecordRef,
-  IdempotencyRunSettings,
-  StoredResponse,
-} from '../../interfaces/idempotency-record.interface';
+import type { IdempotencyRunSettings } from '../../interfaces/idempotency-record.interface';
 import { isolationLevelSql, phaseStatements } from './phase-statements.sql';
 import type { PhaseStatementName } from './phase-statements.sql';
 import { CONFIRMED, prepareStatements } from './prepared-statement';
 import type { PreparedStatement, StatementResult } from './prepared-statement';
 import { responseValues, writtenOf } from './record-rows';
 import type {
-  AbandonedOperation,
-  AbandonedRecord,
-  BoundOperation,
   OperationRecordRow,
   OperationRecordStore,
   OperationStepTransaction,
@@ -24,11 +17,14 @@ import type { TypeOrmStoreTransaction } from './typeorm-store-transaction';
 /** A local step's transaction on the TypeORM store, with the store transaction it writes in. */
 type TypeOrmStepTransaction = OperationStepTransaction & { readonly tx: TypeOrmStoreTransaction };
 
+/** The port this store implements: its methods take their parameter types from it. */
+type Port = OperationRecordStore;
+
 /**
  * The statements of operations in phases (docs/design/contract.md#operations-in-phases) on the TypeORM store's record table. Every
  * write is guarded by the owner token and, where a step moves the record on, by the recovery
  * point it expects (compare-and-set): a stale owner, or a second run of a step that already
- * committed, changes nothing.
+ * committed, changes nothing. Its methods are arrow-function properties typed by the port's.
  */
 export class TypeOrmPhaseStore implements OperationRecordStore {
   private readonly sql: Record<PhaseStatementName, PreparedStatement>;
@@ -47,12 +43,7 @@ export class TypeOrmPhaseStore implements OperationRecordStore {
   }
 
   /** @inheritDoc */
-  async bind(
-    ref: IdempotencyRecordRef,
-    operation: string,
-    input: unknown,
-    settings: IdempotencyRunSettings,
-  ): Promise<BoundOperation | undefined> {
+  readonly bind: Port['bind'] = async (ref, operation, input, settings) => {
     const { ttlSeconds, replayHeaders, storeBody, maxResponseBytes } = settings;
     const stored = JSON.stringify({ ttlSeconds, replayHeaders, storeBody, maxResponseBytes });
     const values = [ref.scope, ref.key, ref.ownerToken, operation, JSON.stringify(input ?? null)];
@@ -68,14 +59,10 @@ export class TypeOrmPhaseStore implements OperationRecordStore {
       ageSeconds: Number(row.age_seconds),
       resumed: row.resumed === true,
     };
-  }
+  };
 
   /** @inheritDoc */
-  async beginStep(
-    ref: IdempotencyRecordRef,
-    expectedPoint: string,
-    isolation: string,
-  ): Promise<OperationStepTransaction | undefined> {
+  readonly beginStep: Port['beginStep'] = async (ref, expectedPoint, isolation) => {
     const tx = await this.store.openTransaction();
     const values = [ref.scope, ref.key, ref.ownerToken, expectedPoint];
     const setup = isolation === 'READ COMMITTED' ? undefined : isolationLevelSql(isolation);
@@ -91,36 +78,23 @@ export class TypeOrmPhaseStore implements OperationRecordStore {
       abandon: () => tx.abandon(),
     };
     return step;
-  }
+  };
 
   /** @inheritDoc */
-  async advance(
-    ref: IdempotencyRecordRef,
-    expectedPoint: string,
-    nextPoint: string,
-    state: Record<string, unknown>,
-    step?: OperationStepTransaction,
-  ): Promise<boolean> {
+  readonly advance: Port['advance'] = async (ref, expectedPoint, nextPoint, state, step) => {
     const values = [ref.scope, ref.key, ref.ownerToken, expectedPoint, nextPoint, state];
     return (await this.write('advance operation', this.sql.advance, values, step)).rowCount === 1;
-  }
+  };
 
   /** @inheritDoc */
-  async finish(
-    ref: IdempotencyRecordRef,
-    expectedPoint: string,
-    state: Record<string, unknown>,
-    response: StoredResponse,
-    ttlSeconds: number,
-    step?: OperationStepTransaction,
-  ): Promise<boolean> {
-    const guard = [ref.scope, ref.key, ref.ownerToken, expectedPoint, state];
+  readonly finish: Port['finish'] = async (ref, expected, state, response, ttlSeconds, step) => {
+    const guard = [ref.scope, ref.key, ref.ownerToken, expected, state];
     const values = [...guard, ...responseValues(response, ttlSeconds)];
     const announce = ref.announce === true;
     if (announce) values.push(wakeTokenOf(ref.scope, ref.key));
     const statement = announce ? this.sql.finishAnnounced : this.sql.finish;
     return writtenOf(await this.write('finish operation', statement, values, step, true), announce);
-  }
+  };
 
   /** In the step's transaction when there is one, else on its own (`confirmed`: see `run`). */
   private write(
@@ -137,42 +111,34 @@ export class TypeOrmPhaseStore implements OperationRecordStore {
   }
 
   /** @inheritDoc */
-  async abandon(ref: IdempotencyRecordRef): Promise<boolean> {
+  readonly abandon: Port['abandon'] = async (ref) => {
     const values = [ref.scope, ref.key, ref.ownerToken];
     return (await this.store.run('abandon', this.sql.abandon, values)).rowCount === 1;
-  }
+  };
 
   /** @inheritDoc */
-  async takeOver(
-    batchSize: number,
-    afterSeconds: number,
-    maxAgeSeconds: number,
-    lockTimeoutSeconds: number,
-  ): Promise<OperationRecordRow[]> {
-    const values = [batchSize, afterSeconds, maxAgeSeconds, lockTimeoutSeconds];
-    return this.rows(await this.store.run('take over', this.sql.takeOver, values));
-  }
+  readonly takeOver: Port['takeOver'] = async (...values) =>
+    // $1…$4: batchSize, afterSeconds, maxAgeSeconds, lockTimeoutSeconds (the port's order).
+    this.rows(await this.store.run('take over', this.sql.takeOver, values));
 
   /** @inheritDoc */
-  async abandonOld(batchSize: number, maxAgeSeconds: number): Promise<OperationRecordRow[]> {
-    const values = [batchSize, maxAgeSeconds];
-    return this.rows(await this.store.run('abandon old', this.sql.abandonOld, values));
-  }
+  readonly abandonOld: Port['abandonOld'] = async (...values) =>
+    // $1, $2: batchSize, maxAgeSeconds.
+    this.rows(await this.store.run('abandon old', this.sql.abandonOld, values));
 
   /** @inheritDoc */
-  async reapExpired(batchSize: number): Promise<OperationRecordRow[]> {
-    return this.rows(await this.store.run('reap', this.sql.reapExpired, [batchSize]));
-  }
+  readonly reapExpired: Port['reapExpired'] = async (batchSize) =>
+    this.rows(await this.store.run('reap', this.sql.reapExpired, [batchSize]));
 
   /** @inheritDoc */
-  async deleteAbandoned(batchSize: number, retentionSeconds: number): Promise<number> {
-    const values = [batchSize, retentionSeconds];
+  readonly deleteAbandoned: Port['deleteAbandoned'] = async (...values) => {
+    // $1, $2: batchSize, retentionSeconds.
     const { rows } = await this.store.run('delete abandoned', this.sql.deleteAbandoned, values);
     return Number(rows[0]?.deleted ?? 0);
-  }
+  };
 
   /** @inheritDoc */
-  async listAbandoned(limit: number): Promise<AbandonedOperation[]> {
+  readonly listAbandoned: Port['listAbandoned'] = async (limit) => {
     const { rows } = await this.store.run('list abandoned', this.sql.listAbandoned, [limit]);
     return rows.map((row) => ({
       ...operationOf(row),
@@ -182,10 +148,10 @@ export class TypeOrmPhaseStore implements OperationRecordStore {
       createdAt: new Date(row.created_at),
       abandonedAt: new Date(row.updated_at),
     }));
-  }
+  };
 
   /** @inheritDoc */
-  async abandonedRecord(scope: string, key: string): Promise<AbandonedRecord | undefined> {
+  readonly abandonedRecord: Port['abandonedRecord'] = async (scope, key) => {
     const { rows } = await this.store.run('read abandoned', this.sql.abandonedRecord, [scope, key]);
     const row = rows[0];
     return (
@@ -195,21 +161,17 @@ export class TypeOrmPhaseStore implements OperationRecordStore {
         settings: settingsOf(row.operation_settings),
       }
     );
-  }
+  };
 
   /** @inheritDoc */
-  async resolveAbandoned(
-    scope: string,
-    key: string,
-    completion?: { record: AbandonedRecord; response: StoredResponse; ttlSeconds: number },
-  ): Promise<boolean> {
+  readonly resolveAbandoned: Port['resolveAbandoned'] = async (scope, key, completion) => {
     const statement = completion ? this.sql.resolveComplete : this.sql.resolveDelete;
     const values = completion
       ? [scope, key, ...responseValues(completion.response, completion.ttlSeconds)]
       : [scope, key];
     if (completion) values.push(completion.record.recordId, completion.record.fingerprint);
     return (await this.store.run('resolve abandoned', statement, values)).rowCount === 1;
-  }
+  };
 
   private rows(result: { rows: any[] }): OperationRecordRow[] {
     return result.rows.map((row) => ({
