@@ -1,17 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import type { StoredResponse } from '../interfaces/idempotency-record.interface';
-import {
-  SHORT,
-  LAPSE,
-  LONG,
-  FP_B,
-  RESPONSE,
-  again,
-  claimedOf,
-  completedOf,
-  refOf,
-  request,
-} from './conformance-fixtures';
+import { SHORT, LAPSE, LONG, FP_B, RESPONSE, again, refOf, request } from './conformance-fixtures';
 import type { ConformanceSuite } from './conformance-fixtures';
 
 /** How a claim answers: claimed, in_flight, and mismatch before in_flight whatever the record's state. */
@@ -20,14 +8,14 @@ export function describeClaimOutcomes(suite: ConformanceSuite): void {
   it('claims a fresh key as attempt 1', async () => {
     const result = await suite.store.claim(request());
     expect(result.outcome).toBe('claimed');
-    const { recordId } = claimedOf(result);
+    const { recordId } = result as { recordId: string };
     expect(typeof recordId).toBe('string');
     expect(result).toEqual({ outcome: 'claimed', recordId, attempt: 1 });
   });
 
   it('reports in_flight to the same request while the lease is live', async () => {
     const req = request();
-    const first = claimedOf(await suite.store.claim(req));
+    const first = await suite.claimed(req);
     expect(await suite.store.claim(again(req))).toEqual({
       outcome: 'in_flight',
       recordId: first.recordId,
@@ -36,7 +24,7 @@ export function describeClaimOutcomes(suite: ConformanceSuite): void {
 
   it('reports mismatch before in_flight for another fingerprint', async () => {
     const req = request();
-    const first = claimedOf(await suite.store.claim(req));
+    const first = await suite.claimed(req);
     expect(await suite.store.claim(again(req, { fingerprint: FP_B }))).toEqual({
       outcome: 'mismatch',
       recordId: first.recordId,
@@ -67,9 +55,9 @@ export function describeClaimReplays(suite: ConformanceSuite): void {
   const { it, expect } = suite;
   it('replays a completed record with identical status, headers and body bytes', async () => {
     const req = request();
-    const first = claimedOf(await suite.store.claim(req));
+    const first = await suite.claimed(req);
     expect(await suite.store.complete(refOf(req), RESPONSE, LONG)).toBe(true);
-    const replay = completedOf(await suite.store.claim(again(req)));
+    const replay = await suite.replayed(req);
     expect(replay.recordId).toBe(first.recordId);
     expect(replay.response.status).toBe(RESPONSE.status);
     expect(replay.response.headers).toEqual(RESPONSE.headers);
@@ -79,12 +67,9 @@ export function describeClaimReplays(suite: ConformanceSuite): void {
 
   it('replays an empty body as zero bytes', async () => {
     const req = await suite.claimFresh();
-    await suite.store.complete(
-      refOf(req),
-      { status: 204, headers: {}, body: Buffer.alloc(0) },
-      LONG,
-    );
-    const replay = completedOf(await suite.store.claim(again(req)));
+    const empty = { status: 204, headers: {}, body: Buffer.alloc(0) };
+    await suite.store.complete(refOf(req), empty, LONG);
+    const replay = await suite.replayed(req);
     expect(replay.response.status).toBe(204);
     expect(replay.response.body.length).toBe(0);
   });
@@ -92,8 +77,8 @@ export function describeClaimReplays(suite: ConformanceSuite): void {
   it('keeps scopes independent: one key in two scopes is two records', async () => {
     const req = request({ scope: 'alice' });
     const bob = again(req, { scope: 'bob' });
-    const a = claimedOf(await suite.store.claim(req));
-    const b = claimedOf(await suite.store.claim(bob));
+    const a = await suite.claimed(req);
+    const b = await suite.claimed(bob);
     expect(a.recordId).not.toBe(b.recordId);
     await suite.store.complete(refOf(req), RESPONSE, LONG);
     // Bob never sees Alice's stored response.
@@ -136,7 +121,7 @@ export function describeOwnerGuard(suite: ConformanceSuite): void {
       expect(await suite.store.complete(refOf(req), RESPONSE, LONG)).toBe(false);
       expect(await suite.store.renew(refOf(req), LONG)).toBe(false);
       expect(await suite.store.release(refOf(req), 'retry')).toBe(false);
-      expect(claimedOf(await suite.store.claim(req)).attempt).toBe(1);
+      expect((await suite.claimed(req)).attempt).toBe(1);
     });
   });
 }
@@ -147,7 +132,7 @@ export function describeLeaseTakeover(suite: ConformanceSuite): void {
   describe('lease lapse and takeover', () => {
     it('lets the same request take over a lapsed lease: new owner, attempt 2, same recordId', async () => {
       const req = request({ lockTimeoutSeconds: SHORT });
-      const first = claimedOf(await suite.store.claim(req));
+      const first = await suite.claimed(req);
       await suite.advance(LAPSE);
       const takeover = again(req);
       expect(await suite.store.claim(takeover)).toEqual({
@@ -161,7 +146,7 @@ export function describeLeaseTakeover(suite: ConformanceSuite): void {
       const old = await suite.claimFresh({ lockTimeoutSeconds: SHORT });
       await suite.advance(LAPSE);
       const current = again(old, { lockTimeoutSeconds: LONG });
-      claimedOf(await suite.store.claim(current));
+      await suite.claimed(current);
 
       expect(await suite.store.complete(refOf(old), RESPONSE, LONG)).toBe(false);
       expect(await suite.store.renew(refOf(old), LONG)).toBe(false);
@@ -171,9 +156,9 @@ export function describeLeaseTakeover(suite: ConformanceSuite): void {
       // Nothing changed: the new owner still holds a live lease ...
       expect((await suite.store.claim(again(old))).outcome).toBe('in_flight');
       // ... and can still complete with its own response.
-      const mine: StoredResponse = { status: 200, headers: {}, body: Buffer.from('mine') };
+      const mine = { status: 200, headers: {}, body: Buffer.from('mine') };
       expect(await suite.store.complete(refOf(current), mine, LONG)).toBe(true);
-      const replay = completedOf(await suite.store.claim(again(old)));
+      const replay = await suite.replayed(old);
       expect(replay.response.status).toBe(200);
       expect(replay.response.body.toString()).toBe('mine');
     });

@@ -19,6 +19,10 @@ export interface ConformanceSuite extends IdempotencyStoreTestFunctions {
   advance(seconds: number): Promise<void>;
   /** Claims a new request (with `overrides`) on that store, and returns the request. */
   claimFresh(overrides?: Partial<ClaimRequest>): Promise<ClaimRequest>;
+  /** Claims `req` on that store, a claim that must win. */
+  claimed(req: ClaimRequest): Promise<{ recordId: string; attempt: number }>;
+  /** Claims `req` again as another caller on that store, a claim that must find it completed. */
+  replayed(req: ClaimRequest): Promise<Extract<ClaimResult, { outcome: 'completed' }>>;
 }
 
 /** Lease / TTL short enough to lapse within one `advance(LAPSE)`. */

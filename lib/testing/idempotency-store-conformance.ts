@@ -15,7 +15,7 @@ import {
   describeLeaseTakeover,
   describeOwnerGuard,
 } from './claim-conformance';
-import { request } from './conformance-fixtures';
+import { again, claimedOf, completedOf, request } from './conformance-fixtures';
 import type { ConformanceSuite } from './conformance-fixtures';
 import {
   describeExpiryAndPurge,
@@ -63,7 +63,7 @@ export interface IdempotencyStoreTestFunctions {
 }
 
 /**
- * Declares the conformance suite for one store: about thirty tests of the contract the module
+ * Declares the conformance suite for one store: a test for each case of the contract the module
  * relies on (lib/storage/idempotency.store.ts), so a store of your own is checked against the same
  * cases as the memory and PostgreSQL stores before it guards a payment. Each test gets a fresh
  * store from `makeStore` and tears it down after, so no hooks are needed.
@@ -101,12 +101,10 @@ export function describeIdempotencyStoreConformance(
   const it = (title: string, body: () => Promise<void>): void =>
     testFunctions.it(title, async () => {
       const subject = (current = await makeStore());
-      try {
-        await body();
-      } catch (error) {
+      await body().catch(async (error: unknown) => {
         await Promise.resolve(subject.teardown?.()).catch(() => undefined);
         throw error;
-      }
+      });
       await subject.teardown?.();
     });
 
@@ -123,6 +121,8 @@ export function describeIdempotencyStoreConformance(
       await current.store.claim(req);
       return req;
     },
+    claimed: async (req) => claimedOf(await current.store.claim(req)),
+    replayed: async (req) => completedOf(await current.store.claim(again(req))),
   };
 
   describe(`IdempotencyStore conformance: ${name}`, () => {

@@ -1,16 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import {
-  SHORT,
-  LAPSE,
-  LONG,
-  FP_B,
-  RESPONSE,
-  again,
-  claimedOf,
-  completedOf,
-  refOf,
-  request,
-} from './conformance-fixtures';
+import { SHORT, LAPSE, LONG, FP_B, RESPONSE, again, refOf, request } from './conformance-fixtures';
 import type { ConformanceSuite } from './conformance-fixtures';
 
 /** Giving a key back: `retry` keeps the fingerprint; `forget` deletes a first attempt's record. */
@@ -19,7 +8,7 @@ export function describeRelease(suite: ConformanceSuite): void {
   describe('release', () => {
     it("'retry' keeps the fingerprint: another payload mismatches, the same one reclaims", async () => {
       const req = request();
-      const first = claimedOf(await suite.store.claim(req));
+      const first = await suite.claimed(req);
       expect(await suite.store.release(refOf(req), 'retry')).toBe(true);
       expect((await suite.store.claim(again(req, { fingerprint: FP_B }))).outcome).toBe('mismatch');
       expect(await suite.store.claim(again(req))).toEqual({
@@ -31,20 +20,20 @@ export function describeRelease(suite: ConformanceSuite): void {
 
     it("'forget' on attempt 1 deletes the record: another payload can then claim", async () => {
       const req = request();
-      claimedOf(await suite.store.claim(req));
+      await suite.claimed(req);
       expect(await suite.store.release(refOf(req), 'forget')).toBe(true);
       // A new record, though its id may be the old one's: the forgotten record's handler never
       // started, so no derived key of it was ever used.
-      const next = claimedOf(await suite.store.claim(again(req, { fingerprint: FP_B })));
+      const next = await suite.claimed(again(req, { fingerprint: FP_B }));
       expect(next.attempt).toBe(1);
     });
 
     it("'forget' on attempt 2 or later keeps the record released", async () => {
       const req = request();
-      const first = claimedOf(await suite.store.claim(req));
+      const first = await suite.claimed(req);
       await suite.store.release(refOf(req), 'retry');
       const second = again(req);
-      expect(claimedOf(await suite.store.claim(second)).attempt).toBe(2);
+      expect((await suite.claimed(second)).attempt).toBe(2);
       expect(await suite.store.release(refOf(second), 'forget')).toBe(true);
       expect((await suite.store.claim(again(req, { fingerprint: FP_B }))).outcome).toBe('mismatch');
       expect(await suite.store.claim(again(req))).toEqual({
@@ -69,11 +58,11 @@ export function describeExpiryAndPurge(suite: ConformanceSuite): void {
   describe('TTL and purge', () => {
     it('treats a completed record past its TTL as absent: new recordId, attempt 1', async () => {
       const req = request();
-      const first = claimedOf(await suite.store.claim(req));
+      const first = await suite.claimed(req);
       await suite.store.complete(refOf(req), RESPONSE, SHORT);
       expect((await suite.store.claim(again(req))).outcome).toBe('completed');
       await suite.advance(LAPSE);
-      const next = claimedOf(await suite.store.claim(again(req, { fingerprint: FP_B })));
+      const next = await suite.claimed(again(req, { fingerprint: FP_B }));
       expect(next.attempt).toBe(1);
       expect(next.recordId).not.toBe(first.recordId);
     });
@@ -101,9 +90,7 @@ export function describeExpiryAndPurge(suite: ConformanceSuite): void {
       expect(await suite.store.complete(refOf(liveLease), RESPONSE, LONG)).toBe(true);
       expect((await suite.store.claim(again(stillFresh))).outcome).toBe('completed');
       // The purged released record is gone: another payload may now use its key.
-      expect(
-        claimedOf(await suite.store.claim(again(released, { fingerprint: FP_B }))).attempt,
-      ).toBe(1);
+      expect((await suite.claimed(again(released, { fingerprint: FP_B }))).attempt).toBe(1);
     });
 
     it('purges nothing and returns 0 when nothing expired', async () => {
@@ -124,7 +111,7 @@ export function describeTransactions(suite: ConformanceSuite): void {
       const tx = await suite.store.beginTransaction();
       expect(await tx.complete(refOf(req), RESPONSE, LONG)).toBe(true);
       await tx.commit();
-      const replay = completedOf(await suite.store.claim(again(req)));
+      const replay = await suite.replayed(req);
       expect(replay.response.body.equals(RESPONSE.body)).toBe(true);
     });
 
@@ -142,7 +129,7 @@ export function describeTransactions(suite: ConformanceSuite): void {
       const tx = await suite.store.beginTransaction();
       await suite.advance(LAPSE);
       const current = again(old, { lockTimeoutSeconds: LONG });
-      claimedOf(await suite.store.claim(current));
+      await suite.claimed(current);
       expect(await tx.complete(refOf(old), RESPONSE, LONG)).toBe(false);
       await tx.commit();
       expect((await suite.store.claim(again(old))).outcome).toBe('in_flight');
