@@ -15,20 +15,15 @@ export function describeClaimOutcomes(suite: ConformanceSuite): void {
 
   it('reports in_flight to the same request while the lease is live', async () => {
     const req = request();
-    const first = await suite.claimed(req);
-    expect(await suite.store.claim(again(req))).toEqual({
-      outcome: 'in_flight',
-      recordId: first.recordId,
-    });
+    const { recordId } = await suite.claimed(req);
+    expect(await suite.store.claim(again(req))).toEqual({ outcome: 'in_flight', recordId });
   });
 
   it('reports mismatch before in_flight for another fingerprint', async () => {
     const req = request();
-    const first = await suite.claimed(req);
-    expect(await suite.store.claim(again(req, { fingerprint: FP_B }))).toEqual({
-      outcome: 'mismatch',
-      recordId: first.recordId,
-    });
+    const { recordId } = await suite.claimed(req);
+    const other = again(req, { fingerprint: FP_B });
+    expect(await suite.store.claim(other)).toEqual({ outcome: 'mismatch', recordId });
   });
 
   it('reports mismatch for another fingerprint on a completed record', async () => {
@@ -132,12 +127,12 @@ export function describeLeaseTakeover(suite: ConformanceSuite): void {
   describe('lease lapse and takeover', () => {
     it('lets the same request take over a lapsed lease: new owner, attempt 2, same recordId', async () => {
       const req = request({ lockTimeoutSeconds: SHORT });
-      const first = await suite.claimed(req);
+      const { recordId } = await suite.claimed(req);
       await suite.advance(LAPSE);
       const takeover = again(req);
       expect(await suite.store.claim(takeover)).toEqual({
         outcome: 'claimed',
-        recordId: first.recordId,
+        recordId,
         attempt: 2,
       });
     });

@@ -93,7 +93,7 @@ export function describeIdempotencyStoreConformance(
   makeStore: () => Promise<IdempotencyStoreUnderTest> | IdempotencyStoreUnderTest,
   testFunctions: IdempotencyStoreTestFunctions,
 ): void {
-  const { describe, expect } = testFunctions;
+  const { describe } = testFunctions;
   // Set by `it` below for the test that runs; the runner runs one test of a file at a time.
   let current: IdempotencyStoreUnderTest;
 
@@ -109,9 +109,8 @@ export function describeIdempotencyStoreConformance(
     });
 
   const suite: ConformanceSuite = {
-    describe,
+    ...testFunctions,
     it,
-    expect,
     get store() {
       return current.store;
     },
