@@ -14,14 +14,12 @@ export function describeClaimOutcomes(suite: ConformanceSuite): void {
   });
 
   it('reports in_flight to the same request while the lease is live', async () => {
-    const req = request();
-    const { recordId } = await suite.claimed(req);
+    const { req, recordId } = await suite.claimNew();
     expect(await suite.store.claim(again(req))).toEqual({ outcome: 'in_flight', recordId });
   });
 
   it('reports mismatch before in_flight for another fingerprint', async () => {
-    const req = request();
-    const { recordId } = await suite.claimed(req);
+    const { req, recordId } = await suite.claimNew();
     const other = again(req, { fingerprint: FP_B });
     expect(await suite.store.claim(other)).toEqual({ outcome: 'mismatch', recordId });
   });
@@ -49,11 +47,10 @@ export function describeClaimOutcomes(suite: ConformanceSuite): void {
 export function describeClaimReplays(suite: ConformanceSuite): void {
   const { it, expect } = suite;
   it('replays a completed record with identical status, headers and body bytes', async () => {
-    const req = request();
-    const first = await suite.claimed(req);
+    const { req, recordId } = await suite.claimNew();
     expect(await suite.store.complete(refOf(req), RESPONSE, LONG)).toBe(true);
     const replay = await suite.replayed(req);
-    expect(replay.recordId).toBe(first.recordId);
+    expect(replay.recordId).toBe(recordId);
     expect(replay.response.status).toBe(RESPONSE.status);
     expect(replay.response.headers).toEqual(RESPONSE.headers);
     expect(Buffer.isBuffer(replay.response.body)).toBe(true);
@@ -126,8 +123,7 @@ export function describeLeaseTakeover(suite: ConformanceSuite): void {
   const { describe, it, expect } = suite;
   describe('lease lapse and takeover', () => {
     it('lets the same request take over a lapsed lease: new owner, attempt 2, same recordId', async () => {
-      const req = request({ lockTimeoutSeconds: SHORT });
-      const { recordId } = await suite.claimed(req);
+      const { req, recordId } = await suite.claimNew({ lockTimeoutSeconds: SHORT });
       await suite.advance(LAPSE);
       const takeover = again(req);
       expect(await suite.store.claim(takeover)).toEqual({

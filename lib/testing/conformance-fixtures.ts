@@ -19,6 +19,13 @@ export interface ConformanceSuite extends IdempotencyStoreTestFunctions {
   advance(seconds: number): Promise<void>;
   /** Claims a new request (with `overrides`) on that store, and returns the request. */
   claimFresh(overrides?: Partial<ClaimRequest>): Promise<ClaimRequest>;
+  /**
+   * Claims a new request (with `overrides`) on that store, a claim that must win.
+   * @returns the request, and the claim's record id and attempt
+   */
+  claimNew(
+    overrides?: Partial<ClaimRequest>,
+  ): Promise<{ req: ClaimRequest; recordId: string; attempt: number }>;
   /** Claims `req` on that store, a claim that must win. */
   claimed(req: ClaimRequest): Promise<{ recordId: string; attempt: number }>;
   /** Claims `req` again as another caller on that store, a claim that must find it completed. */

@@ -120,6 +120,10 @@ export function describeIdempotencyStoreConformance(
       await current.store.claim(req);
       return req;
     },
+    async claimNew(overrides) {
+      const req = request(overrides);
+      return { req, ...claimedOf(await current.store.claim(req)) };
+    },
     claimed: async (req) => claimedOf(await current.store.claim(req)),
     replayed: async (req) => completedOf(await current.store.claim(again(req))),
   };

@@ -7,8 +7,7 @@ export function describeRelease(suite: ConformanceSuite): void {
   const { describe, it, expect } = suite;
   describe('release', () => {
     it("'retry' keeps the fingerprint: another payload mismatches, the same one reclaims", async () => {
-      const req = request();
-      const { recordId } = await suite.claimed(req);
+      const { req, recordId } = await suite.claimNew();
       expect(await suite.store.release(refOf(req), 'retry')).toBe(true);
       expect((await suite.store.claim(again(req, { fingerprint: FP_B }))).outcome).toBe('mismatch');
       const second = again(req);
@@ -16,8 +15,7 @@ export function describeRelease(suite: ConformanceSuite): void {
     });
 
     it("'forget' on attempt 1 deletes the record: another payload can then claim", async () => {
-      const req = request();
-      await suite.claimed(req);
+      const { req } = await suite.claimNew();
       expect(await suite.store.release(refOf(req), 'forget')).toBe(true);
       // A new record, though its id may be the old one's: the forgotten record's handler never
       // started, so no derived key of it was ever used.
@@ -26,8 +24,7 @@ export function describeRelease(suite: ConformanceSuite): void {
     });
 
     it("'forget' on attempt 2 or later keeps the record released", async () => {
-      const req = request();
-      const { recordId } = await suite.claimed(req);
+      const { req, recordId } = await suite.claimNew();
       await suite.store.release(refOf(req), 'retry');
       const second = again(req);
       expect((await suite.claimed(second)).attempt).toBe(2);
@@ -51,14 +48,13 @@ export function describeExpiryAndPurge(suite: ConformanceSuite): void {
   const { describe, it, expect } = suite;
   describe('TTL and purge', () => {
     it('treats a completed record past its TTL as absent: new recordId, attempt 1', async () => {
-      const req = request();
-      const first = await suite.claimed(req);
+      const { req, recordId } = await suite.claimNew();
       await suite.store.complete(refOf(req), RESPONSE, SHORT);
       expect((await suite.store.claim(again(req))).outcome).toBe('completed');
       await suite.advance(LAPSE);
       const next = await suite.claimed(again(req, { fingerprint: FP_B }));
       expect(next.attempt).toBe(1);
-      expect(next.recordId).not.toBe(first.recordId);
+      expect(next.recordId).not.toBe(recordId);
     });
 
     it('purges expired completed and released records in batches, never a live lease', async () => {
