@@ -2,80 +2,83 @@ import { randomUUID } from 'node:crypto';
 import { SHORT, LAPSE, LONG, FP_B, RESPONSE, again, refOf, request } from './conformance-fixtures';
 import type { ConformanceSuite } from './conformance-fixtures';
 
-/** How a claim answers: claimed, in_flight, and mismatch before in_flight whatever the record's state. */
-export function describeClaimOutcomes(suite: ConformanceSuite): void {
-  const { it, expect } = suite;
-  it('claims a fresh key as attempt 1', async () => {
-    const result = await suite.store.claim(request());
-    expect(result.outcome).toBe('claimed');
-    const { recordId } = result as { recordId: string };
-    expect(typeof recordId).toBe('string');
-    expect(result).toEqual({ outcome: 'claimed', recordId, attempt: 1 });
-  });
+/**
+ * How a claim answers (claimed, in_flight, and mismatch before in_flight whatever the record's
+ * state), that a completed record replays byte for byte, and that a key in two scopes is two
+ * records.
+ */
+export function describeClaims(suite: ConformanceSuite): void {
+  const { describe, it, expect } = suite;
+  describe('claim', () => {
+    it('claims a fresh key as attempt 1', async () => {
+      const result = await suite.store.claim(request());
+      expect(result.outcome).toBe('claimed');
+      const { recordId } = result as { recordId: string };
+      expect(typeof recordId).toBe('string');
+      expect(result).toEqual({ outcome: 'claimed', recordId, attempt: 1 });
+    });
 
-  it('reports in_flight to the same request while the lease is live', async () => {
-    const { req, recordId } = await suite.claimNew();
-    expect(await suite.store.claim(again(req))).toEqual({ outcome: 'in_flight', recordId });
-  });
+    it('reports in_flight to the same request while the lease is live', async () => {
+      const { req, recordId } = await suite.claimNew();
+      expect(await suite.store.claim(again(req))).toEqual({ outcome: 'in_flight', recordId });
+    });
 
-  it('reports mismatch before in_flight for another fingerprint', async () => {
-    const { req, recordId } = await suite.claimNew();
-    const other = again(req, { fingerprint: FP_B });
-    expect(await suite.store.claim(other)).toEqual({ outcome: 'mismatch', recordId });
-  });
+    it('reports mismatch before in_flight for another fingerprint', async () => {
+      const { req, recordId } = await suite.claimNew();
+      const other = again(req, { fingerprint: FP_B });
+      expect(await suite.store.claim(other)).toEqual({ outcome: 'mismatch', recordId });
+    });
 
-  it('reports mismatch for another fingerprint on a completed record', async () => {
-    const req = await suite.claimFresh();
-    expect(await suite.store.complete(refOf(req), RESPONSE, LONG)).toBe(true);
-    expect((await suite.store.claim(again(req, { fingerprint: FP_B }))).outcome).toBe('mismatch');
-  });
+    it('reports mismatch for another fingerprint on a completed record', async () => {
+      const req = await suite.claimFresh();
+      expect(await suite.store.complete(refOf(req), RESPONSE, LONG)).toBe(true);
+      expect((await suite.store.claim(again(req, { fingerprint: FP_B }))).outcome).toBe('mismatch');
+    });
 
-  it('reports mismatch for another fingerprint on a released record', async () => {
-    const req = await suite.claimFresh();
-    expect(await suite.store.release(refOf(req), 'retry')).toBe(true);
-    expect((await suite.store.claim(again(req, { fingerprint: FP_B }))).outcome).toBe('mismatch');
-  });
+    it('reports mismatch for another fingerprint on a released record', async () => {
+      const req = await suite.claimFresh();
+      expect(await suite.store.release(refOf(req), 'retry')).toBe(true);
+      expect((await suite.store.claim(again(req, { fingerprint: FP_B }))).outcome).toBe('mismatch');
+    });
 
-  it('reports mismatch (no takeover) for another fingerprint after the lease lapsed', async () => {
-    const req = await suite.claimFresh({ lockTimeoutSeconds: SHORT });
-    await suite.advance(LAPSE);
-    expect((await suite.store.claim(again(req, { fingerprint: FP_B }))).outcome).toBe('mismatch');
-  });
-}
+    it('reports mismatch (no takeover) for another fingerprint after the lease lapsed', async () => {
+      const req = await suite.claimFresh({ lockTimeoutSeconds: SHORT });
+      await suite.advance(LAPSE);
+      expect((await suite.store.claim(again(req, { fingerprint: FP_B }))).outcome).toBe('mismatch');
+    });
 
-/** A completed record replays byte for byte, and a key in two scopes is two records. */
-export function describeClaimReplays(suite: ConformanceSuite): void {
-  const { it, expect } = suite;
-  it('replays a completed record with identical status, headers and body bytes', async () => {
-    const { req, recordId } = await suite.claimNew();
-    expect(await suite.store.complete(refOf(req), RESPONSE, LONG)).toBe(true);
-    const replay = await suite.replayed(req);
-    expect(replay.recordId).toBe(recordId);
-    expect(replay.response.status).toBe(RESPONSE.status);
-    expect(replay.response.headers).toEqual(RESPONSE.headers);
-    expect(Buffer.isBuffer(replay.response.body)).toBe(true);
-    expect(replay.response.body.equals(RESPONSE.body)).toBe(true);
-  });
+    // A completed record replays byte for byte, and a key in two scopes is two records.
+    it('replays a completed record with identical status, headers and body bytes', async () => {
+      const { req, recordId } = await suite.claimNew();
+      expect(await suite.store.complete(refOf(req), RESPONSE, LONG)).toBe(true);
+      const replay = await suite.replayed(req);
+      expect(replay.recordId).toBe(recordId);
+      expect(replay.response.status).toBe(RESPONSE.status);
+      expect(replay.response.headers).toEqual(RESPONSE.headers);
+      expect(Buffer.isBuffer(replay.response.body)).toBe(true);
+      expect(replay.response.body.equals(RESPONSE.body)).toBe(true);
+    });
 
-  it('replays an empty body as zero bytes', async () => {
-    const req = await suite.claimFresh();
-    const empty = { status: 204, headers: {}, body: Buffer.alloc(0) };
-    await suite.store.complete(refOf(req), empty, LONG);
-    const replay = await suite.replayed(req);
-    expect(replay.response.status).toBe(204);
-    expect(replay.response.body.length).toBe(0);
-  });
+    it('replays an empty body as zero bytes', async () => {
+      const req = await suite.claimFresh();
+      const empty = { status: 204, headers: {}, body: Buffer.alloc(0) };
+      await suite.store.complete(refOf(req), empty, LONG);
+      const replay = await suite.replayed(req);
+      expect(replay.response.status).toBe(204);
+      expect(replay.response.body.length).toBe(0);
+    });
 
-  it('keeps scopes independent: one key in two scopes is two records', async () => {
-    const req = request({ scope: 'alice' });
-    const bob = again(req, { scope: 'bob' });
-    const a = await suite.claimed(req);
-    const b = await suite.claimed(bob);
-    expect(a.recordId).not.toBe(b.recordId);
-    await suite.store.complete(refOf(req), RESPONSE, LONG);
-    // Bob never sees Alice's stored response.
-    expect((await suite.store.claim(again(bob))).outcome).toBe('in_flight');
-    expect((await suite.store.claim(again(req))).outcome).toBe('completed');
+    it('keeps scopes independent: one key in two scopes is two records', async () => {
+      const req = request({ scope: 'alice' });
+      const bob = again(req, { scope: 'bob' });
+      const a = await suite.claimed(req);
+      const b = await suite.claimed(bob);
+      expect(a.recordId).not.toBe(b.recordId);
+      await suite.store.complete(refOf(req), RESPONSE, LONG);
+      // Bob never sees Alice's stored response.
+      expect((await suite.store.claim(again(bob))).outcome).toBe('in_flight');
+      expect((await suite.store.claim(again(req))).outcome).toBe('completed');
+    });
   });
 }
 

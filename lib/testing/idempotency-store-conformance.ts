@@ -9,12 +9,7 @@
  * assertions it makes are the ones both runners have: `toBe`, `not.toBe` and `toEqual`.
  */
 import type { IdempotencyStore } from '../storage/idempotency.store';
-import {
-  describeClaimOutcomes,
-  describeClaimReplays,
-  describeLeaseTakeover,
-  describeOwnerGuard,
-} from './claim-conformance';
+import { describeClaims, describeLeaseTakeover, describeOwnerGuard } from './claim-conformance';
 import { again, claimedOf, completedOf, request } from './conformance-fixtures';
 import type { ConformanceSuite } from './conformance-fixtures';
 import {
@@ -129,10 +124,7 @@ export function describeIdempotencyStoreConformance(
   };
 
   describe(`IdempotencyStore conformance: ${name}`, () => {
-    describe('claim', () => {
-      describeClaimOutcomes(suite);
-      describeClaimReplays(suite);
-    });
+    describeClaims(suite);
     describeOwnerGuard(suite);
     describeLeaseTakeover(suite);
     describeRelease(suite);
