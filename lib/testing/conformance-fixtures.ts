@@ -10,7 +10,8 @@ import type { IdempotencyStoreTestFunctions } from './idempotency-store-conforma
 
 /**
  * What each part of the conformance suite declares its tests with: the runner's functions, with
- * an `it` that gives each test a fresh store and tears it down afterwards.
+ * an `it` that gives each test a fresh store and tears it down afterwards. Each part declares its
+ * tests inside the `describe` group the suite opens for it.
  */
 export interface ConformanceSuite extends IdempotencyStoreTestFunctions {
   /** The store of the test that runs. */

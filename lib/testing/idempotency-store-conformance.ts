@@ -124,11 +124,11 @@ export function describeIdempotencyStoreConformance(
   };
 
   describe(`IdempotencyStore conformance: ${name}`, () => {
-    describeClaims(suite);
-    describeOwnerGuard(suite);
-    describeLeaseTakeover(suite);
-    describeRelease(suite);
-    describeExpiryAndPurge(suite);
-    describeTransactions(suite);
+    describe('claim', () => describeClaims(suite));
+    describe('owner guard', () => describeOwnerGuard(suite));
+    describe('lease lapse and takeover', () => describeLeaseTakeover(suite));
+    describe('release', () => describeRelease(suite));
+    describe('TTL and purge', () => describeExpiryAndPurge(suite));
+    describe('transactions', () => describeTransactions(suite));
   });
 }
