@@ -88,7 +88,6 @@ export function idempotentCall(
  * @param handler - `ExecutionContext.getHandler()`
  * @internal
  */
-export function callTransportOf(handler: unknown): IdempotencyCallTransport | undefined {
-  if (typeof handler !== 'function') return undefined;
+export function callTransportOf(handler: object): IdempotencyCallTransport | undefined {
   return Reflect.getMetadata(CALL_TRANSPORT_METADATA, handler);
 }

@@ -69,10 +69,9 @@ export function graphqlCallTransport(keyArg: string | undefined): IdempotencyCal
       return new GraphQLError(problem.detail, { extensions });
     },
 
-    // The stored JSON, read back through the mutation's return type (a DateTime into a Date).
-    revive(stored: unknown, context: ExecutionContext): unknown {
-      const info = context.getArgByIndex<GraphQLResolveInfo | undefined>(3);
-      return info ? reviveResult(stored, info.returnType) : stored;
-    },
+    // The stored JSON, read back through the mutation's return type (a DateTime into a Date); the
+    // call was read first, so its info is there (`read` takes its field name).
+    revive: (stored, context) =>
+      reviveResult(stored, context.getArgByIndex<GraphQLResolveInfo>(3).returnType),
   };
 }

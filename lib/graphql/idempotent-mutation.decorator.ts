@@ -1,8 +1,19 @@
 import { idempotentCall } from '../calls/idempotency-call-transport';
 import { Idempotent } from '../module/idempotent.decorator';
+import { check, refuseOptionsSet } from '../config/option-groups';
 import { graphqlCallTransport } from './graphql-call-transport';
-import { splitMutationOptions } from './idempotent-mutation.options';
 import type { IdempotentMutationOptions } from './idempotent-mutation.options';
+
+/** A GraphQL name: what an argument may be called. */
+const GRAPHQL_NAME = /^[_A-Za-z][_0-9A-Za-z]*$/;
+
+/** Options that `@IdempotentMutation()` refuses: they shape an HTTP answer a mutation does not have. */
+const HTTP_ONLY = [
+  'wait',
+  'request.fingerprintHeaders',
+  'responses.storeStatuses',
+  'responses.replayHeaders',
+];
 
 /**
  * Makes a GraphQL mutation run once per key, however many times a client retries it.
@@ -24,13 +35,24 @@ import type { IdempotentMutationOptions } from './idempotent-mutation.options';
  * `mutation:<scope>`, apart from the HTTP routes' (no caller's scope can name them).
  *
  * @param options - where the key comes from, and route options
- * @throws IdempotencyConfigurationError when an option is invalid (at class definition)
+ * @throws IdempotencyConfigurationError when an option is invalid (at class definition): a
+ *   `keyArg` that is not a GraphQL name, or an option that applies to HTTP routes only
  * @example
  * \@Mutation(() => Payment)
  * \@IdempotentMutation({ execution: { transactional: true } })
  * createPayment(@Args('input') input: CreatePaymentInput) { ... }
  */
 export function IdempotentMutation(options: IdempotentMutationOptions = {}): MethodDecorator {
-  const { keyArg, route } = splitMutationOptions(options);
+  // The key's argument, and the route options `@Idempotent()` checks.
+  const { keyArg, ...route } = options;
+  const named = keyArg === undefined || (typeof keyArg === 'string' && GRAPHQL_NAME.test(keyArg));
+  check(named, 'keyArg', keyArg, 'Name an argument of the mutation, such as "idempotencyKey".');
+  refuseOptionsSet(
+    route,
+    HTTP_ONLY,
+    () =>
+      '@IdempotentMutation() does not take it: it shapes HTTP answers, and a mutation ' +
+      'answers inside a GraphQL response. Remove it.',
+  );
   return idempotentCall(Idempotent(route), graphqlCallTransport(keyArg));
 }

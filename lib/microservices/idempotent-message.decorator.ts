@@ -1,14 +1,12 @@
 import { idempotentCall } from '../calls/idempotency-call-transport';
 import { Idempotent } from '../module/idempotent.decorator';
 import { IdempotencyConfigurationError } from '../config/idempotency-configuration.error';
-import { refuseOptionsSet } from '../config/option-groups';
+import { check, refuseOptionsSet } from '../config/option-groups';
 import { DEFAULT_IDEMPOTENCY_MESSAGE_OPTIONS } from './idempotent-message.options';
 import type { IdempotencyMessage, IdempotentMessageOptions } from './idempotent-message.options';
 import { messageCallTransport } from './message-call-transport';
 import { messageKeyReader } from './message-key';
 
-/** Options that are the decorator's own, not the route's. */
-const OWN_OPTIONS = ['key', 'ack', 'scope'];
 /** Route options of HTTP requests, or of features calls do not have. */
 const NOT_FOR_MESSAGES = [
   'request.header',
@@ -50,21 +48,17 @@ const NOT_FOR_MESSAGES = [
  * }
  */
 export function IdempotentMessage(options: IdempotentMessageOptions = {}): MethodDecorator {
-  const given: Record<string, unknown> = { ...options };
+  // The route options alone: the decorator's own settings stay out of the route's metadata.
+  const { key: keyOption, ack: ackOption, scope: scopeOption, ...given } = options;
   refuseOptionsSet(
     given,
     NOT_FOR_MESSAGES,
     (place) => `@IdempotentMessage() does not take "${place}": it is an option of HTTP routes.`,
   );
-  const ack = options.ack ?? DEFAULT_IDEMPOTENCY_MESSAGE_OPTIONS.ack;
-  if (ack !== 'auto' && ack !== 'manual') {
-    throw IdempotencyConfigurationError.invalidOption(
-      'ack',
-      ack,
-      "Use 'manual' when the server runs with noAck: false, else 'auto'.",
-    );
-  }
-  const scope = options.scope ?? DEFAULT_IDEMPOTENCY_MESSAGE_OPTIONS.scope;
+  const ack = ackOption ?? DEFAULT_IDEMPOTENCY_MESSAGE_OPTIONS.ack;
+  const ackFix = "Use 'manual' when the server runs with noAck: false, else 'auto'.";
+  check(ack === 'auto' || ack === 'manual', 'ack', ack, ackFix);
+  const scope = scopeOption ?? DEFAULT_IDEMPOTENCY_MESSAGE_OPTIONS.scope;
   if (typeof scope !== 'function') {
     throw IdempotencyConfigurationError.invalidOption(
       'scope',
@@ -72,15 +66,10 @@ export function IdempotentMessage(options: IdempotentMessageOptions = {}): Metho
       'Use a function (message) => string.',
     );
   }
-  const key = messageKeyReader(options.key ?? DEFAULT_IDEMPOTENCY_MESSAGE_OPTIONS.key);
-  // The route options alone: the decorator's own settings stay out of the route's metadata.
-  for (const own of OWN_OPTIONS) delete given[own];
+  const key = messageKeyReader(keyOption ?? DEFAULT_IDEMPOTENCY_MESSAGE_OPTIONS.key);
   const idempotent = Idempotent({
     ...given,
-    request: {
-      ...(given.request as object),
-      scope: (message: IdempotencyMessage) => scope(message),
-    },
+    request: { ...given.request, scope: (message: IdempotencyMessage) => scope(message) },
   });
   return idempotentCall(idempotent, messageCallTransport(key, ack));
 }

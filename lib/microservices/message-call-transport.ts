@@ -18,22 +18,21 @@ const EVENT_HANDLER = 2;
 /** The metadata key of the patterns a handler serves. */
 const PATTERN_METADATA = 'microservices:pattern';
 
-/** Whether a handler is an `@EventPattern()` handler (no one awaits its answer). */
-function isEventHandler(handler: unknown): boolean {
-  return (
-    typeof handler === 'function' &&
-    Reflect.getMetadata(HANDLER_TYPE_METADATA, handler) === EVENT_HANDLER
-  );
+/**
+ * Whether a handler (`ExecutionContext.getHandler()`, always a function) is an `@EventPattern()`
+ * handler (no one awaits its answer).
+ */
+function isEventHandler(handler: object): boolean {
+  return Reflect.getMetadata(HANDLER_TYPE_METADATA, handler) === EVENT_HANDLER;
 }
 
 /** The pattern a delivery matched, as its transport's context names it, else the handler's first. */
-function patternOf(context: any, handler: unknown): string {
+function patternOf(context: any, handler: object): string {
   for (const name of ['getPattern', 'getSubject', 'getTopic', 'getChannel']) {
     const value = typeof context?.[name] === 'function' ? context[name]() : undefined;
     if (typeof value === 'string') return value;
   }
-  const patterns: unknown[] | undefined =
-    typeof handler === 'function' ? Reflect.getMetadata(PATTERN_METADATA, handler) : undefined;
+  const patterns: unknown[] | undefined = Reflect.getMetadata(PATTERN_METADATA, handler);
   const first = patterns?.[0];
   return typeof first === 'string' ? first : JSON.stringify(first ?? null);
 }

@@ -12,9 +12,9 @@ interface RabbitDelivery {
 /** The delivery behind a context, when it is RabbitMQ's (a channel to settle it on). */
 function rabbitDeliveryOf(context: any): RabbitDelivery | undefined {
   const channel = context?.getChannelRef?.();
-  const message = context?.getMessage?.();
-  const settles = typeof channel?.ack === 'function' && typeof channel.nack === 'function';
-  return settles && message ? { channel, message } : undefined;
+  if (typeof channel?.ack !== 'function' || typeof channel.nack !== 'function') return undefined;
+  const message = context.getMessage?.();
+  return message ? { channel, message } : undefined;
 }
 
 /**

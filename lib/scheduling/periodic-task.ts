@@ -38,8 +38,8 @@ type IntervalRegistry = Pick<Schedule.SchedulerRegistry, 'addInterval' | 'delete
 export class PeriodicTask<T> {
   private timer?: NodeJS.Timeout;
   private running?: Promise<T>;
-  private registry?: IntervalRegistry;
-  private intervalName?: string;
+  /** Removes the interval from the SchedulerRegistry it was registered in, if any. */
+  private unregister?: () => void;
   /** Epoch ms before which ticks are skipped. */
   private notBefore = 0;
   /** Epoch ms of the last `wake()`. */
@@ -75,8 +75,8 @@ export class PeriodicTask<T> {
     if (unscheduled.getStore()) return;
     this.timer = setInterval(() => this.tick(onError, pacing), intervalSeconds * 1000);
     this.timer.unref();
-    this.registry = await findSchedulerRegistry(moduleRef);
-    if (this.registry) this.intervalName = this.register(this.registry, this.timer);
+    const registry = await findSchedulerRegistry(moduleRef);
+    this.unregister = registry && this.register(registry, this.timer);
   }
 
   /**
@@ -112,25 +112,26 @@ export class PeriodicTask<T> {
   /** Stops the interval (a run under way finishes on its own). */
   stop(): void {
     if (!this.timer) return;
-    if (this.registry && this.intervalName) {
-      try {
-        this.registry.deleteInterval(this.intervalName);
-      } catch {
-        // already removed by the application
-      }
+    try {
+      this.unregister?.();
+    } catch {
+      // already removed by the application
     }
     clearInterval(this.timer);
     this.timer = undefined;
   }
 
-  /** Registers the interval under the first free name: the registry refuses a duplicate. */
-  private register(registry: IntervalRegistry, timer: NodeJS.Timeout): string {
+  /**
+   * Registers the interval under the first free name (the registry refuses a duplicate).
+   * @returns what removes it from the registry
+   */
+  private register(registry: IntervalRegistry, timer: NodeJS.Timeout): () => void {
     const base = `nest-idempotency:${this.name}`;
     for (let n = 1; ; n++) {
       const name = n === 1 ? base : `${base}:${n}`;
       try {
         registry.addInterval(name, timer);
-        return name;
+        return () => registry.deleteInterval(name);
       } catch (error) {
         if (n >= 100) throw error;
       }

@@ -139,9 +139,7 @@ export class MemoryIdempotencyStore extends IdempotencyStore {
         };
         return true;
       },
-      commit: async () => {
-        undo = undefined;
-      },
+      commit: async () => void (undo = undefined),
       rollback: async () => {
         undo?.();
         undo = undefined;

@@ -10,7 +10,8 @@ import type { IdempotencyStoreTestFunctions } from './idempotency-store-conforma
 
 /**
  * What each part of the conformance suite declares its tests with: the runner's functions, with
- * an `it` that gives each test a fresh store and tears it down afterwards.
+ * an `it` that gives each test a fresh store and tears it down afterwards. Each part declares its
+ * tests inside the `describe` group the suite opens for it.
  */
 export interface ConformanceSuite extends IdempotencyStoreTestFunctions {
   /** The store of the test that runs. */
@@ -19,6 +20,17 @@ export interface ConformanceSuite extends IdempotencyStoreTestFunctions {
   advance(seconds: number): Promise<void>;
   /** Claims a new request (with `overrides`) on that store, and returns the request. */
   claimFresh(overrides?: Partial<ClaimRequest>): Promise<ClaimRequest>;
+  /**
+   * Claims a new request (with `overrides`) on that store, a claim that must win.
+   * @returns the request, and the claim's record id and attempt
+   */
+  claimNew(
+    overrides?: Partial<ClaimRequest>,
+  ): Promise<{ req: ClaimRequest; recordId: string; attempt: number }>;
+  /** Claims `req` on that store, a claim that must win. */
+  claimed(req: ClaimRequest): Promise<{ recordId: string; attempt: number }>;
+  /** Claims `req` again as another caller on that store, a claim that must find it completed. */
+  replayed(req: ClaimRequest): Promise<Extract<ClaimResult, { outcome: 'completed' }>>;
 }
 
 /** Lease / TTL short enough to lapse within one `advance(LAPSE)`. */

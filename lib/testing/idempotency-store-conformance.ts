@@ -9,13 +9,8 @@
  * assertions it makes are the ones both runners have: `toBe`, `not.toBe` and `toEqual`.
  */
 import type { IdempotencyStore } from '../storage/idempotency.store';
-import {
-  describeClaimOutcomes,
-  describeClaimReplays,
-  describeLeaseTakeover,
-  describeOwnerGuard,
-} from './claim-conformance';
-import { request } from './conformance-fixtures';
+import { describeClaims, describeLeaseTakeover, describeOwnerGuard } from './claim-conformance';
+import { again, claimedOf, completedOf, request } from './conformance-fixtures';
 import type { ConformanceSuite } from './conformance-fixtures';
 import {
   describeExpiryAndPurge,
@@ -63,7 +58,7 @@ export interface IdempotencyStoreTestFunctions {
 }
 
 /**
- * Declares the conformance suite for one store: about thirty tests of the contract the module
+ * Declares the conformance suite for one store: a test for each case of the contract the module
  * relies on (lib/storage/idempotency.store.ts), so a store of your own is checked against the same
  * cases as the memory and PostgreSQL stores before it guards a payment. Each test gets a fresh
  * store from `makeStore` and tears it down after, so no hooks are needed.
@@ -93,7 +88,7 @@ export function describeIdempotencyStoreConformance(
   makeStore: () => Promise<IdempotencyStoreUnderTest> | IdempotencyStoreUnderTest,
   testFunctions: IdempotencyStoreTestFunctions,
 ): void {
-  const { describe, expect } = testFunctions;
+  const { describe } = testFunctions;
   // Set by `it` below for the test that runs; the runner runs one test of a file at a time.
   let current: IdempotencyStoreUnderTest;
 
@@ -101,19 +96,16 @@ export function describeIdempotencyStoreConformance(
   const it = (title: string, body: () => Promise<void>): void =>
     testFunctions.it(title, async () => {
       const subject = (current = await makeStore());
-      try {
-        await body();
-      } catch (error) {
+      await body().catch(async (error: unknown) => {
         await Promise.resolve(subject.teardown?.()).catch(() => undefined);
         throw error;
-      }
+      });
       await subject.teardown?.();
     });
 
   const suite: ConformanceSuite = {
-    describe,
+    ...testFunctions,
     it,
-    expect,
     get store() {
       return current.store;
     },
@@ -123,17 +115,20 @@ export function describeIdempotencyStoreConformance(
       await current.store.claim(req);
       return req;
     },
+    async claimNew(overrides) {
+      const req = request(overrides);
+      return { req, ...claimedOf(await current.store.claim(req)) };
+    },
+    claimed: async (req) => claimedOf(await current.store.claim(req)),
+    replayed: async (req) => completedOf(await current.store.claim(again(req))),
   };
 
   describe(`IdempotencyStore conformance: ${name}`, () => {
-    describe('claim', () => {
-      describeClaimOutcomes(suite);
-      describeClaimReplays(suite);
-    });
-    describeOwnerGuard(suite);
-    describeLeaseTakeover(suite);
-    describeRelease(suite);
-    describeExpiryAndPurge(suite);
-    describeTransactions(suite);
+    describe('claim', () => describeClaims(suite));
+    describe('owner guard', () => describeOwnerGuard(suite));
+    describe('lease lapse and takeover', () => describeLeaseTakeover(suite));
+    describe('release', () => describeRelease(suite));
+    describe('TTL and purge', () => describeExpiryAndPurge(suite));
+    describe('transactions', () => describeTransactions(suite));
   });
 }
