@@ -1,9 +1,5 @@
 import type {
-  IdempotencyErrorOptions,
-  IdempotencyExecutionOptions,
-  IdempotencyModuleWaitOptions,
-  IdempotencyRequestOptions,
-  IdempotencyResponseOptions,
+  IdempotencyModuleOptions,
   ResolvedIdempotencyOptions,
 } from '../interfaces/idempotency-module-options.interface';
 
@@ -21,6 +17,11 @@ function defaultScope(request: any): string | number | bigint | undefined {
   return request?.user?.id;
 }
 
+/** The groups of `forRoot()`'s options, each with every field: what the defaults hold of each. */
+type OptionGroups = Required<
+  Pick<IdempotencyModuleOptions, 'request' | 'execution' | 'wait' | 'responses' | 'errors'>
+>;
+
 /**
  * Every option of the module, grouped by concern, with its default: the shape of
  * `DEFAULT_IDEMPOTENCY_OPTIONS`.
@@ -29,18 +30,7 @@ export type IdempotencyOptionDefaults = Readonly<
   Pick<
     ResolvedIdempotencyOptions,
     'store' | 'purge' | 'replayCache' | 'encryption' | 'metrics' | 'openApi'
-  > & {
-    /** Which requests are the same: the key's header, the caller, what a retry must match. */
-    request: IdempotencyRequestOptions;
-    /** How the handler runs: its lease, and whether it shares the record's transaction. */
-    execution: IdempotencyExecutionOptions;
-    /** A duplicate that finds its key in flight, and how many may wait at once. */
-    wait: IdempotencyModuleWaitOptions;
-    /** What is kept and replayed, and for how long. */
-    responses: IdempotencyResponseOptions;
-    /** How the library's refusals look. */
-    errors: IdempotencyErrorOptions;
-  }
+  > & { [G in keyof OptionGroups]: Required<OptionGroups[G]> }
 >;
 
 /**

@@ -30,9 +30,7 @@ export class IdempotencyConfigurationError extends IdempotencyError {
     } catch {
       shown = String(value);
     }
-    return new IdempotencyConfigurationError(
-      `nest-idempotency: option "${option}" is invalid (got ${shown}). ${fix}`,
-    );
+    return configurationError(`option "${option}" is invalid (got ${shown}). ${fix}`);
   }
 
   /**
@@ -42,8 +40,8 @@ export class IdempotencyConfigurationError extends IdempotencyError {
    * @param group - the group it belongs to now
    */
   static movedOption(option: string, group: string): IdempotencyConfigurationError {
-    return new IdempotencyConfigurationError(
-      `nest-idempotency: option "${option}" moved to "${group}.${option}". Write ` +
+    return configurationError(
+      `option "${option}" moved to "${group}.${option}". Write ` +
         `{ ${group}: { ${option}: ... } } instead (see docs/options.md).`,
     );
   }
@@ -54,24 +52,24 @@ export class IdempotencyConfigurationError extends IdempotencyError {
    * @param returned - what was returned, described without its value (e.g. "an object")
    */
   static invalidScope(returned: string): IdempotencyConfigurationError {
-    return new IdempotencyConfigurationError(
-      `nest-idempotency: the scope resolver returned ${returned}; return a string (or a number) ` +
+    return configurationError(
+      `the scope resolver returned ${returned}; return a string (or a number) ` +
         'that identifies the caller, e.g. scope: (req) => String(req.user.id)',
     );
   }
 
   /** The memory store was selected in production. */
   static memoryStoreInProduction(): IdempotencyConfigurationError {
-    return new IdempotencyConfigurationError(
-      'nest-idempotency: the in-memory store is for unit tests only and refuses to start when ' +
+    return configurationError(
+      'the in-memory store is for unit tests only and refuses to start when ' +
         'NODE_ENV=production. Use `store: "typeorm"` (the default) with a PostgreSQL DataSource.',
     );
   }
 
   /** `IdempotencyModule` was imported as a bare class, without `forRoot()`/`forRootAsync()`. */
   static moduleNotConfigured(): IdempotencyConfigurationError {
-    return new IdempotencyConfigurationError(
-      'nest-idempotency: IdempotencyModule was imported without forRoot() or forRootAsync(). ' +
+    return configurationError(
+      'IdempotencyModule was imported without forRoot() or forRootAsync(). ' +
         'Import IdempotencyModule.forRoot({ ... }) once: in the root module (it is global by ' +
         'default, so feature modules import nothing), or with isGlobal: false in the module that ' +
         'declares your @Idempotent() controllers, or in a shared module that re-exports ' +
@@ -86,8 +84,8 @@ export class IdempotencyConfigurationError extends IdempotencyError {
    * @param count - how many instances the application holds
    */
   static moduleConfiguredTwice(count: number): IdempotencyConfigurationError {
-    return new IdempotencyConfigurationError(
-      `nest-idempotency: IdempotencyModule.forRoot() or forRootAsync() is imported ${count} times ` +
+    return configurationError(
+      `IdempotencyModule.forRoot() or forRootAsync() is imported ${count} times ` +
         'in this application; an application has one idempotency configuration. Import it once, ' +
         'in the root module (it is global by default): feature modules import nothing and just ' +
         'use @Idempotent(), with per-route options in @Idempotent({ ... }). With isGlobal: false, ' +
@@ -99,8 +97,8 @@ export class IdempotencyConfigurationError extends IdempotencyError {
   /** No TypeORM DataSource could be found for the TypeORM store. */
   static dataSourceMissing(name: string | undefined): IdempotencyConfigurationError {
     const which = name ? `named "${name}"` : '(the default one)';
-    return new IdempotencyConfigurationError(
-      `nest-idempotency: no TypeORM DataSource ${which} is registered. Import ` +
+    return configurationError(
+      `no TypeORM DataSource ${which} is registered. Import ` +
         `TypeOrmModule.forRoot(${name ? `{ name: '${name}', ... }` : '{ ... }'}) in your application, ` +
         "or name yours: store: typeOrmStore({ dataSource: '<name>' }) from nest-idempotency/typeorm.",
     );
@@ -111,8 +109,8 @@ export class IdempotencyConfigurationError extends IdempotencyError {
    * @param missing - the package that could not be loaded
    */
   static storeNotInstalled(missing: string): IdempotencyConfigurationError {
-    return new IdempotencyConfigurationError(
-      `nest-idempotency: the default store is PostgreSQL through TypeORM, and "${missing}" is not ` +
+    return configurationError(
+      `the default store is PostgreSQL through TypeORM, and "${missing}" is not ` +
         'installed. Install typeorm, @nestjs/typeorm and pg and import TypeOrmModule.forRoot(), ' +
         "or choose another store: IdempotencyModule.forRoot({ store: 'memory' }) in tests, or " +
         'your own class that extends IdempotencyStore.',
@@ -121,16 +119,15 @@ export class IdempotencyConfigurationError extends IdempotencyError {
 
   /** The TypeORM DataSource is not PostgreSQL. */
   static unsupportedDatabase(type: string): IdempotencyConfigurationError {
-    return new IdempotencyConfigurationError(
-      `nest-idempotency: the TypeORM store needs a PostgreSQL DataSource (type "postgres"); ` +
-        `got "${type}".`,
+    return configurationError(
+      `the TypeORM store needs a PostgreSQL DataSource (type "postgres"); got "${type}".`,
     );
   }
 
   /** The record table does not exist. */
   static tableMissing(table: string): IdempotencyConfigurationError {
-    return new IdempotencyConfigurationError(
-      `nest-idempotency: the table ${table} does not exist. Add CreateIdempotencyRecords1732233600000 ` +
+    return configurationError(
+      `the table ${table} does not exist. Add CreateIdempotencyRecords1732233600000 ` +
         '(or createIdempotencyRecordsMigration(tableName)) to your DataSource migrations and run them.',
     );
   }
@@ -147,37 +144,32 @@ export class IdempotencyConfigurationError extends IdempotencyError {
     missing: string[],
     fixes: SchemaFix[],
   ): IdempotencyConfigurationError {
-    return new IdempotencyConfigurationError(
-      `nest-idempotency: the table ${table} is missing what this version needs: ` +
-        `${missing.join(', ')}. ${fixes.map((fix) => SCHEMA_FIXES[fix]).join(' ')} ` +
-        'Migrations run in the order listed: after the create migration, in the order above. ' +
-        "If TypeORM's synchronize made these tables, list both IdempotencyRecordEntity and " +
-        'IdempotencyJobEntity in its entities instead: it makes only the tables of the entities ' +
-        'listed.',
+    return configurationError(
+      `the table ${table} is missing what this version needs: ${missing.join(', ')}. ` +
+        `${fixes.map((fix) => SCHEMA_FIXES[fix]).join(' ')} Migrations run in the order listed: ` +
+        "after the create migration, in the order above. If TypeORM's synchronize made these " +
+        'tables, list both IdempotencyRecordEntity and IdempotencyJobEntity in its entities ' +
+        'instead: it makes only the tables of the entities listed.',
     );
   }
 
   /** `run()` named an operation no provider declares. */
   static operationNotRegistered(ref: string | Type): IdempotencyConfigurationError {
     const name = typeof ref === 'string' ? `"${ref}"` : ref.name;
-    return new IdempotencyConfigurationError(
-      `nest-idempotency: no operation ${name} is registered. Decorate the class with ` +
+    return configurationError(
+      `no operation ${name} is registered. Decorate the class with ` +
         '@IdempotentOperation(name) and list it in the providers of a module of the application.',
     );
   }
 
   /** Two providers declare the same operation or job handler name. */
   static duplicateName(kind: string, name: string): IdempotencyConfigurationError {
-    return new IdempotencyConfigurationError(
-      `nest-idempotency: two providers declare the ${kind} "${name}". Names must be unique.`,
-    );
+    return configurationError(`two providers declare the ${kind} "${name}". Names must be unique.`);
   }
 
   /** An operation's steps (or a job handler) are not what the library can run. */
   static invalidOperation(name: string, problem: string): IdempotencyConfigurationError {
-    return new IdempotencyConfigurationError(
-      `nest-idempotency: "${name}" cannot be registered: ${problem}.`,
-    );
+    return configurationError(`"${name}" cannot be registered: ${problem}.`);
   }
 
   /**
@@ -187,20 +179,19 @@ export class IdempotencyConfigurationError extends IdempotencyError {
    * @param answer - what PostgreSQL answered
    */
   static preparedStatementsUnsupported(answer: string): IdempotencyConfigurationError {
-    return new IdempotencyConfigurationError(
-      `nest-idempotency: PostgreSQL answered "${answer}" to one of the store's prepared ` +
-        'statements: these connections do not keep a server session of their own, as behind ' +
-        'PgBouncer in transaction pooling mode before 1.21. Set ' +
-        'IdempotencyModule.forRoot({ store: typeOrmStore({ preparedStatements: false }) }), or use ' +
-        'PgBouncer 1.21+ with ' +
+    return configurationError(
+      `PostgreSQL answered "${answer}" to one of the store's prepared statements: these ` +
+        'connections do not keep a server session of their own, as behind PgBouncer in ' +
+        'transaction pooling mode before 1.21. Set IdempotencyModule.forRoot({ store: ' +
+        'typeOrmStore({ preparedStatements: false }) }), or use PgBouncer 1.21+ with ' +
         'max_prepared_statements > 0.',
     );
   }
 
   /** The application runs on an HTTP adapter the library has no response adapter for. */
   static unsupportedHttpAdapter(type: string): IdempotencyConfigurationError {
-    return new IdempotencyConfigurationError(
-      `nest-idempotency: @Idempotent() routes need the Express or Fastify HTTP adapter; got "${type}".`,
+    return configurationError(
+      `@Idempotent() routes need the Express or Fastify HTTP adapter; got "${type}".`,
     );
   }
 
@@ -209,12 +200,17 @@ export class IdempotencyConfigurationError extends IdempotencyError {
    * decorator saying how its calls carry a key: refused rather than run unprotected.
    */
   static noCallTransport(type: string, handler: string): IdempotencyConfigurationError {
-    return new IdempotencyConfigurationError(
-      `nest-idempotency: ${handler} is an ${type} handler: @Idempotent() covers HTTP routes. ` +
+    return configurationError(
+      `${handler} is an ${type} handler: @Idempotent() covers HTTP routes. ` +
         'Use @IdempotentMessage() from nest-idempotency/microservices or @IdempotentMutation() ' +
         'from nest-idempotency/graphql, which say where its key comes from.',
     );
   }
+}
+
+/** An `IdempotencyConfigurationError` whose message starts with the library's name. */
+function configurationError(message: string): IdempotencyConfigurationError {
+  return new IdempotencyConfigurationError(`nest-idempotency: ${message}`);
 }
 
 /**

@@ -19,7 +19,7 @@ import type {
 // option-checks.ts and option-validation.ts; re-exported here, where the rest of lib/
 // (and the package root) imports them from.
 export { DEFAULT_IDEMPOTENCY_OPTIONS } from './default-options';
-export { checkBoolean, checkNumber, checkRange } from './option-checks';
+export { checkBoolean, checkNumber } from './option-checks';
 export { count, OPTION_LIMITS, seconds } from './option-limits';
 export type { IdempotencyLimitedOption, IdempotencyOptionLimit } from './option-limits';
 export { switchableSection, validateRouteOptions, withoutUndefined } from './option-validation';

@@ -1,6 +1,5 @@
-import { OPTION_LIMITS } from './option-limits';
 import { check } from './option-groups';
-import type { IdempotencyLimitedOption, IdempotencyOptionLimit } from './option-limits';
+import type { IdempotencyOptionLimit } from './option-limits';
 
 /** A decimal number as written in an environment variable: `3`, `-0.5`, `1e3`. */
 const DECIMAL = /^[+-]?(\d+(\.\d*)?|\.\d+)(e[+-]?\d+)?$/i;
@@ -17,17 +16,10 @@ function fromEnvironment(given: unknown, parse: (text: string) => unknown, expec
 }
 
 /**
- * Refuses a value of a numeric option outside its range in `OPTION_LIMITS` (NaN, Infinity and
- * non-numbers included), with a message that gives the range and an example. A string holding a
- * decimal number (from the environment) is taken as that number.
- * @returns the value as a number
- */
-export function checkRange(option: IdempotencyLimitedOption, given: unknown): number {
-  return checkNumber(option, given, OPTION_LIMITS[option]);
-}
-
-/**
- * `checkRange` for a range kept elsewhere (the TypeORM store's options). Internal.
+ * Refuses a value of a numeric option outside its range (one of `OPTION_LIMITS`, or one kept
+ * elsewhere, as the TypeORM store's options are; NaN, Infinity and non-numbers included), with a
+ * message that gives the range and an example. A string holding a decimal number (from the
+ * environment) is taken as that number. Internal.
  * @returns the value as a number
  */
 export function checkNumber(option: string, given: unknown, range: IdempotencyOptionLimit): number {

@@ -1,8 +1,9 @@
 import { DEFAULT_IDEMPOTENCY_OPTIONS } from './default-options';
 import { resolveEncryptionOptions } from './encryption-options';
 import { FORBIDDEN_REPLAY_HEADERS, RESERVED_HEADER_PREFIX } from './idempotency.constants';
-import { checkBoolean, checkRange } from './option-checks';
+import { checkBoolean, checkNumber } from './option-checks';
 import { check } from './option-groups';
+import { OPTION_LIMITS } from './option-limits';
 import type { IdempotencyLimitedOption } from './option-limits';
 import type {
   FlatIdempotencyRouteOptions,
@@ -27,7 +28,7 @@ const flag: OptionCheck = (value, option) => checkBoolean(option, value);
 
 /** A numeric option with a range in `OPTION_LIMITS`. */
 const ranged: OptionCheck = (value, option) =>
-  checkRange(option as IdempotencyLimitedOption, value);
+  checkNumber(option, value, OPTION_LIMITS[option as IdempotencyLimitedOption]);
 
 /** A list of header names, lower-cased. */
 function headerNames(example: string): (value: any, option: string) => string[] {
@@ -190,7 +191,7 @@ export function checkWait(given: unknown): Partial<IdempotencyWaitOptions> {
   );
   check(unknown === undefined, `wait.${unknown}`, wait[unknown!], `Use ${WAIT_FIELDS.join(', ')}.`);
   for (const field of WAIT_FIELDS) {
-    if (wait[field] !== undefined) wait[field] = checkRange(`wait.${field}`, wait[field]);
+    if (wait[field] !== undefined) wait[field] = ranged(wait[field], `wait.${field}`);
   }
   return wait as Partial<IdempotencyWaitOptions>;
 }

@@ -5,7 +5,7 @@ import { isIdempotencySkipped } from './skip-idempotency.decorator';
 const MARKED = Symbol('nest-idempotency:marks-handler-start');
 
 /** Metadata key Nest's route decorators (`@Post()`, …) set on a handler. */
-const ROUTE_PATH_METADATA = 'path';
+export const ROUTE_PATH_METADATA = 'path';
 
 /**
  * A handler that tells the library when its body starts, so a request rejected before that (by

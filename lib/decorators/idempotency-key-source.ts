@@ -39,15 +39,12 @@ export interface IdempotencyKeySource {
   /** Where refusals say the key is, in place of the key header (a webhook's event id). */
   readonly keyPlace?: IdempotencyKeyPlace;
   /** How the OpenAPI document shows the route's key, in place of the key header's. */
-  readonly openApi?: IdempotencyKeySourceDocs;
-}
-
-/** What the OpenAPI document says of a key source. @internal */
-export interface IdempotencyKeySourceDocs {
-  /** The request headers it reads, as `@ApiHeader()` gives them. */
-  parameters: Record<string, unknown>[];
-  /** Its 400 answers: what they mean, and one example of each. */
-  badRequest: { description: string; problems: IdempotencyProblemException[] };
+  readonly openApi?: {
+    /** The request headers it reads, as `@ApiHeader()` gives them. */
+    parameters: Record<string, unknown>[];
+    /** Its 400 answers: what they mean, and one example of each. */
+    badRequest: { description: string; problems: IdempotencyProblemException[] };
+  };
 }
 
 /** Metadata key of a handler's key source. */

@@ -1,11 +1,10 @@
 import { RequestMethod } from '@nestjs/common';
-import { methodsOf } from './handler-start';
+import { methodsOf, ROUTE_PATH_METADATA } from './handler-start';
 import { isIdempotencySkipped } from './skip-idempotency.decorator';
 import { IDEMPOTENT_CLASS_METADATA, IDEMPOTENT_METADATA } from '../config/idempotency.constants';
 import type { FlatIdempotencyRouteOptions } from '../interfaces/idempotency-module-options.interface';
 
-/** Nest's metadata keys for a route (`@nestjs/common/constants`, stable across 11/12). */
-const PATH_METADATA = 'path';
+/** Nest's metadata key of a route's method (`@nestjs/common/constants`, stable across 11/12). */
 const METHOD_METADATA = 'method';
 
 /** A route a controller serves that `@Idempotent()` names, on its class or its handler. */
@@ -49,8 +48,8 @@ export function idempotentRoutesOf(
 function pathsOf(controller: object, handler: object): string[] {
   const list = (value: unknown): string[] =>
     Array.isArray(value) ? value.map(String) : [value === undefined ? '' : String(value)];
-  const prefixes = list(Reflect.getMetadata(PATH_METADATA, controller));
-  const own = list(Reflect.getMetadata(PATH_METADATA, handler));
+  const prefixes = list(Reflect.getMetadata(ROUTE_PATH_METADATA, controller));
+  const own = list(Reflect.getMetadata(ROUTE_PATH_METADATA, handler));
   return prefixes.flatMap((prefix) =>
     own.map((path) => `/${prefix}/${path}`.replace(/\/+/g, '/').replace(/(.)\/$/, '$1')),
   );

@@ -22,6 +22,12 @@ interface RouteEvent {
 }
 
 /**
+ * The key and the route of a request's event.
+ * @inline
+ */
+type RequestEvent = KeyedEvent & RouteEvent;
+
+/**
  * The operation in phases an event is about.
  * @inline
  */
@@ -61,16 +67,14 @@ export type IdempotencyEvent =
       stored: boolean;
       /** 1 on the first run of the key; more when it runs again after a release or takeover. */
       attempt: number;
-    } & KeyedEvent &
-      RouteEvent)
+    } & RequestEvent)
   /** A stored response was replayed; the handler did not run. */
   | ({
       /** Which event this is. */
       type: 'replayed';
       /** The replayed status. */
       status: number;
-    } & KeyedEvent &
-      RouteEvent)
+    } & RequestEvent)
   /** The request was answered with one of the library's errors (400, 409, 422, 503). */
   | ({
       /** Which event this is. */
@@ -110,8 +114,7 @@ export type IdempotencyEvent =
         | 'error';
       /** How long the request waited, in milliseconds (0 when refused). */
       waitedMs: number;
-    } & KeyedEvent &
-      RouteEvent)
+    } & RequestEvent)
   /** The key was given up, so a retry can run it again. */
   | ({
       /** Which event this is. */
@@ -122,16 +125,14 @@ export type IdempotencyEvent =
        * `retry_later`: an operation in phases gave the key up.
        */
       reason: 'not_final' | 'rejected_before_handler' | 'unstorable' | 'abandoned' | 'retry_later';
-    } & KeyedEvent &
-      RouteEvent)
+    } & RequestEvent)
   /** The request's lease was taken over by another caller; its write changed nothing. */
   | ({
       /** Which event this is. */
       type: 'lock_lost';
       /** The store call that found the lease lost. */
       during: 'renew' | 'complete' | 'release';
-    } & KeyedEvent &
-      RouteEvent)
+    } & RequestEvent)
   /** A purge run ended. */
   | {
       /** Which event this is. */

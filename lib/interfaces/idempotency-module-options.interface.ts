@@ -303,17 +303,12 @@ export type IdempotencyModuleWaitOptions = IdempotencyWaitOptions &
  * What `IdempotencyModule.forRoot()` accepts: any subset of the options, each group merged over
  * its defaults field by field.
  */
-export interface IdempotencyModuleOptions extends Partial<
-  Pick<ResolvedIdempotencyOptions, 'store' | 'metrics' | 'openApi'>
-> {
-  /** Which requests are the same: the key's header, the caller, what a retry must match. */
-  request?: Partial<IdempotencyRequestOptions>;
-  /** How the handler runs: its lease, and whether it shares the record's transaction. */
-  execution?: Partial<IdempotencyExecutionOptions>;
+export interface IdempotencyModuleOptions
+  extends
+    Omit<IdempotencyRouteOptions, 'wait' | 'errors'>,
+    Partial<Pick<ResolvedIdempotencyOptions, 'store' | 'metrics' | 'openApi'>> {
   /** Waiting for the first request, merged over the defaults. */
   wait?: Partial<IdempotencyModuleWaitOptions>;
-  /** Which answers are kept, what of them, and for how long. */
-  responses?: Partial<IdempotencyResponseOptions>;
   /** How the library's refusals look. */
   errors?: Partial<IdempotencyErrorOptions>;
   /** TTL purge schedule, merged over the defaults; `false` disables the schedule. */

@@ -106,11 +106,7 @@ export interface IdempotencyStoreTransaction {
    * completes, then commits or rolls back.
    * @returns false when the caller no longer owns the record (nothing was committed)
    */
-  completeAndCommit?(
-    ref: IdempotencyRecordRef,
-    response: StoredResponse,
-    ttlSeconds: number,
-  ): Promise<boolean>;
+  completeAndCommit?: IdempotencyStoreTransaction['complete'];
 }
 
 /** What a run answers with: the settings of the route that claimed the record. */

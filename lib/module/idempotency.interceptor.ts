@@ -11,7 +11,6 @@ import { fingerprintOf } from '../execution/request-fingerprint';
 import { ResponseAdapterResolver } from '../http/response-adapter.resolver';
 import { keySourceOf } from '../decorators/idempotency-key-source';
 import { IdempotencyRouteOptionsResolver } from '../decorators/idempotency-route-options.resolver';
-import type { ResolvedIdempotencyRouteOptions } from '../interfaces/idempotency-module-options.interface';
 import { routeLabelOf } from '../utils/route-label';
 import { UnparsedContentTypeWarnings } from '../utils/unparsed-content-types';
 import type { WaitingRequest } from '../execution/wait-for-claim';
@@ -28,7 +27,23 @@ export class IdempotencyInterceptor implements NestInterceptor {
   private readonly unparsedTypes = new UnparsedContentTypeWarnings(this.logger);
   /** How an HTTP request is read and answered. */
   private readonly http: IdempotencyTransport = {
-    read: (context, route) => this.read(context, route),
+    // The key header, or the key source a decorator gave the route (a webhook's event id).
+    read: (context, route): IdempotencyCallInput => {
+      const request = context.switchToHttp().getRequest();
+      const source = keySourceOf(context.getHandler());
+      return {
+        key: source.read(request, route),
+        keyPlace: source.keyPlace ?? route.header,
+        method: request.method,
+        path: request.originalUrl ?? request.url,
+        label: routeLabelOf(request),
+        scopeSource: request,
+        namespace: source.namespace,
+        fingerprint: (scope) =>
+          source.fingerprint?.(request, scope) ??
+          fingerprintOf(request, route, scope, this.unparsedTypes),
+      };
+    },
     start: (context, route, won) => this.executions.start(context, route, won),
     // A request that may wait, with its answer's Node.js response and headers as its adapter
     // has them.
@@ -74,26 +89,5 @@ export class IdempotencyInterceptor implements NestInterceptor {
       throw IdempotencyConfigurationError.noCallTransport(context.getType(), handler);
     }
     return callTransportAdapter(transport, this.executions);
-  }
-
-  /** The key header, or the key source a decorator gave the route (a webhook's event id). */
-  private read(
-    context: ExecutionContext,
-    route: ResolvedIdempotencyRouteOptions,
-  ): IdempotencyCallInput {
-    const request = context.switchToHttp().getRequest();
-    const source = keySourceOf(context.getHandler());
-    return {
-      key: source.read(request, route),
-      keyPlace: source.keyPlace ?? route.header,
-      method: request.method,
-      path: request.originalUrl ?? request.url,
-      label: routeLabelOf(request),
-      scopeSource: request,
-      namespace: source.namespace,
-      fingerprint: (scope) =>
-        source.fingerprint?.(request, scope) ??
-        fingerprintOf(request, route, scope, this.unparsedTypes),
-    };
   }
 }

@@ -24,11 +24,6 @@ export function lowerCaseHeaders(
   return out;
 }
 
-/** The content type with `; charset=utf-8` added when it names no charset. */
-export function withUtf8Charset(contentType: string): string {
-  return /;\s*charset=/i.test(contentType) ? contentType : `${contentType}; charset=utf-8`;
-}
-
 /** Whether a payload is a stream (or anything else that is piped rather than sent as bytes). */
 export function isStreamLike(payload: unknown): boolean {
   return typeof (payload as { pipe?: unknown } | null)?.pipe === 'function';
@@ -60,5 +55,7 @@ export function responseBytes(
   if (kind !== 'string' && !json) return undefined;
   const text = json ? JSON.stringify(payload) : (payload as string);
   const type = contentType ?? (json ? 'application/json' : textDefault);
-  return { body: Buffer.from(text, 'utf8'), contentType: withUtf8Charset(type) };
+  // The content type with `; charset=utf-8` added when it names no charset.
+  const typeWithCharset = /;\s*charset=/i.test(type) ? type : `${type}; charset=utf-8`;
+  return { body: Buffer.from(text, 'utf8'), contentType: typeWithCharset };
 }
