@@ -1,7 +1,9 @@
 /**
  * A transactional handler's replay window starts when its response is stored, not when its
- * transaction began: with a 1 s TTL and a handler that runs 0.7 s, the record must still be
- * replayable for about a second after the 201 (measured from BEGIN it would expire 0.3 s after).
+ * transaction began. With a 2 s TTL and a handler held 1.5 s, the record must expire at least 2 s
+ * after the handler was let go (measured from BEGIN it would expire at most 0.5 s after), and a
+ * retry after that earlier instant must still replay. Every instant is read from PostgreSQL's
+ * clock, so a slow host only widens the margins the assertions rely on.
  */
 import request from 'supertest';
 import { createTestDatabase } from '../fixtures/database';
@@ -9,6 +11,11 @@ import type { TestDatabase } from '../fixtures/database';
 import { ADAPTERS, createTestApp } from '../fixtures/test-app';
 import type { TestApp } from '../fixtures/test-app';
 import { waitFor } from '../fixtures/wait-for';
+
+const TTL_SECONDS = 2;
+const HOLD_SECONDS = 1.5;
+const sleep = (seconds: number) =>
+  new Promise((resolve) => setTimeout(resolve, Math.max(0, seconds) * 1000));
 
 describe.each(ADAPTERS)('expiry of a slow transactional request (%s)', (adapter) => {
   let db: TestDatabase;
@@ -18,7 +25,7 @@ describe.each(ADAPTERS)('expiry of a slow transactional request (%s)', (adapter)
     db = await createTestDatabase();
     // No replay cache: the replay below must come from the record itself.
     t = await createTestApp(adapter, db, {
-      module: { responses: { ttlSeconds: 1 }, replayCache: false },
+      module: { responses: { ttlSeconds: TTL_SECONDS }, replayCache: false },
     });
   });
 
@@ -33,18 +40,25 @@ describe.each(ADAPTERS)('expiry of a slow transactional request (%s)', (adapter)
     const before = t.probe.ran('tx');
     const first = request(t.server).post('/orders/tx').set('Idempotency-Key', key).send(body);
     const answered = first.then((r) => r);
+    // The transaction began before the handler ran, so at least HOLD_SECONDS before `opened`.
     await waitFor(async () => t.probe.ran('tx') === before + 1);
-    await new Promise((resolve) => setTimeout(resolve, 700));
+    await sleep(HOLD_SECONDS);
+    const [{ opened }] = await db.query<{ opened: number }>(
+      'SELECT EXTRACT(EPOCH FROM clock_timestamp())::float8 AS opened',
+    );
     t.probe.open(`${key}#1`);
     expect((await answered).status).toBe(201);
 
-    const [{ left }] = await db.query<{ left: number }>(
-      `SELECT EXTRACT(EPOCH FROM expires_at - clock_timestamp())::float8 AS left
+    const [{ afterOpened, elapsed }] = await db.query<{ afterOpened: number; elapsed: number }>(
+      `SELECT EXTRACT(EPOCH FROM expires_at)::float8 - $2 AS "afterOpened",
+              EXTRACT(EPOCH FROM clock_timestamp())::float8 - $2 AS elapsed
          FROM idempotency_records WHERE idempotency_key = $1`,
-      [key],
+      [key, opened],
     );
-    expect(left).toBeGreaterThan(0.8);
-    await new Promise((resolve) => setTimeout(resolve, 450));
+    expect(afterOpened).toBeGreaterThanOrEqual(TTL_SECONDS);
+
+    // Measured from BEGIN, the record would have expired by now.
+    await sleep(TTL_SECONDS - HOLD_SECONDS + 0.1 - elapsed);
     const replay = await request(t.server)
       .post('/orders/tx')
       .set('Idempotency-Key', key)
