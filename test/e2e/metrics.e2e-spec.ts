@@ -78,9 +78,11 @@ function recordings(points: Point[] | undefined, match: Attributes): number {
 const SCOPE = 'tenant-7f3a-secret-scope';
 
 /**
- * Handlers that wait on the probe's gate `<gate>#<attempt>` under a 0.3 s lease: `lapsing`
- * stops renewing it after 0.3 s, so it lapses while the handler waits; `held` renews it every
- * 0.1 s for as long as the handler runs.
+ * Handlers that wait on the probe's gate `<gate>#<attempt>`: `lapsing` takes a 1 s lease and
+ * stops renewing after 0.3 s, before its first renewal (due at 0.33 s) is ever sent, so the lease
+ * lapses 1 s after the claim while the handler waits, and no late renewal can revive it on a
+ * loaded host; `held` takes a 0.3 s lease and renews it every 0.1 s for as long as the handler
+ * runs.
  */
 @Controller('leases')
 @UseGuards(FakeAuthGuard)
@@ -91,7 +93,7 @@ class LeasesController {
   ) {}
 
   @Post('lapsing')
-  @Idempotent({ execution: { lockTimeoutSeconds: 0.3, maxLockHoldSeconds: 0.3 } })
+  @Idempotent({ execution: { lockTimeoutSeconds: 1, maxLockHoldSeconds: 0.3 } })
   lapsing(@Body() body: { gate: string }) {
     return this.wait('lapsing', body.gate);
   }
@@ -227,7 +229,8 @@ describe.each(ADAPTERS)('OpenTelemetry metrics on %s', (adapter) => {
     const key = newKey();
     const body = { amount: 5, gate: key };
     const before = app.probe.ran('lapsing');
-    // Its heartbeat stops after 0.3 s (maxLockHoldSeconds), so the lease lapses while it waits.
+    // Its heartbeat stops after 0.3 s (maxLockHoldSeconds), before its first renewal, so the
+    // lease lapses while it waits, 1 s after the claim.
     const stale = post('/leases/lapsing', key, body).then((r) => r);
     try {
       await waitFor(async () => app.probe.ran('lapsing') === before + 1);
