@@ -500,11 +500,14 @@ describe.each(ADAPTERS)('a wait: its event and histogram on %s', (adapter) => {
     expect(response.body.code).toBe('idempotency_key_in_use');
     const events = waitedEvents(key);
     expect(events).toEqual([expect.objectContaining({ outcome: 'timed_out', scope: WAIT_SCOPE })]);
-    expect(events[0].waitedMs).toBeGreaterThanOrEqual(900);
+    // The wait is timed from the first claim's answer, its 1 s from before that claim was sent:
+    // a loaded host that slows the first claim more than the last look shortens the measure, so
+    // the lower bound is half the wait (still not no length, and not seconds counted as ms).
+    expect(events[0].waitedMs).toBeGreaterThanOrEqual(500);
     expect(events[0].waitedMs).toBeLessThan(3000);
     const after = await waits('timed_out');
     expect(after.count - before.count).toBe(1);
-    expect(after.sum - before.sum).toBeGreaterThanOrEqual(0.9);
+    expect(after.sum - before.sum).toBeGreaterThanOrEqual(0.5);
     t.probe.open(`${key}#1`);
     expect((await first).status).toBe(201);
   });
