@@ -17,7 +17,9 @@ import { ADAPTERS, createTestApp } from '../fixtures/test-app';
 import type { TestApp } from '../fixtures/test-app';
 import { waitFor } from '../fixtures/wait-for';
 
-const LEASE_SECONDS = 0.6;
+// Renewed every 0.5 s by the child's heartbeat: a loaded host would have to starve the child for
+// a whole second before its live lease lapsed (with 0.6 s, 0.4 s did).
+const LEASE_SECONDS = 1.5;
 
 const HOUR_MS = 3_600_000;
 
@@ -95,8 +97,26 @@ describe.each(ADAPTERS)('a crashed instance on %s', (adapter) => {
         .send(body)
         .catch(() => undefined);
       await waitFor(async () => (await record())?.status === 'in_flight');
-      // Renewed by the child's heartbeat while it lives: still in flight after one lease length.
-      await new Promise((r) => setTimeout(r, LEASE_SECONDS * 1500));
+      // Renewed by the child's heartbeat while it lives: still in flight once the database clock
+      // is past the lease it was claimed with (both instants read from PostgreSQL).
+      const lease = async (since: string) =>
+        (
+          await db.query<{ renewed: boolean; left: number }>(
+            `SELECT locked_until > $2::timestamptz AS renewed,
+                    EXTRACT(EPOCH FROM $2::timestamptz - clock_timestamp())::float8 AS left
+               FROM idempotency_records WHERE idempotency_key = $1`,
+            [key, since],
+          )
+        )[0];
+      const [{ claimed }] = await db.query<{ claimed: string }>(
+        'SELECT locked_until::text AS claimed FROM idempotency_records WHERE idempotency_key = $1',
+        [key],
+      );
+      const { left } = await lease(claimed);
+      await new Promise((r) => setTimeout(r, Math.max(0, left + 0.1) * 1000));
+      const after = await lease(claimed);
+      expect(after.left).toBeLessThan(0);
+      expect(after.renewed).toBe(true);
       expect(
         (await request(survivor.server).post('/orders').set('Idempotency-Key', key).send(body))
           .status,

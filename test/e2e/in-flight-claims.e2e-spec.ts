@@ -78,35 +78,46 @@ describe.each(ADAPTERS)('duplicates of a key running here (%s)', (adapter) => {
   });
 
   it('renews the lease while the handler runs, and asks the store once it could not', async () => {
+    // A lease of 1.2 s is renewed every 0.4 s: a loaded host would have to starve the heartbeat
+    // for 0.8 s to lose it (with 0.3 s, 0.2 s did).
+    const LEASE_SECONDS = 1.2;
     const short = await createTestApp(adapter, db, {
-      module: { execution: { lockTimeoutSeconds: 0.3 } },
+      module: { execution: { lockTimeoutSeconds: LEASE_SECONDS } },
     });
     const other = await createTestApp(adapter, db, {
-      module: { execution: { lockTimeoutSeconds: 0.3 } },
+      module: { execution: { lockTimeoutSeconds: LEASE_SECONDS } },
     });
     const key = newKey();
     try {
       const body = { amount: 4, note: key, gate: key };
-      const lockedUntil = async () =>
+      /** The lease's end, and how far the database clock is past `since` (ms), both by PostgreSQL. */
+      const lease = async (since = 0) =>
         (
-          await db.query<{ at: Date }>(
-            'SELECT locked_until AS at FROM idempotency_records WHERE idempotency_key = $1',
-            [key],
+          await db.query<{ at: number; past: number }>(
+            `SELECT EXTRACT(EPOCH FROM locked_until)::float8 * 1000 AS at,
+                    EXTRACT(EPOCH FROM clock_timestamp())::float8 * 1000 - $2 AS past
+               FROM idempotency_records WHERE idempotency_key = $1`,
+            [key, since],
           )
-        )[0].at.getTime();
+        )[0];
       const held = await holdKey(short, key, body);
-      const firstLease = await lockedUntil();
-      await new Promise((resolve) => setTimeout(resolve, 450));
+      const { at: firstLease } = await lease();
+      // Sleep until the database clock is past the first lease, measured by the database.
+      const { past } = await lease(firstLease);
+      await new Promise((resolve) => setTimeout(resolve, Math.max(0, 100 - past)));
       // Past the first lease: the heartbeat moved it forward, so another instance (asking the
       // database) and this one (asking itself) both still answer 409.
-      expect(await lockedUntil()).toBeGreaterThan(firstLease);
+      const renewed = await lease(firstLease);
+      expect(renewed.past).toBeGreaterThan(0);
+      expect(renewed.at).toBeGreaterThan(firstLease);
       expect((await post(other, key, body)).status).toBe(409);
       expect((await post(short, key, body)).status).toBe(409);
       await outage.begin();
       try {
         // Renewals now fail: once the lease this instance holds has run out, only the store
-        // could say whether the key is still held, and it is unreachable.
-        await new Promise((resolve) => setTimeout(resolve, 400));
+        // could say whether the key is still held, and it is unreachable. Its last renewal was
+        // sent before the outage began, so its lease ends within LEASE_SECONDS of now.
+        await new Promise((resolve) => setTimeout(resolve, LEASE_SECONDS * 1000 + 100));
         expect((await post(short, key, body)).status).toBe(503);
       } finally {
         await outage.end();

@@ -36,9 +36,11 @@ describe.each(ADAPTERS)('leases, purge and outages on %s', (adapter) => {
   describe('a handler that outlives its lease', () => {
     let t: TestApp;
     beforeAll(async () => {
-      // The heartbeat stops after 0.3 s, so a stuck handler's lease lapses within ~0.6 s.
+      // The heartbeat stops after 0.3 s, so a stuck handler's lease lapses within ~1.3 s, and
+      // never before 1 s: the duplicate sent while it is live has a whole second to reach the
+      // store even on a loaded host (with a 0.3 s lease it had 0.3 s).
       t = await createTestApp(adapter, db, {
-        module: { execution: { lockTimeoutSeconds: 0.3, maxLockHoldSeconds: 0.3 } },
+        module: { execution: { lockTimeoutSeconds: 1, maxLockHoldSeconds: 0.3 } },
       });
     });
     afterAll(() => t?.close());

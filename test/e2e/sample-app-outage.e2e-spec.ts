@@ -18,10 +18,13 @@ describe.each(['express', 'fastify'] as const)(
     beforeAll(async () => {
       db = await createTestDatabase();
       outage = await DatabaseOutage.of(db);
-      // A slow provider keeps the handler busy while the database goes away; a 1 s lease lets
+      // A slow provider keeps the handler busy while the database goes away: the outage has
+      // 0.7 s to begin once the first step is seen done (0.3 s was short on a loaded host), and
+      // the charge 0.5 s to spare within its timeout (0.6 × the lease, 1.2 s). A 2 s lease lets
       // the retry take the key over soon after.
-      sample = await startSampleApp(adapter, db, { lockTimeoutSeconds: 1, providerLatencyMs: 300 });
-    });
+      sample = await startSampleApp(adapter, db, { lockTimeoutSeconds: 2, providerLatencyMs: 700 });
+      // Starting the sample app took over the default 30 s on a loaded 2-core host.
+    }, 120_000);
 
     afterAll(async () => {
       await outage?.end().catch(() => undefined);
@@ -41,7 +44,8 @@ describe.each(['express', 'fastify'] as const)(
       const newBody = { amount: 100, currency: 'eur', customerId: `cus_outage_new_${adapter}` };
       const inFlight = pay(`mid-${adapter}`, body).then((res) => res);
       // Past its first step, calling the provider: the outage then meets the handler's own
-      // work, not the claim or the operation's start (which answer the library's 503).
+      // work, not the claim or the operation's start (which answer the library's 503). A loaded
+      // host took over waitFor's default 5 s to get there.
       await waitFor(
         async () =>
           (
@@ -51,6 +55,7 @@ describe.each(['express', 'fastify'] as const)(
               [`mid-${adapter}`],
             )
           ).length === 1,
+        20_000,
       );
       await outage.begin();
 
@@ -76,7 +81,7 @@ describe.each(['express', 'fastify'] as const)(
       await waitFor(async () => {
         retried = await pay(`mid-${adapter}`, body);
         return retried.status !== 409 && retried.status !== 503;
-      }, 10_000);
+      }, 30_000);
       expect(retried.status).toBe(201);
       const replay = await pay(`mid-${adapter}`, body).expect(201);
       expect(replay.headers['idempotent-replayed']).toBe('true');
@@ -86,6 +91,6 @@ describe.each(['express', 'fastify'] as const)(
       expect(await countRows(db, newBody.customerId)).toEqual({ payments: 0, charges: 0 });
       await pay(`new-${adapter}`, newBody).expect(201);
       expect(await countRows(db, newBody.customerId)).toEqual({ payments: 1, charges: 1 });
-    });
+    }, 90_000);
   },
 );

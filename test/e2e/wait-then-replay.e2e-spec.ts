@@ -156,7 +156,8 @@ describe.each(ADAPTERS)('wait, then replay (%s)', (adapter) => {
     expect(response.headers['retry-after']).toBe('1');
     expect(response.headers['preference-applied']).toBe('wait=1');
     expect(waited).toBeGreaterThanOrEqual(950);
-    expect(waited).toBeLessThan(3000);
+    // The 1 s asked for, not the route's 10 s (a loaded host may add a few seconds to the answer).
+    expect(waited).toBeLessThan(5_000);
     expect(waitersOf(t.app)).toBe(0);
     t.probe.open(`${key}#1`);
     expect((await first).status).toBe(201);
@@ -178,7 +179,8 @@ describe.each(ADAPTERS)('wait, then replay (%s)', (adapter) => {
     const response = await post('/waiting/no-wait', key, { gate: key }, 'wait=10');
     expect(response.status).toBe(409);
     expect(response.headers['preference-applied']).toBeUndefined();
-    expect(performance.now() - sent).toBeLessThan(900);
+    // Well short of the 10 s asked for (a loaded host may take a few seconds to answer at once).
+    expect(performance.now() - sent).toBeLessThan(5_000);
     t.probe.open(`${key}#1`);
     await first;
   });
@@ -189,7 +191,8 @@ describe.each(ADAPTERS)('wait, then replay (%s)', (adapter) => {
     const sent = performance.now();
     const response = await post('/waiting/by-default', key, { gate: key }, 'wait=0');
     expect(response.status).toBe(409);
-    expect(performance.now() - sent).toBeLessThan(900);
+    // Well short of the route's default wait of 10 s.
+    expect(performance.now() - sent).toBeLessThan(5_000);
     t.probe.open(`${key}#1`);
     await first;
   });
@@ -202,7 +205,8 @@ describe.each(ADAPTERS)('wait, then replay (%s)', (adapter) => {
     const refused = await post('/waiting', key, { gate: key }, 'wait=5');
     expect(refused.status).toBe(409);
     expect(refused.headers['retry-after']).toBe('1');
-    expect(performance.now() - sent).toBeLessThan(900);
+    // Well short of the 5 s asked for.
+    expect(performance.now() - sent).toBeLessThan(2_500);
     t.probe.open(`${key}#1`);
     await first;
     for (const { response } of await Promise.all(waiters)) expect(response.status).toBe(201);
@@ -291,7 +295,8 @@ describe.each(ADAPTERS)('two instances on one database (%s)', (adapter) => {
       expect(response.status).toBe(201);
       expect(response.headers['idempotent-replayed']).toBe('true');
       expect(response.text).toBe(original.text);
-      expect(at - opened).toBeLessThan(2000);
+      // Not the last look at its 10 s deadline (a loaded host may take a few seconds to answer).
+      expect(at - opened).toBeLessThan(5_000);
       expect(a.probe.ran(counter)).toBe(1);
       expect(b.probe.ran(counter)).toBe(0);
       a.probe.runs.clear();
@@ -392,7 +397,8 @@ describe.each(ADAPTERS)('a completion that announces nothing (%s)', (adapter) =>
     expect(response.status).toBe(201);
     expect(response.headers['idempotent-replayed']).toBe('true');
     expect(response.text).toBe(original.text);
-    expect(at - opened).toBeLessThan(2000);
+    // Not the last look at its 10 s deadline (a loaded host may take a few seconds to answer).
+    expect(at - opened).toBeLessThan(5_000);
   });
 });
 
@@ -435,7 +441,8 @@ describe.each(ADAPTERS)("two instances with typeOrmStore({ wakeUps: 'poll' }) (%
     note('poll 0.2 s', at - opened);
     expect(response.status).toBe(201);
     expect(response.headers['idempotent-replayed']).toBe('true');
-    expect(at - opened).toBeLessThan(1500);
+    // Not the last look at its 10 s deadline (a loaded host may take a few seconds to answer).
+    expect(at - opened).toBeLessThan(5_000);
     const listeners = await db.query(
       `SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND query ILIKE 'LISTEN%'`,
     );

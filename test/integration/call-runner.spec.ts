@@ -21,6 +21,7 @@ import { parseIdempotencyKey } from '../../lib/utils/parse-idempotency-key';
 import { createTestDatabase } from '../fixtures/database';
 import type { TestDatabase } from '../fixtures/database';
 import { testTypeOrmModule } from '../fixtures/test-app';
+import { waitFor } from '../fixtures/wait-for';
 
 /** A transport whose calls the test makes by hand: `dispatch(pattern, data)`. */
 class InProcessServer extends Server implements CustomTransportStrategy {
@@ -196,7 +197,8 @@ describe('an @Idempotent() handler that is not an HTTP route (a message on a tra
     let open!: () => void;
     ledger.gates.set(id, new Promise<void>((resolve) => (open = resolve)));
     const first = server.dispatch('pay', { id, amount: 7 });
-    await new Promise((resolve) => setTimeout(resolve, 50));
+    // Until its handler runs (it holds the key), not a fixed 50 ms a loaded host may not give it.
+    await waitFor(async () => ledger.ran(id) === 1);
     const during = (await rejection(server.dispatch('pay', { id, amount: 7 }))) as any;
     expect(during).toMatchObject({ code: 'idempotency_key_in_use', status: 409 });
     open();
