@@ -13,6 +13,7 @@ import request from 'supertest';
 import { createTestDatabase } from '../fixtures/database';
 import { freePort } from '../fixtures/free-port';
 import type { TestDatabase } from '../fixtures/database';
+import { recordInstant, sleepPast } from '../fixtures/record-queries';
 import { ADAPTERS, createTestApp } from '../fixtures/test-app';
 import type { TestApp } from '../fixtures/test-app';
 import { waitFor } from '../fixtures/wait-for';
@@ -99,24 +100,9 @@ describe.each(ADAPTERS)('a crashed instance on %s', (adapter) => {
       await waitFor(async () => (await record())?.status === 'in_flight');
       // Renewed by the child's heartbeat while it lives: still in flight once the database clock
       // is past the lease it was claimed with (both instants read from PostgreSQL).
-      const lease = async (since: string) =>
-        (
-          await db.query<{ renewed: boolean; left: number }>(
-            `SELECT locked_until > $2::timestamptz AS renewed,
-                    EXTRACT(EPOCH FROM $2::timestamptz - clock_timestamp())::float8 AS left
-               FROM idempotency_records WHERE idempotency_key = $1`,
-            [key, since],
-          )
-        )[0];
-      const [{ claimed }] = await db.query<{ claimed: string }>(
-        'SELECT locked_until::text AS claimed FROM idempotency_records WHERE idempotency_key = $1',
-        [key],
-      );
-      const { left } = await lease(claimed);
-      await new Promise((r) => setTimeout(r, Math.max(0, left + 0.1) * 1000));
-      const after = await lease(claimed);
-      expect(after.left).toBeLessThan(0);
-      expect(after.renewed).toBe(true);
+      const claimed = await recordInstant(db, key, 'locked_until');
+      expect(await sleepPast(db, claimed)).toBeGreaterThan(0);
+      expect(await recordInstant(db, key, 'locked_until')).toBeGreaterThan(claimed);
       expect(
         (await request(survivor.server).post('/orders').set('Idempotency-Key', key).send(body))
           .status,

@@ -8,14 +8,13 @@
 import request from 'supertest';
 import { createTestDatabase } from '../fixtures/database';
 import type { TestDatabase } from '../fixtures/database';
+import { databaseClock, recordInstant, sleepPast } from '../fixtures/record-queries';
 import { ADAPTERS, createTestApp } from '../fixtures/test-app';
 import type { TestApp } from '../fixtures/test-app';
 import { waitFor } from '../fixtures/wait-for';
 
 const TTL_SECONDS = 2;
 const HOLD_SECONDS = 1.5;
-const sleep = (seconds: number) =>
-  new Promise((resolve) => setTimeout(resolve, Math.max(0, seconds) * 1000));
 
 describe.each(ADAPTERS)('expiry of a slow transactional request (%s)', (adapter) => {
   let db: TestDatabase;
@@ -42,23 +41,17 @@ describe.each(ADAPTERS)('expiry of a slow transactional request (%s)', (adapter)
     const answered = first.then((r) => r);
     // The transaction began before the handler ran, so at least HOLD_SECONDS before `opened`.
     await waitFor(async () => t.probe.ran('tx') === before + 1);
-    await sleep(HOLD_SECONDS);
-    const [{ opened }] = await db.query<{ opened: number }>(
-      'SELECT EXTRACT(EPOCH FROM clock_timestamp())::float8 AS opened',
-    );
+    await new Promise((resolve) => setTimeout(resolve, HOLD_SECONDS * 1000));
+    const opened = await databaseClock(db);
     t.probe.open(`${key}#1`);
     expect((await answered).status).toBe(201);
 
-    const [{ afterOpened, elapsed }] = await db.query<{ afterOpened: number; elapsed: number }>(
-      `SELECT EXTRACT(EPOCH FROM expires_at)::float8 - $2 AS "afterOpened",
-              EXTRACT(EPOCH FROM clock_timestamp())::float8 - $2 AS elapsed
-         FROM idempotency_records WHERE idempotency_key = $1`,
-      [key, opened],
+    expect((await recordInstant(db, key, 'expires_at')) - opened).toBeGreaterThanOrEqual(
+      TTL_SECONDS,
     );
-    expect(afterOpened).toBeGreaterThanOrEqual(TTL_SECONDS);
 
-    // Measured from BEGIN, the record would have expired by now.
-    await sleep(TTL_SECONDS - HOLD_SECONDS + 0.1 - elapsed);
+    // Past the latest instant at which a record measured from BEGIN would have expired.
+    await sleepPast(db, opened - HOLD_SECONDS + TTL_SECONDS);
     const replay = await request(t.server)
       .post('/orders/tx')
       .set('Idempotency-Key', key)

@@ -8,7 +8,7 @@ import request from 'supertest';
 import { createTestDatabase } from '../fixtures/database';
 import type { TestDatabase } from '../fixtures/database';
 import { DatabaseOutage } from '../fixtures/database-outage';
-import { orderCount } from '../fixtures/record-queries';
+import { orderCount, recordInstant, sleepPast } from '../fixtures/record-queries';
 import { ADAPTERS, createTestApp } from '../fixtures/test-app';
 import type { TestApp } from '../fixtures/test-app';
 import { waitFor } from '../fixtures/wait-for';
@@ -90,26 +90,13 @@ describe.each(ADAPTERS)('duplicates of a key running here (%s)', (adapter) => {
     const key = newKey();
     try {
       const body = { amount: 4, note: key, gate: key };
-      /** The lease's end, and how far the database clock is past `since` (ms), both by PostgreSQL. */
-      const lease = async (since = 0) =>
-        (
-          await db.query<{ at: number; past: number }>(
-            `SELECT EXTRACT(EPOCH FROM locked_until)::float8 * 1000 AS at,
-                    EXTRACT(EPOCH FROM clock_timestamp())::float8 * 1000 - $2 AS past
-               FROM idempotency_records WHERE idempotency_key = $1`,
-            [key, since],
-          )
-        )[0];
       const held = await holdKey(short, key, body);
-      const { at: firstLease } = await lease();
+      const firstLease = await recordInstant(db, key, 'locked_until');
       // Sleep until the database clock is past the first lease, measured by the database.
-      const { past } = await lease(firstLease);
-      await new Promise((resolve) => setTimeout(resolve, Math.max(0, 100 - past)));
+      expect(await sleepPast(db, firstLease)).toBeGreaterThan(0);
       // Past the first lease: the heartbeat moved it forward, so another instance (asking the
       // database) and this one (asking itself) both still answer 409.
-      const renewed = await lease(firstLease);
-      expect(renewed.past).toBeGreaterThan(0);
-      expect(renewed.at).toBeGreaterThan(firstLease);
+      expect(await recordInstant(db, key, 'locked_until')).toBeGreaterThan(firstLease);
       expect((await post(other, key, body)).status).toBe(409);
       expect((await post(short, key, body)).status).toBe(409);
       await outage.begin();

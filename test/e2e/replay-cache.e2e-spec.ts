@@ -7,6 +7,7 @@ import request from 'supertest';
 import { createTestDatabase } from '../fixtures/database';
 import type { TestDatabase } from '../fixtures/database';
 import { DatabaseOutage } from '../fixtures/database-outage';
+import { recordInstant, sleepPast } from '../fixtures/record-queries';
 import { ADAPTERS, createTestApp } from '../fixtures/test-app';
 import type { TestApp } from '../fixtures/test-app';
 
@@ -102,12 +103,7 @@ describe.each(ADAPTERS)('replay cache (%s)', (adapter) => {
       const replay = await post(short, key, { amount: 5 }).expect(201);
       expect(replay.headers['idempotent-replayed']).toBe('true');
       // Until the record has expired by PostgreSQL's clock (the cache's entry expires no later).
-      const [{ left }] = await db.query<{ left: number }>(
-        `SELECT EXTRACT(EPOCH FROM expires_at - clock_timestamp())::float8 AS left
-           FROM idempotency_records WHERE idempotency_key = $1`,
-        [key],
-      );
-      await new Promise((resolve) => setTimeout(resolve, Math.max(0, left + 0.1) * 1000));
+      await sleepPast(db, await recordInstant(db, key, 'expires_at'));
       const again = await post(short, key, { amount: 5 }).expect(201);
       expect(again.headers['idempotent-replayed']).toBeUndefined();
       expect(again.body.id).not.toBe(first.body.id);
